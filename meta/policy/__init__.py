@@ -1,0 +1,1 @@
+"""meta.policy: the pure scheduling policy (no I/O). ``schedule(snapshot, config) -> Plan``."""

@@ -1,0 +1,89 @@
+"""The scheduler's output: placements, preemptions, held reservations and a reason per waiter."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from meta.policy.snapshot import NodeShare
+
+
+class ReasonCode(StrEnum):
+    """ReasonCode is the typed cause of a task not being placed in this cycle."""
+
+    UNSCHEDULABLE_AND_UNRESOLVABLE = "UnschedulableAndUnresolvable"  # no node could ever host it
+    NO_FEASIBLE_NODE = "NoFeasibleNode"  # feasible nodes exist but none is free now
+    WAITING_FOR_GANG_CAPACITY = "WaitingForGangCapacity"
+    WAITING_FOR_QUOTA = "WaitingForQuota"  # tenant at its limit for the GPU type
+    BLOCKED_BY_RESERVATION = "BlockedByReservation"  # capacity held for a head-of-line gang
+    LOWER_FAIR_SHARE = "LowerFairShare"  # capacity went to tenants ahead in fair-share order
+    LOWER_PRIORITY = "LowerPriority"
+    TOPOLOGY_UNSATISFIED = "TopologyUnsatisfied"
+    HELD_FOR_GANG = "HeldForGang"  # this task is the head-of-line gang with reserved nodes
+    PREEMPTING = "Preempting"  # victims are being evicted for this task
+    NODE_UNHEALTHY = "NodeUnhealthy"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingReason:
+    """PendingReason explains why a task waits and what would make it run."""
+
+    code: ReasonCode
+    message: str
+    remedy: str = ""
+    blocking_job: str | None = None
+    blocking_tenant: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    """Placement binds a pending task to one NodeShare per worker."""
+
+    task_id: str
+    job_id: str
+    shares: tuple[NodeShare, ...]
+    backfilled: bool = False
+    reason: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Preemption:
+    """Preemption evicts one whole reservation (a whole gang) for a named beneficiary."""
+
+    attempt_id: str
+    task_id: str
+    reason: str
+    lost_gpu_seconds: float
+    for_task: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeldReservation:
+    """HeldReservation keeps nodes for a head-of-line gang until its planned start."""
+
+    task_id: str
+    job_id: str
+    nodes: tuple[str, ...]
+    planned_start: float
+
+
+@dataclass(frozen=True, slots=True)
+class FragmentationReport:
+    """FragmentationReport separates stranded GPUs from a true shortage."""
+
+    free_gpus: int = 0
+    stranded_gpus: int = 0  # free GPUs that no pending shape can use
+    largest_placeable_gang_gpus: int = 0
+    free_by_type: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class Plan:
+    """Plan is the decision of one cycle; the apply step commits it under the leader's fence."""
+
+    placements: list[Placement] = field(default_factory=list)
+    preemptions: list[Preemption] = field(default_factory=list)
+    held: list[HeldReservation] = field(default_factory=list)
+    reasons: dict[str, PendingReason] = field(default_factory=dict)
+    fragmentation: FragmentationReport = field(default_factory=FragmentationReport)
+    inventory_version: int = 0

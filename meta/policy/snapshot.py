@@ -1,0 +1,129 @@
+"""The scheduler's input: one consistent, immutable picture of the cluster and the queue.
+
+The live daemon builds it from the store and Slurm inventory; the simulator builds it from a
+trace. Both hand the same types to ``schedule()``. Times are seconds (float, epoch or
+simulated clock, as long as one snapshot uses one clock).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from meta.resources import ResourceVector
+
+
+class JobKind(StrEnum):
+    """JobKind is the shape of work: a training gang, inference partitions or an evaluation."""
+
+    TRAINING = "training"
+    INFERENCE = "inference"
+    EVALUATION = "evaluation"
+
+
+class Topology(StrEnum):
+    """Topology is a gang's placement constraint over the switch tree."""
+
+    NONE = "none"
+    PREFER_SAME_SWITCH = "prefer-same-switch"
+    REQUIRE_SAME_SWITCH = "require-same-switch"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """NodeState is one worker node: configured capacity, health, partitions and leaf switch."""
+
+    name: str
+    capacity: ResourceVector
+    partitions: tuple[str, ...] = ()
+    switch: str | None = None
+    healthy: bool = True
+    drained: bool = False
+    features: frozenset[str] = frozenset()
+
+    def schedulable(self) -> bool:
+        """schedulable tells whether new work may be placed here."""
+        return self.healthy and not self.drained
+
+
+@dataclass(frozen=True, slots=True)
+class NodeShare:
+    """NodeShare is the part of one node that one worker of a placement holds."""
+
+    node: str
+    resources: ResourceVector
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """Reservation is a live attempt holding capacity (launching, unknown, running or stopping)."""
+
+    attempt_id: str
+    task_id: str
+    job_id: str
+    tenant: str
+    priority_class: str
+    shares: tuple[NodeShare, ...]
+    start_time: float
+    expected_end: float | None = None
+    last_checkpoint_time: float | None = None
+    restore_cost_s: float = 0.0
+    preemptible: bool = False
+    min_runtime_s: float = 0.0
+    kind: JobKind = JobKind.TRAINING
+    deadline: float | None = None
+
+    def gpus(self) -> int:
+        """gpus is the number of GPUs the reservation holds across all nodes."""
+        return sum(share.resources.gpus for share in self.shares)
+
+
+@dataclass(frozen=True, slots=True)
+class TenantState:
+    """TenantState carries a tenant's weight, quotas per GPU type and decayed usage."""
+
+    name: str
+    weight: float = 1.0
+    guaranteed: dict[str, int] = field(default_factory=dict)  # gpu_type -> GPUs, "*" = any type
+    limit: dict[str, int] = field(default_factory=dict)  # gpu_type -> GPUs, absent = unlimited
+    decayed_usage: float = 0.0  # cost-weighted GPU-seconds, decayed with the configured half-life
+
+
+@dataclass(frozen=True, slots=True)
+class PendingTask:
+    """PendingTask is one schedulable unit waiting for capacity: a gang, a partition or an eval."""
+
+    task_id: str
+    job_id: str
+    tenant: str
+    kind: JobKind
+    priority_class: str
+    submit_time: float
+    per_worker: ResourceVector
+    workers: int = 1
+    runtime_estimate_s: float = 3600.0
+    deadline: float | None = None
+    topology: Topology = Topology.NONE
+    partition: str | None = None
+    preemptible: bool = False
+    checkpoint_interval_s: float | None = None
+    restore_cost_s: float = 0.0
+    avoid_nodes: frozenset[str] = frozenset()
+    job_name: str = ""
+
+    def total(self) -> ResourceVector:
+        """total is the whole gang's request."""
+        return self.per_worker.scale(self.workers)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Snapshot is the immutable input of one scheduling cycle."""
+
+    now: float
+    nodes: tuple[NodeState, ...]
+    reservations: tuple[Reservation, ...] = ()
+    tenants: tuple[TenantState, ...] = ()
+    pending: tuple[PendingTask, ...] = ()
+    switch_parent: dict[str, str] = field(default_factory=dict)  # leaf -> spine, spine -> core ...
+    inventory_version: int = 0

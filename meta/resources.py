@@ -1,0 +1,174 @@
+"""Resource vectors: what a task asks for and what a node offers.
+
+GPU types are kept apart: ``gpus=8, gpu_type="a100"`` never fits into eight H100s.
+``gpu_type=None`` in a *request* means "any type"; in a *capacity* it means the node has
+no GPUs (or an untyped pool, as in traces that do not name the model).
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+_MEMORY_UNITS = {
+    "": 1,  # bare numbers are MiB, as Slurm's --mem
+    "k": 1 / 1024,
+    "kb": 1 / 1024,
+    "ki": 1 / 1024,
+    "kib": 1 / 1024,
+    "m": 1,
+    "mb": 1,
+    "mi": 1,
+    "mib": 1,
+    "g": 1024,
+    "gb": 1024,
+    "gi": 1024,
+    "gib": 1024,
+    "t": 1024 * 1024,
+    "tb": 1024 * 1024,
+    "ti": 1024 * 1024,
+    "tib": 1024 * 1024,
+}
+_QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+
+
+def parse_memory_mib(value: Any) -> int:
+    """parse_memory_mib turns ``256Gi``, ``4000M``, ``1.5T`` or a number (MiB) into MiB."""
+    if isinstance(value, bool):
+        raise ValueError("memory must be a size such as 4000M or 256Gi, not a boolean")
+    if isinstance(value, int | float):
+        if value < 0:
+            raise ValueError("memory must not be negative")
+        return int(value)
+    if not isinstance(value, str):
+        raise ValueError(f"memory must be a size such as 4000M or 256Gi, got {type(value).__name__}")
+    match = _QUANTITY.match(value)
+    if not match or match.group(2).lower() not in _MEMORY_UNITS:
+        raise ValueError(f"cannot parse memory size {value!r} (use e.g. 4000M, 16G, 256Gi)")
+    return int(float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()])
+
+
+def format_memory(mib: int) -> str:
+    """format_memory renders MiB the way Slurm accepts it (``256G`` or ``4000M``)."""
+    if mib and mib % (1024 * 1024) == 0:
+        return f"{mib // (1024 * 1024)}T"
+    if mib and mib % 1024 == 0:
+        return f"{mib // 1024}G"
+    return f"{mib}M"
+
+
+class ResourceError(ValueError):
+    """ResourceError is raised by arithmetic that would mix GPU types or go negative."""
+
+
+class ResourceVector(BaseModel):
+    """ResourceVector is an immutable bundle of cpus, memory, typed GPUs, storage and network."""
+
+    cpus: float = Field(default=0, ge=0, description="CPU cores")
+    memory_mib: int = Field(default=0, ge=0, alias="memory", description="host memory in MiB")
+    gpus: int = Field(default=0, ge=0, description="GPU count")
+    gpu_type: str | None = Field(default=None, description="GPU model, None = any type")
+    storage_gib: int = Field(default=0, ge=0, alias="storage", description="local scratch in GiB")
+    network: str | None = Field(default=None, description="network class such as 'ib'")
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    @field_validator("memory_mib", mode="before")
+    @classmethod
+    def _parse_memory(cls, value: Any) -> int:
+        return parse_memory_mib(value)
+
+    @field_validator("storage_gib", mode="before")
+    @classmethod
+    def _parse_storage(cls, value: Any) -> int:
+        if isinstance(value, str):
+            return parse_memory_mib(value) // 1024
+        return value
+
+    @field_validator("gpu_type")
+    @classmethod
+    def _normalise_gpu_type(cls, value: str | None) -> str | None:
+        return value.strip().lower() or None if value is not None else None
+
+    # --- arithmetic -------------------------------------------------------------------------
+
+    def _gpu_type_with(self, other: ResourceVector) -> str | None:
+        """_gpu_type_with returns the common GPU type or raises when the two disagree."""
+        if not self.gpus or not other.gpus:
+            return self.gpu_type if self.gpus else other.gpu_type
+        if self.gpu_type != other.gpu_type:
+            raise ResourceError(f"cannot combine {self.gpu_type} and {other.gpu_type} GPUs")
+        return self.gpu_type
+
+    def __add__(self, other: ResourceVector) -> ResourceVector:
+        """__add__ sums two vectors of the same GPU type."""
+        return ResourceVector.model_construct(
+            cpus=self.cpus + other.cpus,
+            memory_mib=self.memory_mib + other.memory_mib,
+            gpus=self.gpus + other.gpus,
+            gpu_type=self._gpu_type_with(other),
+            storage_gib=self.storage_gib + other.storage_gib,
+            network=self.network or other.network,
+        )
+
+    def __sub__(self, other: ResourceVector) -> ResourceVector:
+        """__sub__ removes ``other`` from this vector; it never goes below zero."""
+        gpu_type = self._gpu_type_with(other)
+        result = {
+            "cpus": self.cpus - other.cpus,
+            "memory_mib": self.memory_mib - other.memory_mib,
+            "gpus": self.gpus - other.gpus,
+            "storage_gib": self.storage_gib - other.storage_gib,
+        }
+        negative = [name for name, amount in result.items() if amount < 0]
+        if negative:
+            raise ResourceError(f"subtraction goes negative in {', '.join(negative)}")
+        return ResourceVector.model_construct(gpu_type=gpu_type, network=self.network, **result)
+
+    def scale(self, factor: int) -> ResourceVector:
+        """scale multiplies every amount by ``factor`` (e.g. per-worker × workers)."""
+        return ResourceVector.model_construct(
+            cpus=self.cpus * factor,
+            memory_mib=self.memory_mib * factor,
+            gpus=self.gpus * factor,
+            gpu_type=self.gpu_type,
+            storage_gib=self.storage_gib * factor,
+            network=self.network,
+        )
+
+    def fits_in(self, capacity: ResourceVector) -> bool:
+        """fits_in tells whether this request fits into ``capacity`` (type and network included)."""
+        if self.gpus and self.gpu_type is not None and self.gpu_type != capacity.gpu_type:
+            return False
+        if self.network is not None and self.network != capacity.network:
+            return False
+        return (
+            self.cpus <= capacity.cpus
+            and self.memory_mib <= capacity.memory_mib
+            and self.gpus <= capacity.gpus
+            and self.storage_gib <= capacity.storage_gib
+        )
+
+    def is_zero(self) -> bool:
+        """is_zero tells whether the vector asks for nothing."""
+        return not (self.cpus or self.memory_mib or self.gpus or self.storage_gib)
+
+    def describe(self) -> str:
+        """describe renders a short human form such as ``8 cpu, 64G, 4×a100``."""
+        parts = []
+        if self.cpus:
+            parts.append(f"{self.cpus:g} cpu")
+        if self.memory_mib:
+            parts.append(format_memory(self.memory_mib))
+        if self.gpus:
+            parts.append(f"{self.gpus}×{self.gpu_type or 'gpu'}")
+        if self.storage_gib:
+            parts.append(f"{self.storage_gib}G disk")
+        if self.network:
+            parts.append(self.network)
+        return ", ".join(parts) or "nothing"
+
+
+ZERO = ResourceVector()
