@@ -1,0 +1,365 @@
+"""Job specifications: immutable, validated descriptions of training, inference and evaluation work.
+
+A spec is what the user asked for and never changes after submit; attempts and observed state
+live elsewhere. ``JobSpec`` is a discriminated union on ``kind``: each kind accepts only the
+fields it needs, so a typo or a field of another kind is an error that names the field path.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from datetime import datetime
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    TypeAdapter,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
+
+from meta.durations import parse_duration_s, parse_instant
+from meta.policy.snapshot import JobKind, Topology
+from meta.resources import ResourceVector
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+
+class FailureCategory(StrEnum):
+    """FailureCategory classifies why an attempt ended badly; retry policies select on it."""
+
+    USER_ERROR = "user_error"  # non-zero exit of the user's program
+    NODE_FAILURE = "node_failure"  # node died, NODE_FAIL, lost contact
+    PREEMPTED = "preempted"
+    TIMEOUT = "timeout"
+    OOM = "oom"
+    LAUNCH_FAILURE = "launch_failure"  # Slurm rejected the submission
+    LOST = "lost"  # Slurm has no record past the grace period
+    CANCELLED = "cancelled"
+    UNKNOWN = "unknown"
+
+
+class PriorityClass(StrEnum):
+    """PriorityClass is the coarse band a job's tasks are ordered in before fair share."""
+
+    DEADLINE_INFERENCE = "deadline-inference"
+    TRAINING = "training"
+    INFERENCE = "inference"
+    EVALUATION = "evaluation"
+
+
+def _seconds(value: Any) -> float:
+    return parse_duration_s(value)
+
+
+Duration = Annotated[float, Field(ge=0)]
+
+
+class _Frozen(BaseModel):
+    """_Frozen is the base of every spec model: immutable and strict about unknown fields."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+
+class RetryPolicy(_Frozen):
+    """RetryPolicy says how many attempts a task gets and which failures earn a retry."""
+
+    max_attempts: int = Field(default=3, ge=1, le=100)
+    backoff_s: Duration = Field(default=30.0, alias="backoff")
+    on: tuple[FailureCategory, ...] = (
+        FailureCategory.NODE_FAILURE,
+        FailureCategory.PREEMPTED,
+        FailureCategory.LOST,
+        FailureCategory.LAUNCH_FAILURE,
+    )
+
+    _parse_backoff = field_validator("backoff_s", mode="before")(classmethod(lambda cls, v: _seconds(v)))
+
+    def retries(self, category: FailureCategory, attempts_so_far: int) -> bool:
+        """retries tells whether a task that failed with ``category`` gets another attempt."""
+        return category in self.on and attempts_so_far < self.max_attempts
+
+
+class CheckpointSpec(_Frozen):
+    """CheckpointSpec describes where and how often a training job checkpoints."""
+
+    dir: str
+    interval_s: Duration = Field(default=1800.0, alias="interval")
+    restore_cost_s: Duration = Field(default=60.0, alias="restore_cost")
+
+    _parse = field_validator("interval_s", "restore_cost_s", mode="before")(
+        classmethod(lambda cls, v: _seconds(v))
+    )
+
+
+class Locality(_Frozen):
+    """Locality is a soft hint: prefer these nodes or this switch (e.g. where the data is cached)."""
+
+    nodes: tuple[str, ...] = ()
+    switch: str | None = None
+
+
+class _CommonSpec(_Frozen):
+    """_CommonSpec holds the fields every job kind shares."""
+
+    name: str = Field(pattern=NAME_PATTERN)
+    tenant: str = Field(pattern=NAME_PATTERN)
+    queue: str = Field(default="default", pattern=NAME_PATTERN)
+    priority_class: PriorityClass | None = None
+    qos: str | None = None
+    partition: str | None = None
+    retry: RetryPolicy = RetryPolicy()
+    locality: Locality | None = None
+    command: str | None = None
+    script: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    secrets: tuple[str, ...] = ()
+    time_limit_s: Duration = Field(default=3600.0, alias="time_limit", gt=0)
+
+    _parse_time = field_validator("time_limit_s", mode="before")(classmethod(lambda cls, v: _seconds(v)))
+
+    @field_validator("env")
+    @classmethod
+    def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
+        bad = [name for name in value if not _ENV_NAME.match(name) or name.startswith("METASCHED_")]
+        if bad:
+            raise ValueError(f"invalid or reserved environment variable name(s): {', '.join(sorted(bad))}")
+        return value
+
+    @field_validator("secrets")
+    @classmethod
+    def _secret_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        # only names are allowed: a value (anything not an identifier) must never be stored
+        bad = [name for name in value if not _ENV_NAME.match(name)]
+        if bad:
+            raise ValueError("secrets are references by name (e.g. WANDB_API_KEY), not values")
+        return value
+
+    @model_validator(mode="after")
+    def _one_entrypoint(self) -> _CommonSpec:
+        if bool(self.command) == bool(self.script):
+            raise ValueError("give exactly one of 'command' or 'script'")
+        return self
+
+    def effective_priority_class(self) -> PriorityClass:
+        """effective_priority_class is the class given, or the kind's default."""
+        return self.priority_class or self._default_priority_class()
+
+    def _default_priority_class(self) -> PriorityClass:
+        raise NotImplementedError
+
+    def task_count(self) -> int:
+        """task_count is how many schedulable tasks this job expands into."""
+        return 1
+
+    def worker_resources(self) -> ResourceVector:
+        """worker_resources is what one worker (one node share) of a task asks for."""
+        raise NotImplementedError
+
+    def workers_per_task(self) -> int:
+        """workers_per_task is the gang size of one task (1 except for training)."""
+        return 1
+
+    def is_preemptible(self) -> bool:
+        """is_preemptible tells whether the policy may evict this job's tasks."""
+        return False
+
+    def task_names(self) -> list[str]:
+        """task_names names each task (a shard name for inference partitions)."""
+        return [str(index) for index in range(self.task_count())]
+
+
+class TrainingSpec(_CommonSpec):
+    """TrainingSpec is a gang of identical workers that start and stop together."""
+
+    kind: Literal[JobKind.TRAINING] = JobKind.TRAINING
+    workers: int = Field(default=1, ge=1, le=4096)
+    resources: ResourceVector
+    topology: Topology = Topology.NONE
+    checkpoint: CheckpointSpec | None = None
+    preemptible: bool = False
+    min_runtime_s: Duration = Field(default=0.0, alias="min_runtime")
+
+    _parse_min = field_validator("min_runtime_s", mode="before")(classmethod(lambda cls, v: _seconds(v)))
+
+    @model_validator(mode="after")
+    def _preemptible_needs_checkpoint(self) -> TrainingSpec:
+        # evicting a job that never checkpoints throws all of its work away
+        if self.preemptible and self.checkpoint is None:
+            raise ValueError("a preemptible training job needs a 'checkpoint' section")
+        return self
+
+    def _default_priority_class(self) -> PriorityClass:
+        return PriorityClass.TRAINING
+
+    def worker_resources(self) -> ResourceVector:
+        """worker_resources is the per-worker request."""
+        return self.resources
+
+    def workers_per_task(self) -> int:
+        """workers_per_task is the gang size."""
+        return self.workers
+
+    def is_preemptible(self) -> bool:
+        """is_preemptible is true only for checkpointing jobs that opted in."""
+        return self.preemptible
+
+
+class InferenceSpec(_CommonSpec):
+    """InferenceSpec is a batch job split into independently retried input partitions."""
+
+    kind: Literal[JobKind.INFERENCE] = JobKind.INFERENCE
+    partitions: int | tuple[str, ...]
+    resources: ResourceVector
+    output: str
+    deadline: datetime | None = None
+    max_parallel: int | None = Field(default=None, ge=1)
+    preemptible: bool = True
+
+    @field_validator("deadline", mode="before")
+    @classmethod
+    def _parse_deadline(cls, value: Any) -> datetime | None:
+        return None if value is None else parse_instant(value)
+
+    @field_validator("partitions")
+    @classmethod
+    def _partitions(cls, value: int | tuple[str, ...]) -> int | tuple[str, ...]:
+        if isinstance(value, int):
+            if not 1 <= value <= 100_000:
+                raise ValueError("partitions must be between 1 and 100000")
+        else:
+            if not value:
+                raise ValueError("the list of input shards is empty")
+            if len(set(value)) != len(value):
+                raise ValueError("input shards must be unique")
+        return value
+
+    def _default_priority_class(self) -> PriorityClass:
+        return PriorityClass.DEADLINE_INFERENCE if self.deadline else PriorityClass.INFERENCE
+
+    def task_count(self) -> int:
+        """task_count is the number of partitions."""
+        return self.partitions if isinstance(self.partitions, int) else len(self.partitions)
+
+    def task_names(self) -> list[str]:
+        """task_names are the shard names, or partition indexes."""
+        if isinstance(self.partitions, int):
+            return [str(index) for index in range(self.partitions)]
+        return list(self.partitions)
+
+    def worker_resources(self) -> ResourceVector:
+        """worker_resources is the per-partition request."""
+        return self.resources
+
+    def is_preemptible(self) -> bool:
+        """is_preemptible: partitions are replayable, so by default yes."""
+        return self.preemptible
+
+
+class EvaluationSpec(_CommonSpec):
+    """EvaluationSpec is one low-priority, preemptible task."""
+
+    kind: Literal[JobKind.EVALUATION] = JobKind.EVALUATION
+    resources: ResourceVector
+    preemptible: bool = True
+
+    def _default_priority_class(self) -> PriorityClass:
+        return PriorityClass.EVALUATION
+
+    def worker_resources(self) -> ResourceVector:
+        """worker_resources is the single task's request."""
+        return self.resources
+
+    def is_preemptible(self) -> bool:
+        """is_preemptible: evaluations are preemptible unless the user says otherwise."""
+        return self.preemptible
+
+
+JobSpec = Annotated[TrainingSpec | InferenceSpec | EvaluationSpec, Field(discriminator="kind")]
+_JOB_SPEC = TypeAdapter(JobSpec)
+AnySpec = TrainingSpec | InferenceSpec | EvaluationSpec
+
+
+class SpecError(ValueError):
+    """SpecError is an invalid job file: each problem names its field path."""
+
+    def __init__(self, problems: list[str]):
+        super().__init__("; ".join(problems))
+        self.problems = problems
+
+
+def _field_path(location: tuple[Any, ...]) -> str:
+    """_field_path renders pydantic's error location without the union tag noise."""
+    parts: list[str] = []
+    for item in location:
+        if item in {"training", "inference", "evaluation"} and not parts:
+            continue  # the discriminator's branch name
+        if isinstance(item, int):
+            parts.append(f"[{item}]")
+        elif str(item).startswith(("function-", "tagged-union", "int", "tuple")):
+            continue
+        else:
+            parts.append(("." if parts else "") + str(item))
+    return "".join(parts) or "(job)"
+
+
+def spec_from_dict(data: Any) -> AnySpec:
+    """spec_from_dict validates a mapping into a JobSpec or raises SpecError naming each field."""
+    if not isinstance(data, dict):
+        raise SpecError(["(job): a job file must be a mapping of fields"])
+    kinds = ", ".join(kind.value for kind in JobKind)
+    if "kind" not in data:
+        raise SpecError([f"kind: missing (one of {kinds})"])
+    if data["kind"] not in {kind.value for kind in JobKind}:
+        raise SpecError([f"kind: {data['kind']!r} is not one of {kinds}"])
+    try:
+        return _JOB_SPEC.validate_python(data)
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            message = str(error["msg"]).removeprefix("Value error, ")
+            problems.append(f"{_field_path(tuple(error['loc']))}: {message}")
+        raise SpecError(problems) from None
+
+
+def load_spec_text(text: str, source: str = "<job>") -> AnySpec:
+    """load_spec_text parses YAML or JSON job text (JSON is YAML) and validates it."""
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise SpecError([f"(file) {source}: not valid YAML or JSON: {exc}"]) from None
+    return spec_from_dict(data)
+
+
+def load_spec_file(path: str | Path) -> AnySpec:
+    """load_spec_file reads and validates a job file."""
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SpecError([f"(file) {path}: cannot read: {exc.strerror}"]) from None
+    return load_spec_text(text, str(path))
+
+
+def spec_to_json(spec: AnySpec) -> str:
+    """spec_to_json is the canonical serialisation stored once per job (sorted keys, aliases off)."""
+    return json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+
+
+def spec_from_json(text: str) -> AnySpec:
+    """spec_from_json restores a stored spec."""
+    return _JOB_SPEC.validate_python(json.loads(text))
+
+
+def spec_hash(spec: AnySpec) -> str:
+    """spec_hash fingerprints a spec so an idempotency key can detect a changed resubmission."""
+    return hashlib.sha256(spec_to_json(spec).encode()).hexdigest()
