@@ -1,0 +1,202 @@
+"""Task and attempt lifecycle: creating attempts and moving a task along with its attempt.
+
+The attempt's state machine is driven by launches and by what Slurm reports; the task follows
+in the same transaction: a live attempt makes the task scheduled or running, a terminal one
+ends the task or — by the job's retry policy — sends it back to pending for a new attempt.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from meta.durations import utcnow
+from meta.errors import ConcurrentModification, Conflict, NotFound
+from meta.ids import new_uuid
+from meta.spec import AnySpec, FailureCategory, spec_from_json
+from meta.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState, task_state_for_attempt
+from meta.store.models import Attempt, Job, JobSpecRow, Task
+from meta.transitions import TransitionResult, transition_attempt, transition_task
+
+DEFAULT_LEASE_S = 300.0
+
+_CATEGORY_OF_END = {
+    AttemptState.PREEMPTED: FailureCategory.PREEMPTED,
+    AttemptState.LOST: FailureCategory.LOST,
+    AttemptState.CANCELLED: FailureCategory.CANCELLED,
+}
+
+
+def job_spec(session: Session, job_id: str) -> AnySpec:
+    """job_spec loads the immutable spec of a job."""
+    row = session.get(JobSpecRow, job_id)
+    if row is None:
+        raise NotFound(f"job {job_id} has no spec")
+    return spec_from_json(row.spec_json)
+
+
+def live_attempt(session: Session, task_id: str) -> Attempt | None:
+    """live_attempt returns the task's live attempt (there is at most one), if any."""
+    return session.scalar(
+        select(Attempt).where(
+            Attempt.task_id == task_id, Attempt.state.in_([s.value for s in LIVE_ATTEMPT_STATES])
+        )
+    )
+
+
+def create_attempt(
+    session: Session,
+    task_id: str,
+    stimulus_id: str,
+    *,
+    placement: list[dict[str, Any]] | None = None,
+    lease_s: float = DEFAULT_LEASE_S,
+    actor: str = "scheduler",
+    reason: str = "placed",
+) -> Attempt:
+    """create_attempt starts a new attempt with the next fencing token; never beside a live one."""
+    task = session.get(Task, task_id, populate_existing=True)
+    if task is None:
+        raise NotFound(f"task {task_id} not found")
+    existing = live_attempt(session, task_id)
+    if existing is not None:
+        raise Conflict(f"task {task_id} already has live attempt {existing.number} ({existing.state})")
+    token = task.fencing_counter + 1
+    number = task.attempts_made + 1
+    transition_task(
+        session,
+        task_id,
+        TaskState.SCHEDULED,
+        stimulus_id,
+        reason=reason,
+        actor=actor,
+        values={"fencing_counter": token, "attempts_made": number, "not_before": None},
+    )
+    now = utcnow()
+    attempt = Attempt(
+        id=new_uuid(),
+        task_id=task_id,
+        job_id=task.job_id,
+        number=number,
+        state=AttemptState.CREATED.value,
+        version=1,
+        fencing_token=token,
+        lease_expires_at=now + timedelta(seconds=lease_s),
+        placement=placement or [],
+        reason=reason,
+        created_at=now,
+        updated_at=now,
+    )
+    session.add(attempt)
+    try:
+        with session.begin_nested():
+            session.flush()
+    except IntegrityError as exc:  # the one-live-attempt index caught a concurrent creator
+        raise ConcurrentModification(f"task {task_id} got another live attempt concurrently") from exc
+    return attempt
+
+
+def attempt_event(
+    session: Session,
+    attempt_id: str,
+    target: AttemptState,
+    stimulus_id: str,
+    *,
+    reason: str = "",
+    actor: str = "",
+    fencing_token: int | None = None,
+    failure_category: FailureCategory | None = None,
+    values: dict[str, Any] | None = None,
+) -> TransitionResult:
+    """attempt_event moves an attempt and lets its task follow (retry, finish or fail)."""
+    changes = dict(values or {})
+    now = utcnow()
+    category = failure_category or _CATEGORY_OF_END.get(target)
+    if category is not None:
+        changes["failure_category"] = category.value
+    if target == AttemptState.RUNNING:
+        changes.setdefault("started_at", now)
+    if target not in LIVE_ATTEMPT_STATES:
+        changes.setdefault("ended_at", now)
+    result = transition_attempt(
+        session,
+        attempt_id,
+        target,
+        stimulus_id,
+        reason=reason,
+        actor=actor,
+        fencing_token=fencing_token,
+        values=changes,
+    )
+    if result.applied:
+        attempt = session.get(Attempt, attempt_id, populate_existing=True)
+        assert attempt is not None
+        _task_follows(session, attempt, target, category, stimulus_id, reason, actor)
+    return result
+
+
+def _task_follows(
+    session: Session,
+    attempt: Attempt,
+    target: AttemptState,
+    category: FailureCategory | None,
+    stimulus_id: str,
+    reason: str,
+    actor: str,
+) -> None:
+    """_task_follows applies the task transition an attempt transition implies."""
+    implied = task_state_for_attempt(target)
+    if implied is not None:
+        transition_task(session, attempt.task_id, implied, stimulus_id, reason=reason, actor=actor)
+        return
+    if target == AttemptState.SUCCEEDED:
+        transition_task(session, attempt.task_id, TaskState.SUCCEEDED, stimulus_id, reason=reason, actor=actor)
+        return
+    if target == AttemptState.CANCELLED:
+        transition_task(session, attempt.task_id, TaskState.CANCELLED, stimulus_id, reason=reason, actor=actor)
+        return
+    _fail_or_retry(session, attempt, category or FailureCategory.UNKNOWN, stimulus_id, reason, actor)
+
+
+def _fail_or_retry(
+    session: Session,
+    attempt: Attempt,
+    category: FailureCategory,
+    stimulus_id: str,
+    reason: str,
+    actor: str,
+) -> None:
+    """_fail_or_retry sends the task back to pending when its retry policy allows, else fails it."""
+    task = session.get(Task, attempt.task_id, populate_existing=True)
+    job = session.get(Job, attempt.job_id)
+    assert task is not None and job is not None
+    spec = job_spec(session, job.id)
+    budget_used = task.attempts_made - task.retry_base
+    # an eviction is the scheduler's own doing: it never spends the user's retry budget
+    retry = not job.cancel_requested and (
+        category == FailureCategory.PREEMPTED or spec.retry.retries(category, budget_used)
+    )
+    if not retry:
+        transition_task(session, task.id, TaskState.FAILED, stimulus_id, reason=reason or category.value, actor=actor)
+        return
+    values: dict[str, Any] = {}
+    if category == FailureCategory.PREEMPTED:
+        values["retry_base"] = task.retry_base + 1
+    else:
+        values["not_before"] = utcnow() + timedelta(seconds=spec.retry.backoff_s)
+    if category == FailureCategory.NODE_FAILURE and attempt.placement:
+        # retry elsewhere: the node that failed this attempt is avoided by the next one
+        values["avoid_nodes"] = sorted(set(task.avoid_nodes) | set(attempt.nodes()))
+    transition_task(
+        session,
+        task.id,
+        TaskState.PENDING,
+        stimulus_id,
+        reason=f"retrying after {category.value}" + (f": {reason}" if reason else ""),
+        actor=actor,
+        values=values,
+    )

@@ -1,0 +1,77 @@
+"""Task shapes: a pending task's request flattened into plain numbers for the inner loops."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from meta.policy.snapshot import PendingTask, Topology
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """Shape is what one task asks for per worker, how many workers, and where they may go."""
+
+    gpu_type: str | None
+    gpus: int
+    cpus: float
+    mem: int
+    sto: int
+    network: str | None
+    partition: str | None
+    workers: int
+    topology: Topology
+    avoid: frozenset[str]
+
+    @property
+    def static_key(self) -> tuple:
+        """static_key identifies the per-worker request that node-class filters depend on."""
+        return (self.gpu_type, self.gpus, self.cpus, self.mem, self.sto, self.network, self.partition)
+
+    @property
+    def total_gpus(self) -> int:
+        """total_gpus is the whole gang's GPU count."""
+        return self.gpus * self.workers
+
+    def slots(self, gpu: int, cpu: float, mem: int, sto: int, cap: int) -> int:
+        """slots is how many workers fit into the given free amounts, at most ``cap``."""
+        n = cap
+        if self.gpus:
+            n = min(n, gpu // self.gpus)
+        if self.cpus:
+            # A tiny epsilon keeps 0.1 * 3 from failing to fit into 0.3 free cores.
+            n = min(n, int((cpu + 1e-9) // self.cpus))
+        if self.mem:
+            n = min(n, mem // self.mem)
+        if self.sto:
+            n = min(n, sto // self.sto)
+        return n if n > 0 else 0
+
+    def describe_worker(self) -> str:
+        """describe_worker renders one worker's request for messages."""
+        parts = []
+        if self.gpus:
+            parts.append(f"{self.gpus} {self.gpu_type or 'GPU'}{'' if self.gpu_type is None else ' GPU'}"
+                         f"{'s' if self.gpus > 1 else ''}")
+        if self.cpus:
+            parts.append(f"{self.cpus:g} cpus")
+        if self.mem:
+            parts.append(f"{self.mem // 1024 if self.mem >= 1024 else self.mem}"
+                         f"{'G' if self.mem >= 1024 else 'M'} memory")
+        return ", ".join(parts) or "no resources"
+
+
+def shape_of(task: PendingTask) -> Shape:
+    """shape_of flattens a PendingTask's per-worker request into a Shape."""
+    r = task.per_worker
+    return Shape(
+        gpu_type=r.gpu_type if r.gpus else None,
+        gpus=r.gpus,
+        cpus=float(r.cpus),
+        mem=r.memory_mib,
+        sto=r.storage_gib,
+        network=r.network,
+        partition=task.partition,
+        workers=max(1, task.workers),
+        topology=task.topology,
+        avoid=task.avoid_nodes,
+    )

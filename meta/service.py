@@ -1,0 +1,327 @@
+"""The metasched service API: submit, status, list, cancel and retry.
+
+Each call is one transaction (retried a few times when a compare-and-swap or a unique index
+loses a race), scoped by the caller's ``Principal``: a tenant never sees another's jobs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TypeVar
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm import Session
+
+from meta.durations import utcnow
+from meta.errors import ConcurrentModification, Conflict, InvalidRequest, NotFound, Unschedulable
+from meta.ids import looks_like_uuid, new_short_job_id, new_uuid
+from meta.lifecycle import attempt_event, job_spec, live_attempt
+from meta.spec import AnySpec, spec_hash, spec_to_json
+from meta.states import AttemptState, JobState, TaskState
+from meta.store.db import Database, resolve_url
+from meta.store.migrate import ensure_schema
+from meta.store.models import Attempt, Job, JobSpecRow, Queue, Task, Tenant, Transition
+from meta.store.upsert import insert_ignore
+from meta.transitions import transition_task
+from meta.views import JobStatus, JobSummary, TaskView, TransitionView
+from tenants.identity import ADMIN, Principal
+
+T = TypeVar("T")
+FeasibilityCheck = Callable[[AnySpec], str | None]  # returns a rejection reason, or None
+_RETRIES = 8
+
+
+@dataclass(frozen=True)
+class SubmitResult:
+    """SubmitResult is the job a submit landed on and whether this call created it."""
+
+    job: JobSummary
+    created: bool
+
+
+class Service:
+    """Service is the Python API of metasched over one database."""
+
+    def __init__(self, db: Database, feasibility: FeasibilityCheck | None = None):
+        self.db = db
+        self.feasibility = feasibility
+
+    @classmethod
+    def open(cls, url: str | None = None, *, migrate: bool = True) -> Service:
+        """open connects to --db / METASCHED_DB / the embedded SQLite file and brings the schema up."""
+        resolved = resolve_url(url)
+        db = Database(resolved)
+        if migrate:
+            ensure_schema(db.engine, resolved)
+        return cls(db)
+
+    # --- plumbing ---------------------------------------------------------------------------
+
+    def _unit(self, work: Callable[[Session], T]) -> T:
+        """_unit runs ``work`` in one transaction, retrying when it lost a race."""
+        for attempt in range(_RETRIES):
+            try:
+                with self.db.session() as session:
+                    return work(session)
+            except (ConcurrentModification, IntegrityError, OperationalError) as exc:
+                if attempt == _RETRIES - 1 or not _retryable(exc):
+                    raise
+                time.sleep(0.01 * (2**attempt))
+        raise AssertionError("unreachable")
+
+    # --- submit -----------------------------------------------------------------------------
+
+    def submit(
+        self, spec: AnySpec, idempotency_key: str | None = None, principal: Principal = ADMIN
+    ) -> SubmitResult:
+        """submit stores a job once per (tenant, key): same key and spec → same job; other spec → Conflict."""
+        principal_check(principal, spec.tenant)
+        if idempotency_key is not None and not (0 < len(idempotency_key) <= 256):
+            raise InvalidRequest("an idempotency key must be 1 to 256 characters")
+        if self.feasibility is not None:
+            problem = self.feasibility(spec)
+            if problem:
+                raise Unschedulable(problem)
+        fingerprint = spec_hash(spec)
+        return self._unit(lambda s: _submit(s, spec, fingerprint, idempotency_key, principal))
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def status(self, job_ref: str, principal: Principal = ADMIN) -> JobStatus:
+        """status returns the spec, tasks, attempts and latest reasons of a job."""
+        return self._unit(lambda s: _status(s, _find_job(s, job_ref, principal)))
+
+    def list_jobs(
+        self,
+        principal: Principal = ADMIN,
+        tenant: str | None = None,
+        state: JobState | None = None,
+        limit: int = 200,
+    ) -> list[JobSummary]:
+        """list_jobs lists the newest jobs the caller may see, optionally by tenant and state."""
+        if tenant is not None and not principal.may_access(tenant):
+            return []
+        scope = tenant or principal.tenant
+        return self._unit(lambda s: _list(s, scope, state, limit))
+
+    # --- changes ----------------------------------------------------------------------------
+
+    def cancel(self, job_ref: str, principal: Principal = ADMIN) -> JobStatus:
+        """cancel is idempotent: pending tasks end, live attempts are marked to be stopped."""
+
+        def work(session: Session) -> JobStatus:
+            job = _find_job(session, job_ref, principal)
+            _cancel(session, job, principal.name)
+            return _status(session, job)
+
+        return self._unit(work)
+
+    def retry(self, ref: str, principal: Principal = ADMIN) -> list[TaskView]:
+        """retry sends failed or cancelled tasks of a job (or one task ``JOB/INDEX``) back to pending."""
+
+        def work(session: Session) -> list[TaskView]:
+            tasks = _find_tasks(session, ref, principal)
+            return _retry(session, tasks, principal.name)
+
+        return self._unit(work)
+
+
+def _retryable(exc: Exception) -> bool:
+    """_retryable tells a lost race (retry) from a real error (raise)."""
+    if isinstance(exc, ConcurrentModification | IntegrityError):
+        return True
+    message = str(exc).lower()
+    return "locked" in message or "deadlock" in message or "could not serialize" in message
+
+
+def principal_check(principal: Principal, tenant: str) -> None:
+    """principal_check refuses a tenant-scoped caller acting for another tenant."""
+    if not principal.may_access(tenant):
+        raise InvalidRequest(f"you act for tenant {principal.tenant!r} and cannot submit for {tenant!r}")
+
+
+def _submit(
+    session: Session, spec: AnySpec, fingerprint: str, key: str | None, principal: Principal
+) -> SubmitResult:
+    if key is not None:
+        existing = session.scalar(select(Job).where(Job.tenant == spec.tenant, Job.idempotency_key == key))
+        if existing is not None:
+            if existing.spec_row.spec_hash != fingerprint:
+                raise Conflict(
+                    f"idempotency key {key!r} was already used by job {existing.short_id} with a different spec"
+                )
+            return SubmitResult(JobSummary.of(existing, _task_states(session, existing.id)), created=False)
+    now = utcnow()
+    insert_ignore(session, Tenant, name=spec.tenant, weight=1.0, guaranteed={}, limits={}, created_at=now)
+    insert_ignore(session, Queue, name=spec.queue, description="", created_at=now)
+    job = Job(
+        id=new_uuid(),
+        short_id=new_short_job_id(),
+        tenant=spec.tenant,
+        queue=spec.queue,
+        name=spec.name,
+        kind=spec.kind.value,
+        priority_class=spec.effective_priority_class().value,
+        idempotency_key=key,
+        submitted_by=principal.name,
+        submitted_at=now,
+        cancel_requested=False,
+        version=1,
+    )
+    session.add(job)
+    session.flush()
+    session.add(JobSpecRow(job_id=job.id, spec_json=spec_to_json(spec), spec_hash=fingerprint))
+    for index, name in enumerate(spec.task_names()):
+        task = Task(
+            id=new_uuid(),
+            job_id=job.id,
+            index=index,
+            name=name,
+            state=TaskState.PENDING.value,
+            version=1,
+            fencing_counter=0,
+            attempts_made=0,
+            retry_base=0,
+            reason="submitted",
+            avoid_nodes=[],
+            updated_at=now,
+        )
+        session.add(task)
+    session.flush()
+    return SubmitResult(JobSummary.of(job, [TaskState.PENDING] * spec.task_count()), created=True)
+
+
+def _task_states(session: Session, job_id: str) -> list[TaskState]:
+    rows = session.scalars(select(Task.state).where(Task.job_id == job_id).order_by(Task.index))
+    return [TaskState(state) for state in rows]
+
+
+def _find_job(session: Session, ref: str, principal: Principal) -> Job:
+    """_find_job resolves a short id or UUID to a job the caller may see."""
+    ref = ref.strip()
+    column = Job.id if looks_like_uuid(ref) else Job.short_id
+    job = session.scalar(select(Job).where(column == ref))
+    if job is None or not principal.may_access(job.tenant):
+        raise NotFound(f"job {ref} not found")
+    return job
+
+
+def _find_tasks(session: Session, ref: str, principal: Principal) -> list[Task]:
+    """_find_tasks resolves ``JOB`` (all its tasks), ``JOB/INDEX`` or a task UUID."""
+    if "/" in ref:
+        job_ref, _, index = ref.partition("/")
+        job = _find_job(session, job_ref, principal)
+        if not index.isdigit():
+            raise InvalidRequest(f"task reference {ref!r}: use JOB/INDEX, e.g. {job.short_id}/0")
+        task = session.scalar(select(Task).where(Task.job_id == job.id, Task.index == int(index)))
+        if task is None:
+            raise NotFound(f"task {ref} not found")
+        return [task]
+    if looks_like_uuid(ref):
+        task = session.get(Task, ref)
+        if task is not None:
+            job = session.get(Job, task.job_id)
+            assert job is not None
+            principal.require_access(job.tenant, f"task {ref}")
+            return [task]
+    job = _find_job(session, ref, principal)
+    return list(session.scalars(select(Task).where(Task.job_id == job.id).order_by(Task.index)))
+
+
+def _status(session: Session, job: Job) -> JobStatus:
+    tasks = list(session.scalars(select(Task).where(Task.job_id == job.id).order_by(Task.index)))
+    attempts: dict[str, list[Attempt]] = {}
+    for attempt in session.scalars(select(Attempt).where(Attempt.job_id == job.id)):
+        attempts.setdefault(attempt.task_id, []).append(attempt)
+    recent = session.scalars(
+        select(Transition).where(Transition.job_id == job.id).order_by(Transition.id.desc()).limit(20)
+    )
+    return JobStatus(
+        summary=JobSummary.of(job, [TaskState(t.state) for t in tasks]),
+        spec=job_spec(session, job.id).model_dump(mode="json"),
+        cancel_requested=job.cancel_requested,
+        tasks=[TaskView.of(t, attempts.get(t.id, [])) for t in tasks],
+        recent=[TransitionView.of(t) for t in recent],
+    )
+
+
+def _list(session: Session, tenant: str | None, state: JobState | None, limit: int) -> list[JobSummary]:
+    query = select(Job).order_by(Job.submitted_at.desc(), Job.id)
+    if tenant is not None:
+        query = query.where(Job.tenant == tenant)
+    jobs = list(session.scalars(query.limit(limit if state is None else limit * 20)))
+    states: dict[str, list[TaskState]] = {job.id: [] for job in jobs}
+    if jobs:
+        rows = session.execute(
+            select(Task.job_id, Task.state).where(Task.job_id.in_(list(states))).order_by(Task.index)
+        )
+        for job_id, task_state in rows:
+            states[job_id].append(TaskState(task_state))
+    summaries = [JobSummary.of(job, states[job.id]) for job in jobs]
+    if state is not None:
+        summaries = [s for s in summaries if s.state == state.value]
+    return summaries[:limit]
+
+
+def _cancel(session: Session, job: Job, actor: str) -> None:
+    """_cancel marks the job and moves each task toward cancelled (idempotent per job)."""
+    stimulus = f"cancel:{job.id}:{job.version}" if not job.cancel_requested else f"cancel:{job.id}:again"
+    if not job.cancel_requested:
+        job.cancel_requested = True
+        job.version += 1
+    for task in session.scalars(select(Task).where(Task.job_id == job.id)):
+        state = TaskState(task.state)
+        if state == TaskState.PENDING:
+            transition_task(session, task.id, TaskState.CANCELLED, stimulus, reason="cancelled by user", actor=actor)
+            continue
+        attempt = live_attempt(session, task.id)
+        if attempt is None:
+            continue
+        _cancel_attempt(session, attempt, stimulus, actor)
+
+
+def _cancel_attempt(session: Session, attempt: Attempt, stimulus: str, actor: str) -> None:
+    """_cancel_attempt ends an attempt not yet sent to Slurm, or marks a sent one for scancel."""
+    current = AttemptState(attempt.state)
+    if current == AttemptState.CREATED:
+        attempt_event(session, attempt.id, AttemptState.CANCELLED, stimulus, reason="cancelled by user", actor=actor)
+    elif current != AttemptState.STOPPING:
+        # Slurm may be running it: the bridge sends scancel and the reconciler confirms the end
+        attempt_event(
+            session,
+            attempt.id,
+            AttemptState.STOPPING,
+            stimulus,
+            reason="cancel requested by user",
+            actor=actor,
+            values={"cancel_requested": True},
+        )
+
+
+def _retry(session: Session, tasks: list[Task], actor: str) -> list[TaskView]:
+    """_retry re-queues failed or cancelled tasks; other tasks are left alone."""
+    retriable = [t for t in tasks if TaskState(t.state) in {TaskState.FAILED, TaskState.CANCELLED}]
+    if not retriable:
+        states = ", ".join(sorted({t.state for t in tasks})) or "none"
+        raise InvalidRequest(f"nothing to retry: only failed or cancelled tasks can be retried (tasks are {states})")
+    job = session.get(Job, retriable[0].job_id)
+    assert job is not None
+    if job.cancel_requested:
+        job.cancel_requested = False  # a retry is a new intent to run: the old cancel no longer applies
+        job.version += 1
+    stimulus = f"retry:{new_uuid()}"
+    for task in retriable:
+        transition_task(
+            session,
+            task.id,
+            TaskState.PENDING,
+            stimulus,
+            reason="retried by user",
+            actor=actor,
+            values={"retry_base": task.attempts_made, "not_before": None},
+        )
+    session.flush()
+    return [TaskView.of(session.get(Task, t.id, populate_existing=True), []) for t in retriable]  # type: ignore[arg-type]

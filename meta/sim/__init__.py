@@ -1,0 +1,1 @@
+"""meta.sim: the trace-driven discrete-event simulator that drives the real policy code."""

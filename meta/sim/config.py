@@ -1,0 +1,44 @@
+"""SimConfig: the knobs of one simulation run that are not the trace, the cluster or the policy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from meta.policy.snapshot import JobKind, Topology
+
+# Time-limit buckets (s) a user would pick with ``sbatch --time``: 30 min … 30 days.
+TIME_LIMIT_BUCKETS_S = (
+    1800, 3600, 2 * 3600, 4 * 3600, 8 * 3600, 12 * 3600, 86400, 2 * 86400, 3 * 86400,
+    7 * 86400, 14 * 86400, 30 * 86400,
+)
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """SimConfig holds checkpointing, estimates, cycle batching, warm-up and fair-share decay."""
+
+    checkpoint_interval_s: float = 3600.0  # training jobs checkpoint every hour of run time
+    restore_cost_s: float = 300.0  # time to reload a checkpoint on restart (no progress)
+    checkpoint_kinds: frozenset[JobKind] = frozenset({JobKind.TRAINING})
+    preemptible_kinds: frozenset[JobKind] = frozenset({JobKind.TRAINING, JobKind.EVALUATION})
+    estimate: str = "bucket"  # "bucket": duration rounded up to a time-limit bucket; "noise": × factor
+    noise_factor: float = 2.0  # used by estimate="noise"
+    cycle_interval_s: float = 0.0  # 0 = a cycle at every event time; >0 = cycles on this grid
+    warmup_hours: float | None = None  # None = the cluster preset's default
+    usage_half_life_s: float = 7 * 86400.0  # Slurm's PriorityDecayHalfLife default
+    gang_topology: Topology = Topology.PREFER_SAME_SWITCH
+    priority_class: str = "normal"
+    tenant_weights: dict[str, float] = field(default_factory=dict)  # overrides the preset's
+    strict: bool = True  # an invalid placement raises instead of being dropped and counted
+    max_cycles_per_instant: int = 3  # re-run the policy after preemptions, at most this often
+
+
+def runtime_estimate(duration_s: float, config: SimConfig) -> float:
+    """runtime_estimate is what both policies believe a job will run (always ≥ the real duration)."""
+    if config.estimate == "noise":
+        return max(duration_s * config.noise_factor, 60.0)
+    for bucket in TIME_LIMIT_BUCKETS_S:
+        if duration_s <= bucket:
+            return float(bucket)
+    month = TIME_LIMIT_BUCKETS_S[-1]
+    return float(-(-duration_s // month) * month)

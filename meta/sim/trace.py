@@ -1,0 +1,161 @@
+"""Trace loading: the common CSV schema of the Philly, PAI-2023 and Crux samples → TraceJob rows.
+
+Choices made here (and reported by the simulator):
+
+* fractional GPUs (PAI GPU sharing, e.g. 0.46) are rounded **up** to one whole GPU, because
+  Slurm's GRES allocates whole devices;
+* an empty tenant becomes ``"unknown"``;
+* rows without a duration (PAI pods that were never scheduled) are skipped and counted;
+* ``job_kind`` labels are shortened (``latency_sensitive(...)`` → ``latency_sensitive``).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from meta.policy.snapshot import JobKind
+
+UNKNOWN_TENANT = "unknown"
+
+# Trace kind label → the policy's JobKind (the label itself is kept for per-kind metrics).
+_KIND_MAP = {
+    "training": JobKind.TRAINING,
+    "best_effort": JobKind.TRAINING,  # PAI BE pods: batch, likely training/offline
+    "latency_sensitive": JobKind.INFERENCE,  # PAI LS pods: likely online inference
+    "inference": JobKind.INFERENCE,
+    "evaluation": JobKind.EVALUATION,
+}
+
+
+class TraceError(ValueError):
+    """TraceError is raised for a trace file that cannot be read or lacks required columns."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceJob:
+    """TraceJob is one job of a trace, already normalised (whole GPUs, named tenant)."""
+
+    job_id: str
+    submit_time: float
+    duration_s: float
+    num_gpus: int
+    gpu_type: str | None = None
+    num_cpus: float = 0.0
+    memory_mib: int = 0
+    tenant: str = UNKNOWN_TENANT
+    kind_label: str = "training"
+
+    @property
+    def kind(self) -> JobKind:
+        """kind maps the trace's label to the policy's JobKind (unknown labels → evaluation)."""
+        return _KIND_MAP.get(self.kind_label, JobKind.EVALUATION)
+
+
+@dataclass(slots=True)
+class LoadReport:
+    """LoadReport counts what the loader changed or dropped, so runs can say so."""
+
+    rows: int = 0
+    loaded: int = 0
+    skipped_no_duration: int = 0
+    fractional_gpus_rounded: int = 0
+    unknown_tenant: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+REQUIRED_COLUMNS = ("submit_time", "duration_s", "num_gpus")
+
+
+def _float(value: str | None, default: float = 0.0) -> float:
+    """_float parses a CSV cell, treating empty as ``default``."""
+    value = (value or "").strip()
+    return float(value) if value else default
+
+
+def _kind_label(raw: str | None) -> str:
+    """_kind_label shortens ``latency_sensitive(likely...)`` to ``latency_sensitive``."""
+    label = (raw or "").strip().lower()
+    return label.split("(", 1)[0] or "training"
+
+
+def parse_row(row: dict[str, str], index: int, report: LoadReport) -> TraceJob | None:
+    """parse_row turns one CSV row into a TraceJob, or None when it has no duration."""
+    if not (row.get("duration_s") or "").strip():
+        report.skipped_no_duration += 1
+        return None
+    raw_gpus = _float(row.get("num_gpus"))
+    gpus = math.ceil(raw_gpus) if raw_gpus > 0 else 0
+    if gpus != raw_gpus:
+        report.fractional_gpus_rounded += 1
+    tenant = (row.get("tenant") or "").strip()
+    if not tenant:
+        report.unknown_tenant += 1
+    return TraceJob(
+        job_id=(row.get("job_id") or "").strip() or f"job-{index}",
+        submit_time=_float(row.get("submit_time")),
+        duration_s=max(0.0, _float(row.get("duration_s"))),
+        num_gpus=gpus,
+        gpu_type=(row.get("gpu_type") or "").strip().lower() or None,
+        num_cpus=_float(row.get("num_cpus")),
+        memory_mib=int(_float(row.get("memory_mib"))),
+        tenant=tenant or UNKNOWN_TENANT,
+        kind_label=_kind_label(row.get("job_kind")),
+    )
+
+
+def load_trace(path: str | Path, max_jobs: int | None = None) -> tuple[list[TraceJob], LoadReport]:
+    """load_trace reads a trace CSV of the common schema, sorted by submit time."""
+    path = Path(path)
+    if not path.is_file():
+        raise TraceError(f"trace file not found: {path}")
+    report = LoadReport()
+    jobs: list[TraceJob] = []
+    try:
+        with path.open(newline="") as handle:
+            reader = csv.DictReader(handle)
+            missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or ())]
+            if missing:
+                raise TraceError(f"{path}: missing column(s) {', '.join(missing)}")
+            for index, row in enumerate(reader):
+                report.rows += 1
+                job = parse_row(row, index, report)
+                if job is not None:
+                    jobs.append(job)
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise TraceError(f"cannot read trace {path}: {exc}") from exc
+    except ValueError as exc:
+        if isinstance(exc, TraceError):
+            raise
+        raise TraceError(f"{path}: bad value ({exc})") from exc
+    jobs.sort(key=lambda job: (job.submit_time, job.job_id))
+    if max_jobs is not None:
+        jobs = jobs[:max_jobs]
+    report.loaded = len(jobs)
+    if report.fractional_gpus_rounded:
+        report.notes.append(f"{report.fractional_gpus_rounded} fractional GPU requests rounded up to whole GPUs")
+    if report.skipped_no_duration:
+        report.notes.append(f"{report.skipped_no_duration} rows without duration (never scheduled) skipped")
+    if report.unknown_tenant:
+        report.notes.append(f"{report.unknown_tenant} rows without tenant → '{UNKNOWN_TENANT}'")
+    return jobs, report
+
+
+def compress_arrivals(jobs: list[TraceJob], load: float) -> list[TraceJob]:
+    """compress_arrivals divides every inter-arrival gap by ``load`` (load > 1 = busier)."""
+    if load <= 0:
+        raise TraceError("load factor must be positive")
+    if load == 1 or not jobs:
+        return list(jobs)
+    origin = jobs[0].submit_time
+    return [_with_submit(job, origin + (job.submit_time - origin) / load) for job in jobs]
+
+
+def _with_submit(job: TraceJob, submit: float) -> TraceJob:
+    """_with_submit copies a TraceJob with a new submit time."""
+    return TraceJob(
+        job.job_id, submit, job.duration_s, job.num_gpus, job.gpu_type,
+        job.num_cpus, job.memory_mib, job.tenant, job.kind_label,
+    )

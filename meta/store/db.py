@@ -1,0 +1,109 @@
+"""Database URL resolution, engines and sessions for PostgreSQL and the embedded SQLite file."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.orm import Session, sessionmaker
+
+ENV_VAR = "METASCHED_DB"
+
+
+class DatabaseURLError(ValueError):
+    """DatabaseURLError is a --db / METASCHED_DB value that is not a usable database URL."""
+
+
+def default_sqlite_path() -> Path:
+    """default_sqlite_path is the embedded store in the XDG data dir (~/.local/share/metasched)."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "metasched" / "metasched.sqlite"
+
+
+def resolve_url(explicit: str | None = None) -> str:
+    """resolve_url picks --db, then METASCHED_DB, then the embedded SQLite file."""
+    url = explicit or os.environ.get(ENV_VAR)
+    if not url:
+        return f"sqlite:///{default_sqlite_path()}"
+    if url.startswith("postgresql://") or url.startswith("postgres://"):
+        # psycopg 3 is the driver we ship; plain postgresql:// would pick psycopg2
+        url = "postgresql+psycopg://" + url.split("://", 1)[1]
+    try:
+        parsed = make_url(url)
+    except ArgumentError as exc:
+        raise DatabaseURLError(f"not a database URL: {url!r} ({exc})") from None
+    if parsed.get_backend_name() not in {"sqlite", "postgresql"}:
+        raise DatabaseURLError(f"unsupported database {parsed.get_backend_name()!r}: use postgresql or sqlite")
+    return url
+
+
+def redact(url: str) -> str:
+    """redact hides the password of a URL so it can be logged or printed."""
+    try:
+        return make_url(url).render_as_string(hide_password=True)
+    except ArgumentError:
+        return "<invalid url>"
+
+
+def _sqlite_pragmas(dbapi_connection: Any, _record: Any) -> None:
+    cursor = dbapi_connection.cursor()
+    # WAL lets readers run beside one writer; busy_timeout makes writers queue instead of failing
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=30000")
+    cursor.execute("PRAGMA synchronous=NORMAL")
+    cursor.close()
+
+
+def make_engine(url: str) -> Engine:
+    """make_engine builds an engine; for SQLite it creates the directory and sets safe pragmas."""
+    parsed = make_url(url)
+    if parsed.get_backend_name() == "sqlite":
+        if parsed.database and parsed.database != ":memory:":
+            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+        engine = create_engine(url, connect_args={"timeout": 30})
+        event.listen(engine, "connect", _sqlite_pragmas)
+        # pysqlite's own BEGIN handling defers locks; take the write lock up front instead
+        event.listen(engine, "begin", lambda conn: conn.exec_driver_sql("BEGIN IMMEDIATE"))
+        engine.dialect._metasched_sqlite = True  # type: ignore[attr-defined]
+        return _sqlite_autocommit_off(engine)
+    return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+
+
+def _sqlite_autocommit_off(engine: Engine) -> Engine:
+    @event.listens_for(engine, "connect")
+    def _no_implicit_transactions(dbapi_connection: Any, _record: Any) -> None:
+        # let SQLAlchemy's "begin" event issue BEGIN IMMEDIATE itself
+        dbapi_connection.isolation_level = None
+
+    return engine
+
+
+class Database:
+    """Database owns one engine and hands out transactional sessions."""
+
+    def __init__(self, url: str):
+        self.url = url
+        self.engine = make_engine(url)
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+
+    @property
+    def dialect(self) -> str:
+        """dialect is ``postgresql`` or ``sqlite``."""
+        return self.engine.dialect.name
+
+    @contextmanager
+    def session(self) -> Iterator[Session]:
+        """session yields a session inside one transaction: commit on success, rollback on error."""
+        with self._sessions() as session, session.begin():
+            yield session
+
+    def dispose(self) -> None:
+        """dispose closes the pool (after fork or at exit)."""
+        self.engine.dispose()

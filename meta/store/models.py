@@ -1,0 +1,196 @@
+"""ORM models: tenants, queues, immutable job specs, jobs, tasks, attempts and the transition log.
+
+Immutable things (a job's spec, the transition log) are guarded twice: ORM events refuse the
+update in Python, and database triggers (see the migrations) refuse it from any client.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import (
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+    event,
+    text,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+from meta.states import LIVE_ATTEMPT_STATES
+from meta.store.types import JSONText, UTCDateTime
+
+LIVE_STATES_SQL = ", ".join(f"'{state.value}'" for state in sorted(LIVE_ATTEMPT_STATES))
+
+
+class Base(DeclarativeBase):
+    """Base is the declarative base of every metasched table."""
+
+
+class Tenant(Base):
+    """Tenant is an organisation that owns jobs, with a fair-share weight and GPU quotas."""
+
+    __tablename__ = "tenants"
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    weight: Mapped[float] = mapped_column(Float, default=1.0)
+    guaranteed: Mapped[dict[str, int]] = mapped_column(JSONText, default=dict)
+    limits: Mapped[dict[str, int]] = mapped_column(JSONText, default=dict)
+    slurm_account: Mapped[str | None] = mapped_column(String(128))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class Queue(Base):
+    """Queue is a named lane of work (e.g. ``default``, ``urgent``) that jobs are submitted to."""
+
+    __tablename__ = "queues"
+    name: Mapped[str] = mapped_column(String(128), primary_key=True)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class JobSpecRow(Base):
+    """JobSpecRow is a job's spec, written once with the job and never updated."""
+
+    __tablename__ = "job_specs"
+    job_id: Mapped[str] = mapped_column(String(36), ForeignKey("jobs.id"), primary_key=True)
+    spec_json: Mapped[str] = mapped_column(Text)
+    spec_hash: Mapped[str] = mapped_column(String(64))
+
+
+class Job(Base):
+    """Job is a submitted unit of user intent; its mutable part is only the cancel request."""
+
+    __tablename__ = "jobs"
+    __table_args__ = (
+        # I4: each accepted idempotency key is exactly one job (NULL keys never collide)
+        UniqueConstraint("tenant", "idempotency_key", name="uq_jobs_tenant_idempotency_key"),
+        Index("ix_jobs_tenant_submitted", "tenant", "submitted_at"),
+    )
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    short_id: Mapped[str] = mapped_column(String(16), unique=True)
+    tenant: Mapped[str] = mapped_column(String(128), ForeignKey("tenants.name"))
+    queue: Mapped[str] = mapped_column(String(128), ForeignKey("queues.name"))
+    name: Mapped[str] = mapped_column(String(128))
+    kind: Mapped[str] = mapped_column(String(16))
+    priority_class: Mapped[str] = mapped_column(String(32))
+    idempotency_key: Mapped[str | None] = mapped_column(String(256))
+    submitted_by: Mapped[str] = mapped_column(String(128), default="")
+    submitted_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    version: Mapped[int] = mapped_column(Integer, default=1)
+
+    spec_row: Mapped[JobSpecRow] = relationship(lazy="joined", viewonly=True)
+    tasks: Mapped[list[Task]] = relationship(back_populates="job", order_by="Task.index", viewonly=True)
+
+
+class Task(Base):
+    """Task is one schedulable unit of a job: a training gang, an inference partition, an eval."""
+
+    __tablename__ = "tasks"
+    __table_args__ = (
+        UniqueConstraint("job_id", "index", name="uq_tasks_job_index"),
+        Index("ix_tasks_state", "state"),
+    )
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(36), ForeignKey("jobs.id"))
+    index: Mapped[int] = mapped_column(Integer)
+    name: Mapped[str] = mapped_column(String(256))
+    state: Mapped[str] = mapped_column(String(16))
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    # I3: the last fencing token handed out for this task; every new attempt takes the next one
+    fencing_counter: Mapped[int] = mapped_column(Integer, default=0)
+    attempts_made: Mapped[int] = mapped_column(Integer, default=0)
+    # attempts_made when a user last retried by hand: the retry policy budget counts from here
+    retry_base: Mapped[int] = mapped_column(Integer, default=0)
+    reason: Mapped[str] = mapped_column(Text, default="")
+    not_before: Mapped[datetime | None] = mapped_column(UTCDateTime)  # retry backoff
+    avoid_nodes: Mapped[list[str]] = mapped_column(JSONText, default=list)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    job: Mapped[Job] = relationship(back_populates="tasks", viewonly=True)
+    attempts: Mapped[list[Attempt]] = relationship(order_by="Attempt.number", viewonly=True)
+
+
+class Attempt(Base):
+    """Attempt is one try of a task on Slurm, fenced by a token and held by a lease."""
+
+    __tablename__ = "attempts"
+    __table_args__ = (
+        UniqueConstraint("task_id", "number", name="uq_attempts_task_number"),
+        UniqueConstraint("task_id", "fencing_token", name="uq_attempts_task_token"),
+        # a new attempt never starts while a live one exists for the same task
+        Index(
+            "uq_attempts_one_live_per_task",
+            "task_id",
+            unique=True,
+            sqlite_where=text(f"state IN ({LIVE_STATES_SQL})"),
+            postgresql_where=text(f"state IN ({LIVE_STATES_SQL})"),
+        ),
+        Index("ix_attempts_state", "state"),
+        Index("ix_attempts_slurm_job_id", "slurm_job_id"),
+    )
+    id: Mapped[str] = mapped_column(String(36), primary_key=True)
+    task_id: Mapped[str] = mapped_column(String(36), ForeignKey("tasks.id"))
+    job_id: Mapped[str] = mapped_column(String(36), ForeignKey("jobs.id"))
+    number: Mapped[int] = mapped_column(Integer)
+    state: Mapped[str] = mapped_column(String(16))
+    version: Mapped[int] = mapped_column(Integer, default=1)
+    fencing_token: Mapped[int] = mapped_column(Integer)
+    lease_expires_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    placement: Mapped[list[dict[str, Any]]] = mapped_column(JSONText, default=list)
+    slurm_job_id: Mapped[str | None] = mapped_column(String(32))
+    exit_code: Mapped[int | None] = mapped_column(Integer)
+    failure_category: Mapped[str | None] = mapped_column(String(32))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+    def nodes(self) -> list[str]:
+        """nodes lists the node names of the attempt's placement, one per worker share."""
+        return [share["node"] for share in self.placement]
+
+
+class Transition(Base):
+    """Transition is one append-only line of history: who moved what, from where to where, why."""
+
+    __tablename__ = "transitions"
+    __table_args__ = (
+        # the same stimulus applied twice to the same entity is recorded once
+        UniqueConstraint("entity", "entity_id", "stimulus_id", name="uq_transitions_stimulus"),
+        Index("ix_transitions_entity", "entity", "entity_id"),
+    )
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    entity: Mapped[str] = mapped_column(String(16))  # "task" | "attempt" | "job"
+    entity_id: Mapped[str] = mapped_column(String(36))
+    job_id: Mapped[str] = mapped_column(String(36))
+    stimulus_id: Mapped[str] = mapped_column(String(200))
+    from_state: Mapped[str] = mapped_column(String(16))
+    to_state: Mapped[str] = mapped_column(String(16))
+    reason: Mapped[str] = mapped_column(Text, default="")
+    actor: Mapped[str] = mapped_column(String(128), default="")
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class ImmutableRowError(Exception):
+    """ImmutableRowError is raised when code tries to change a row that is write-once."""
+
+
+@event.listens_for(JobSpecRow, "before_update")
+@event.listens_for(Transition, "before_update")
+def _refuse_update(mapper: Any, connection: Any, target: Any) -> None:
+    raise ImmutableRowError(f"{type(target).__name__} rows are write-once")
+
+
+@event.listens_for(JobSpecRow, "before_delete")
+@event.listens_for(Transition, "before_delete")
+def _refuse_delete(mapper: Any, connection: Any, target: Any) -> None:
+    raise ImmutableRowError(f"{type(target).__name__} rows are never deleted")

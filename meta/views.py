@@ -1,0 +1,169 @@
+"""Read models the API returns: plain dataclasses that render as tables or JSON."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from datetime import datetime
+from typing import Any
+
+from meta.states import JobState, TaskState, derive_job_state
+from meta.store.models import Attempt, Job, Task, Transition
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return moment.isoformat() if moment else None
+
+
+@dataclass(frozen=True)
+class AttemptView:
+    """AttemptView is one attempt as the user sees it."""
+
+    id: str
+    number: int
+    state: str
+    fencing_token: int
+    slurm_job_id: str | None
+    nodes: list[str]
+    exit_code: int | None
+    failure_category: str | None
+    reason: str
+    lease_expires_at: str | None
+    created_at: str | None
+    started_at: str | None
+    ended_at: str | None
+
+    @classmethod
+    def of(cls, row: Attempt) -> AttemptView:
+        """of builds the view from a row."""
+        return cls(
+            id=row.id,
+            number=row.number,
+            state=row.state,
+            fencing_token=row.fencing_token,
+            slurm_job_id=row.slurm_job_id,
+            nodes=sorted(set(row.nodes())),
+            exit_code=row.exit_code,
+            failure_category=row.failure_category,
+            reason=row.reason,
+            lease_expires_at=_iso(row.lease_expires_at),
+            created_at=_iso(row.created_at),
+            started_at=_iso(row.started_at),
+            ended_at=_iso(row.ended_at),
+        )
+
+
+@dataclass(frozen=True)
+class TaskView:
+    """TaskView is one task with its attempts."""
+
+    id: str
+    index: int
+    name: str
+    state: str
+    reason: str
+    attempts: list[AttemptView] = field(default_factory=list)
+
+    @classmethod
+    def of(cls, row: Task, attempts: list[Attempt]) -> TaskView:
+        """of builds the view from a task row and its attempts."""
+        return cls(
+            id=row.id,
+            index=row.index,
+            name=row.name,
+            state=row.state,
+            reason=row.reason,
+            attempts=[AttemptView.of(a) for a in sorted(attempts, key=lambda a: a.number)],
+        )
+
+
+@dataclass(frozen=True)
+class JobSummary:
+    """JobSummary is one line of ``metasched list``."""
+
+    id: str
+    short_id: str
+    name: str
+    tenant: str
+    queue: str
+    kind: str
+    priority_class: str
+    state: str
+    tasks: dict[str, int]
+    submitted_at: str | None
+
+    @classmethod
+    def of(cls, job: Job, task_states: list[TaskState]) -> JobSummary:
+        """of builds the summary from a job row and its task states."""
+        counts: dict[str, int] = {}
+        for state in task_states:
+            counts[state.value] = counts.get(state.value, 0) + 1
+        return cls(
+            id=job.id,
+            short_id=job.short_id,
+            name=job.name,
+            tenant=job.tenant,
+            queue=job.queue,
+            kind=job.kind,
+            priority_class=job.priority_class,
+            state=derive_job_state(task_states, job.cancel_requested).value,
+            tasks=counts,
+            submitted_at=_iso(job.submitted_at),
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """to_dict renders the summary for --json."""
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class TransitionView:
+    """TransitionView is one line of a job's history."""
+
+    entity: str
+    entity_id: str
+    from_state: str
+    to_state: str
+    reason: str
+    actor: str
+    stimulus_id: str
+    at: str | None
+
+    @classmethod
+    def of(cls, row: Transition) -> TransitionView:
+        """of builds the view from a transition-log row."""
+        return cls(
+            entity=row.entity,
+            entity_id=row.entity_id,
+            from_state=row.from_state,
+            to_state=row.to_state,
+            reason=row.reason,
+            actor=row.actor,
+            stimulus_id=row.stimulus_id,
+            at=_iso(row.at),
+        )
+
+
+@dataclass(frozen=True)
+class JobStatus:
+    """JobStatus is everything ``metasched status`` shows: spec, tasks, attempts, latest reasons."""
+
+    summary: JobSummary
+    spec: dict[str, Any]
+    cancel_requested: bool
+    tasks: list[TaskView]
+    recent: list[TransitionView]
+
+    @property
+    def state(self) -> JobState:
+        """state is the job's derived state."""
+        return JobState(self.summary.state)
+
+    def to_dict(self) -> dict[str, Any]:
+        """to_dict renders the full status for --json."""
+        return {
+            **self.summary.to_dict(),
+            "cancel_requested": self.cancel_requested,
+            "spec": self.spec,
+            "task_list": [asdict(task) for task in self.tasks],
+            "recent_transitions": [asdict(t) for t in self.recent],
+        }
