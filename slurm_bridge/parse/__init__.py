@@ -1,0 +1,1 @@
+"""Pure parsers of Slurm CLI output: text in, typed frozen records out."""

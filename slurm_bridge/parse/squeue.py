@@ -1,0 +1,156 @@
+"""Parse ``squeue --json`` (openapi v0.0.38 on Slurm 22.05; later shapes tolerated)."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from slurm_bridge import hostlist
+from slurm_bridge.errors import SlurmParseError
+from slurm_bridge.parse.tres import Gres, Tres, parse_gres, parse_tres
+from slurm_bridge.parse.values import epoch, number, text, wait_status
+from slurm_bridge.states import Observed, base_state, map_state
+from slurm_bridge.tags import AttemptTag, parse_tag
+
+
+@dataclass(frozen=True, slots=True)
+class SqueueJob:
+    """SqueueJob is one job (or het-job component) as squeue reports it."""
+
+    job_id: int
+    name: str
+    comment: str
+    state: str
+    account: str
+    qos: str
+    partition: str
+    nodelist: str
+    nodes: tuple[str, ...]
+    tres_alloc: Tres
+    tres_per_node: tuple[Gres, ...]
+    gres_detail: tuple[Gres, ...]
+    raw_exit_status: int | None
+    exit_code: int | None
+    signal: int | None
+    het_job_id: int | None
+    het_job_offset: int | None
+    array_job_id: int | None
+    array_task_id: int | None
+    reservation: str | None
+    state_reason: str
+    restart_count: int
+    submit_time: datetime | None
+    start_time: datetime | None
+    end_time: datetime | None
+    user_name: str = ""
+    priority: int | None = None
+
+    @property
+    def observed(self) -> Observed:
+        """observed maps the job state and exit status to a metasched outcome."""
+        return map_state(self.state, self.exit_code, self.signal)
+
+    @property
+    def tag(self) -> AttemptTag | None:
+        """tag is the metasched attempt this job belongs to, if any."""
+        return parse_tag(self.name, self.comment)
+
+
+def parse_squeue_json(payload: str | bytes) -> list[SqueueJob]:
+    """parse_squeue_json reads the ``jobs`` list of ``squeue --json`` output."""
+    jobs = _jobs_list(_load(payload, "squeue --json"))
+    return [_job(entry) for entry in jobs]
+
+
+def metasched_jobs(jobs: Iterable[SqueueJob]) -> list[SqueueJob]:
+    """metasched_jobs keeps the jobs tagged by metasched (squeue ignores server-side filters)."""
+    return [job for job in jobs if job.tag is not None]
+
+
+def _load(payload: str | bytes, what: str) -> dict[str, Any]:
+    """_load decodes JSON and checks it is an object."""
+    try:
+        document = json.loads(payload)
+    except (json.JSONDecodeError, UnicodeDecodeError) as error:
+        raise SlurmParseError(f"{what}: not JSON ({error})") from error
+    if not isinstance(document, dict):
+        raise SlurmParseError(f"{what}: expected a JSON object, got {type(document).__name__}")
+    return document
+
+
+def _jobs_list(document: dict[str, Any]) -> list[dict[str, Any]]:
+    """_jobs_list returns ``jobs`` or raises with the API errors Slurm put in the document."""
+    jobs = document.get("jobs")
+    if not isinstance(jobs, list):
+        errors = document.get("errors") or "no 'jobs' list"
+        raise SlurmParseError(f"squeue --json: {errors}")
+    if not all(isinstance(entry, dict) for entry in jobs):
+        raise SlurmParseError("squeue --json: 'jobs' entries must be objects")
+    return jobs
+
+
+def _exit_status(value: Any) -> tuple[int | None, int | None, int | None]:
+    """_exit_status reads a raw wait status (v0.0.38) or a later ``{return_code, signal}`` object."""
+    if isinstance(value, dict) and ("return_code" in value or "signal" in value):
+        signal = number(
+            (value.get("signal") or {}).get("id") if isinstance(value.get("signal"), dict) else None
+        )
+        return None, number(value.get("return_code")), signal or None
+    raw = number(value)
+    if raw is None:
+        return None, None, None
+    code, signal = wait_status(raw)
+    return raw, code, signal
+
+
+def _optional_id(value: Any) -> int | None:
+    """_optional_id reads an id where 0 (or unset) means "none"."""
+    result = number(value)
+    return result or None
+
+
+def _state(value: Any) -> str:
+    """_state reads ``"RUNNING"`` (v0.0.38) or ``["RUNNING", ...]`` (later) as the base state."""
+    return base_state(text(value[0] if isinstance(value, list) and value else value))
+
+
+def _job(entry: dict[str, Any]) -> SqueueJob:
+    """_job builds one SqueueJob; a job without an id is garbage."""
+    job_id = number(entry.get("job_id"))
+    if job_id is None:
+        raise SlurmParseError(f"squeue --json: job without job_id: {str(entry)[:200]}")
+    raw, code, signal = _exit_status(entry.get("exit_code"))
+    het_id = _optional_id(entry.get("het_job_id"))
+    nodelist = text(entry.get("nodes"))
+    return SqueueJob(
+        job_id=job_id,
+        name=text(entry.get("name")),
+        comment=text(entry.get("comment")),
+        state=_state(entry.get("job_state")),
+        account=text(entry.get("account")),
+        qos=text(entry.get("qos")),
+        partition=text(entry.get("partition")),
+        nodelist=nodelist,
+        nodes=tuple(hostlist.expand(nodelist)),
+        tres_alloc=parse_tres(text(entry.get("tres_alloc_str"))),
+        tres_per_node=parse_gres(text(entry.get("tres_per_node"))),
+        gres_detail=tuple(g for item in entry.get("gres_detail") or () for g in parse_gres(text(item))),
+        raw_exit_status=raw,
+        exit_code=code,
+        signal=signal,
+        het_job_id=het_id,
+        het_job_offset=number(entry.get("het_job_offset")) if het_id else None,
+        array_job_id=_optional_id(entry.get("array_job_id")),
+        array_task_id=number(entry.get("array_task_id")),
+        reservation=text(entry.get("resv_name")) or None,
+        state_reason=text(entry.get("state_reason")),
+        restart_count=number(entry.get("restart_cnt"), 0) or 0,
+        submit_time=epoch(entry.get("submit_time")),
+        start_time=epoch(entry.get("start_time")),
+        end_time=epoch(entry.get("end_time")),
+        user_name=text(entry.get("user_name")),
+        priority=number(entry.get("priority")),
+    )

@@ -1,0 +1,50 @@
+"""How a Slurm job carries its metasched identity: ``--job-name=ms-<attempt>`` and the comment.
+
+Slurm job ids are not identities (they wrap and requeue), so reconciliation and the lookup
+after an unknown launch outcome match jobs by these tags.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+JOB_NAME_PREFIX = "ms-"
+COMMENT_PREFIX = "metasched:"
+_ATTEMPT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+_COMMENT = re.compile(r"^metasched:attempt=(?P<attempt>[A-Za-z0-9_.-]+):token=(?P<token>\d+)$")
+
+
+@dataclass(frozen=True, slots=True)
+class AttemptTag:
+    """AttemptTag is the attempt id and fencing token read back from a Slurm job."""
+
+    attempt_id: str
+    fencing_token: int | None
+
+
+def check_attempt_id(attempt_id: str) -> str:
+    """check_attempt_id returns ``attempt_id`` if it is safe in a job name and comment, else raises."""
+    if not _ATTEMPT_ID.match(attempt_id):
+        raise ValueError(f"attempt id {attempt_id!r} must match {_ATTEMPT_ID.pattern}")
+    return attempt_id
+
+
+def job_name(attempt_id: str) -> str:
+    """job_name is the Slurm job name of an attempt."""
+    return f"{JOB_NAME_PREFIX}{check_attempt_id(attempt_id)}"
+
+
+def comment(attempt_id: str, fencing_token: int) -> str:
+    """comment is the Slurm job comment of an attempt (attempt id and fencing token)."""
+    return f"{COMMENT_PREFIX}attempt={check_attempt_id(attempt_id)}:token={int(fencing_token)}"
+
+
+def parse_tag(name: str, job_comment: str) -> AttemptTag | None:
+    """parse_tag reads the attempt back from a job's comment, or from its name if the comment is lost."""
+    match = _COMMENT.match(job_comment.strip())
+    if match:
+        return AttemptTag(match.group("attempt"), int(match.group("token")))
+    if name.startswith(JOB_NAME_PREFIX) and _ATTEMPT_ID.match(name[len(JOB_NAME_PREFIX) :]):
+        return AttemptTag(name[len(JOB_NAME_PREFIX) :], None)
+    return None
