@@ -331,10 +331,23 @@ def spec_from_dict(data: Any) -> AnySpec:
         raise SpecError(problems) from None
 
 
+class _Yaml12Loader(yaml.SafeLoader):
+    """_Yaml12Loader reads booleans as YAML 1.2 does: ``on``/``off``/``yes``/``no`` stay strings."""
+
+
+_Yaml12Loader.yaml_implicit_resolvers = {
+    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
+    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
+}
+_Yaml12Loader.add_implicit_resolver(
+    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
+)
+
+
 def load_spec_text(text: str, source: str = "<job>") -> AnySpec:
     """load_spec_text parses YAML or JSON job text (JSON is YAML) and validates it."""
     try:
-        data = yaml.safe_load(text)
+        data = yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as exc:
         raise SpecError([f"(file) {source}: not valid YAML or JSON: {exc}"]) from None
     return spec_from_dict(data)

@@ -1,0 +1,62 @@
+"""One place that turns errors into a message and an exit code: never a traceback for users."""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+
+from meta.errors import MetaschedError
+from meta.spec import SpecError
+from meta.states import IllegalTransition
+from meta.store.db import DatabaseURLError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+
+
+def fail(message: str, code: int) -> None:
+    """fail prints ``metasched: error: ...`` on stderr and exits with ``code``."""
+    click.echo(f"{_prog()}: error: {message}", err=True)
+    sys.exit(code)
+
+
+def _prog() -> str:
+    ctx = click.get_current_context(silent=True)
+    return ctx.find_root().info_name if ctx and ctx.find_root().info_name else "metasched"
+
+
+def handle_errors(func: F) -> F:
+    """handle_errors maps known errors to exit codes (2 usage/spec, 1 otherwise), hiding tracebacks."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except SpecError as exc:
+            fail("invalid job spec:\n  " + "\n  ".join(exc.problems), EXIT_USAGE)
+        except DatabaseURLError as exc:
+            fail(str(exc), EXIT_USAGE)
+        except MetaschedError as exc:
+            fail(str(exc), exc.exit_code)
+        except IllegalTransition as exc:
+            fail(str(exc), EXIT_ERROR)
+        except OperationalError as exc:
+            fail(f"cannot use the database: {str(exc.orig).strip().splitlines()[0]}", EXIT_ERROR)
+        except SQLAlchemyError as exc:
+            fail(f"database error: {str(exc).splitlines()[0]}", EXIT_ERROR)
+        except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
+            raise
+        except Exception as exc:  # noqa: BLE001 - the last line of defence for users
+            if os.environ.get("METASCHED_DEBUG"):
+                traceback.print_exc()
+            fail(f"internal error: {type(exc).__name__}: {exc} (set METASCHED_DEBUG=1 for details)", EXIT_ERROR)
+
+    return wrapper  # type: ignore[return-value]
