@@ -1,0 +1,73 @@
+"""sbatch_script reads a batch script and binds its command-line arguments into the script text.
+
+A spec stores the script *text* (the file may change or vanish before the job runs) and has
+no field for arguments, so ``msbatch job.sh a b`` inserts ``set -- 'a' 'b'`` as the first
+command after the leading comment block: ``"$@"`` then works as under sbatch, the ``#SBATCH``
+block stays intact, and the arguments are part of the spec (and so of its idempotency hash).
+That needs a POSIX-style shell; arguments to a script run by another interpreter are refused.
+"""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path, PurePosixPath
+
+from cli.sbatch_options import SbatchError, directive_block_end
+
+_SHELLS = {"sh", "bash", "dash", "ash", "ksh", "mksh", "zsh"}
+_ARGS_COMMENT = "# msbatch: the script's command-line arguments"
+
+
+def read_script(path: str) -> str:
+    """read_script returns a script's text or raises SbatchError saying why it cannot be read."""
+    file = Path(path)
+    if not file.exists():
+        raise SbatchError([f"script {path!r} not found"])
+    if file.is_dir():
+        raise SbatchError([f"script {path!r} is a directory"])
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise SbatchError([f"cannot read script {path!r}: {exc.strerror}"]) from None
+    except UnicodeDecodeError:
+        raise SbatchError([f"script {path!r} is not a UTF-8 text file"]) from None
+    check_shebang(text, path)
+    return text
+
+
+def check_shebang(text: str, path: str) -> None:
+    """check_shebang refuses a script without ``#!``, with sbatch's own reason."""
+    if not text.startswith("#!"):
+        raise SbatchError(
+            [
+                f"script {path!r} does not look like a batch script: the first line must start "
+                "with #! followed by the path to an interpreter (e.g. #!/bin/bash)"
+            ]
+        )
+
+
+def interpreter(text: str) -> str:
+    """interpreter is the program named by the shebang, with ``/usr/bin/env [-S]`` looked through."""
+    words = text.splitlines()[0][2:].split()
+    if words and PurePosixPath(words[0]).name == "env":
+        words = [word for word in words[1:] if not word.startswith("-")]
+    return PurePosixPath(words[0]).name if words else ""
+
+
+def bind_arguments(text: str, args: tuple[str, ...], path: str) -> str:
+    """bind_arguments returns the script with ``set -- args`` before its first command (unchanged without args)."""
+    if not args:
+        return text
+    program = interpreter(text)
+    if program not in _SHELLS:
+        raise SbatchError(
+            [
+                f"script arguments need a shell script (#!/bin/bash or #!/bin/sh); {path!r} runs {program or '?'}"
+            ]
+        )
+    lines = text.splitlines(keepends=True)
+    at = directive_block_end(lines)
+    if at == len(lines) and lines and not lines[-1].endswith("\n"):
+        lines[-1] += "\n"
+    lines.insert(at, f"set -- {shlex.join(args)}  {_ARGS_COMMENT}\n")
+    return "".join(lines)
