@@ -70,12 +70,13 @@ def _candidate_groups(task: PendingTask, nodes: Sequence[NodeState]) -> Iterable
 
 def first_fit(task: PendingTask, nodes: Sequence[NodeState], free: Free) -> list[tuple[NodeState, int]] | None:
     """first_fit picks (node, workers) pairs in node order for the whole gang, or None; no mutation."""
+    need_gpus = task.per_worker.gpus
     for group in _candidate_groups(task, nodes):
         chosen: list[tuple[NodeState, int]] = []
         remaining = task.workers
         for node in group:
             left = free.get(node.name)
-            if left is None or not eligible(node, task):
+            if left is None or left[2] < need_gpus or not eligible(node, task):
                 continue
             take = min(worker_slots(left, task.per_worker), remaining)
             if take > 0:
@@ -119,7 +120,12 @@ def unresolvable_reason(task: PendingTask) -> PendingReason:
 
 def fragmentation(nodes: Sequence[NodeState], free: Free, waiting: Iterable[PendingTask]) -> FragmentationReport:
     """fragmentation counts free GPUs per type and those no waiting worker shape can use."""
-    shapes = {task.per_worker for task in waiting if task.per_worker.gpus}
+    # Plain tuples: hashing pydantic vectors for thousands of waiters costs more than the check.
+    shapes = {
+        (t.per_worker.gpus, t.per_worker.cpus, t.per_worker.memory_mib, t.per_worker.gpu_type)
+        for t in waiting
+        if t.per_worker.gpus
+    }
     free_gpus = stranded = 0
     by_type: dict[str, int] = {}
     for node in nodes:
@@ -131,8 +137,9 @@ def fragmentation(nodes: Sequence[NodeState], free: Free, waiting: Iterable[Pend
         key = node.capacity.gpu_type or "untyped"
         by_type[key] = by_type.get(key, 0) + gpus
         usable = any(
-            worker_slots(left, shape) > 0 and (not shape.gpu_type or shape.gpu_type == node.capacity.gpu_type)
-            for shape in shapes
+            gpus_ >= g and left[0] >= c and left[1] >= m and (not t or t == node.capacity.gpu_type)
+            for g, c, m, t in shapes
+            for gpus_ in (left[2],)
         )
         if shapes and not usable:
             stranded += gpus

@@ -27,7 +27,7 @@ class SimConfig:
     warmup_hours: float | None = None  # None = the cluster preset's default
     usage_half_life_s: float = 7 * 86400.0  # Slurm's PriorityDecayHalfLife default
     gang_topology: Topology = Topology.PREFER_SAME_SWITCH
-    priority_class: str = "normal"
+    priority_class: str = ""  # "" = the job kind names the class (training, inference, …)
     tenant_weights: dict[str, float] = field(default_factory=dict)  # overrides the preset's
     strict: bool = True  # an invalid placement raises instead of being dropped and counted
     max_cycles_per_instant: int = 3  # re-run the policy after preemptions, at most this often

@@ -1,0 +1,378 @@
+"""The discrete-event engine: arrivals, completions, checkpoints and preemptions drive the policy.
+
+Every time something changes (a batch of arrivals or completions at one instant, or on the
+``cycle_interval_s`` grid), the engine builds a Snapshot and calls the policy — the same
+``schedule(snapshot, config)`` the daemon calls — then applies the Plan: preemptions first
+(the victim loses the work since its last checkpoint and goes back to pending), then
+placements (which occupy capacity and must fit). Held reservations are recorded only: the
+policy sees the same running work next cycle and recomputes them, as in the daemon.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import math
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from meta.policy.fifo import never_fits
+from meta.policy.plan import Placement, Plan, Preemption
+from meta.policy.snapshot import NodeState, PendingTask, Reservation, Snapshot, Topology
+from meta.resources import ResourceVector
+from meta.sim.cluster import ClusterSpec, gang_shape
+from meta.sim.config import SimConfig, runtime_estimate
+from meta.sim.job import JobState, SimJob
+from meta.sim.trace import TraceJob
+from meta.sim.usage import UsageLedger
+
+COMPLETE, CHECKPOINT = 0, 1  # completions sort before checkpoints at the same instant
+
+
+class SimulationError(RuntimeError):
+    """SimulationError is raised when a policy returns a plan that cannot be applied."""
+
+
+@dataclass(slots=True)
+class CycleSample:
+    """CycleSample is what one policy call reported: time, stranded and free GPUs, holds."""
+
+    time: float
+    stranded_gpus: int
+    free_gpus: int
+    held: int
+    pending: int
+
+
+@dataclass(slots=True)
+class EngineResult:
+    """EngineResult is the raw outcome of a run, turned into figures by ``metrics``."""
+
+    jobs: list[SimJob]
+    ledger: UsageLedger
+    samples: list[CycleSample]
+    window: tuple[float, float]
+    capacity_gpus: int
+    cycles: int = 0
+    policy_s: float = 0.0
+    wall_s: float = 0.0
+    invalid_placements: int = 0
+    held_reservations: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+class Engine:
+    """Engine simulates one trace on one cluster under one policy."""
+
+    def __init__(
+        self,
+        trace: list[TraceJob],
+        cluster: ClusterSpec,
+        policy: Callable[[Snapshot, Any], Plan],
+        policy_config: Any = None,
+        config: SimConfig | None = None,
+        origin_submits: list[float] | None = None,
+        progress: Callable[[int], None] | None = None,
+    ) -> None:
+        self.config = config or SimConfig()
+        self.notes: list[str] = []
+        self.cluster = cluster
+        self.policy = policy
+        self.policy_config = policy_config
+        self.progress = progress
+        self.nodes: tuple[NodeState, ...] = tuple(cluster.iter_nodes())
+        self.node_by_name = {node.name: node for node in self.nodes}
+        self.free = {n.name: [n.capacity.cpus, n.capacity.memory_mib, n.capacity.gpus] for n in self.nodes}
+        self.switch_parent = cluster.switch_tree()
+        self.capacity_gpus = sum(n.capacity.gpus for n in self.nodes)
+        self.jobs = self._make_jobs(trace, origin_submits)
+        self.window = self._window()
+        weights = dict(cluster.tenants) | dict(self.config.tenant_weights)
+        self.ledger = UsageLedger(self.config.usage_half_life_s, self.window, weights)
+        self.pending: dict[int, PendingTask] = {}
+        self.running: dict[int, Reservation] = {}
+        self.by_attempt: dict[str, int] = {}
+        self.events: list[tuple[float, int, int, int]] = []  # (time, kind, job index, attempt)
+        self.samples: list[CycleSample] = []
+        self.result = EngineResult(self.jobs, self.ledger, self.samples, self.window, self.capacity_gpus, notes=self.notes)
+
+    # --- setup --------------------------------------------------------------------------------
+
+    def _warmup_s(self) -> float:
+        """_warmup_s is the warm-up in trace seconds (the run's override, else the preset's)."""
+        hours = self.config.warmup_hours
+        return 3600.0 * (self.cluster.warmup_hours if hours is None else hours)
+
+    def _make_jobs(self, trace: list[TraceJob], origin_submits: list[float] | None) -> list[SimJob]:
+        """_make_jobs shapes each trace job into a gang; warm-up is judged on original submit times."""
+        worker_gpus = self.cluster.max_gpus_per_node()
+        originals = origin_submits or [job.submit_time for job in trace]
+        start = originals[0] if originals else 0.0
+        warm_end = start + self._warmup_s()
+        jobs = []
+        for job, original in zip(trace, originals, strict=True):
+            workers, per_worker = gang_shape(job.num_gpus, worker_gpus)
+            estimate = runtime_estimate(job.duration_s, self.config)
+            jobs.append(SimJob(job, job.submit_time, original >= warm_end, workers, per_worker, estimate))
+        if jobs and not any(job.measured for job in jobs):
+            self.notes.append("warm-up longer than the trace: every job is measured")
+            for job in jobs:
+                job.measured = True
+        return jobs
+
+    def _window(self) -> tuple[float, float]:
+        """_window is the measured interval: first measured arrival → last arrival."""
+        measured = [job.submit for job in self.jobs if job.measured]
+        if not measured:
+            return (0.0, 0.0)
+        return (min(measured), max(job.submit for job in self.jobs))
+
+    def _first_task(self, index: int, job: SimJob) -> PendingTask:
+        """_first_task renders a job as the PendingTask the policy sees."""
+        trace = job.trace
+        kind = trace.kind
+        checkpoints = kind in self.config.checkpoint_kinds
+        return PendingTask(
+            task_id=f"{trace.job_id}/0",
+            job_id=trace.job_id,
+            tenant=trace.tenant,
+            kind=kind,
+            priority_class=self.config.priority_class,
+            submit_time=job.submit,
+            per_worker=ResourceVector(
+                cpus=trace.num_cpus / job.workers,
+                memory_mib=trace.memory_mib // job.workers,
+                gpus=job.gpus_per_worker,
+                gpu_type=trace.gpu_type,
+            ),
+            workers=job.workers,
+            runtime_estimate_s=job.estimate_s,
+            topology=self.config.gang_topology if job.workers > 1 else Topology.NONE,
+            preemptible=kind in self.config.preemptible_kinds,
+            checkpoint_interval_s=self.config.checkpoint_interval_s if checkpoints else None,
+            restore_cost_s=self.config.restore_cost_s if checkpoints else 0.0,
+            job_name=trace.job_id,
+        )
+
+    # --- main loop ----------------------------------------------------------------------------
+
+    def run(self) -> EngineResult:
+        """run plays the whole trace until every admitted job has finished."""
+        started = time.perf_counter()
+        arrivals = sorted(range(len(self.jobs)), key=lambda i: (self.jobs[i].submit, i))
+        cursor = 0
+        rejected_shapes: dict[tuple, bool] = {}
+        while cursor < len(arrivals) or self.events:
+            now = self._next_time(arrivals, cursor)
+            changed = self._pop_events(now)
+            while cursor < len(arrivals) and self.jobs[arrivals[cursor]].submit <= now:
+                changed |= self._arrive(arrivals[cursor], now, rejected_shapes)
+                cursor += 1
+            if self.progress and cursor:
+                self.progress(cursor)
+            if changed:
+                self._cycles(now)
+        self.ledger.advance(max(self.ledger.clock, self.window[1]))
+        self.result.wall_s = time.perf_counter() - started
+        return self.result
+
+    def _next_time(self, arrivals: list[int], cursor: int) -> float:
+        """_next_time is the next event instant, rounded up to the cycle grid when one is set."""
+        candidates = []
+        if cursor < len(arrivals):
+            candidates.append(self.jobs[arrivals[cursor]].submit)
+        if self.events:
+            candidates.append(self.events[0][0])
+        now = min(candidates)
+        step = self.config.cycle_interval_s
+        return math.ceil(now / step) * step if step > 0 else now
+
+    def _pop_events(self, now: float) -> bool:
+        """_pop_events applies every completion and checkpoint due by ``now``; True if capacity freed."""
+        freed = False
+        while self.events and self.events[0][0] <= now:
+            at, kind, index, attempt = heapq.heappop(self.events)
+            job = self.jobs[index]
+            if job.state != JobState.RUNNING or job.attempt != attempt:
+                continue  # the attempt was preempted; its events are stale
+            if kind == COMPLETE:
+                self._complete(index, at)
+                freed = True
+            else:
+                self._checkpoint(index, at)
+        return freed
+
+    def _arrive(self, index: int, now: float, rejected_shapes: dict[tuple, bool]) -> bool:
+        """_arrive queues a job, or rejects it at submit when no node set could ever host it."""
+        job = self.jobs[index]
+        task = self._first_task(index, job)
+        key = (task.per_worker, task.workers)
+        if key not in rejected_shapes:
+            rejected_shapes[key] = never_fits(task, self.nodes)
+        if rejected_shapes[key]:
+            job.state = JobState.REJECTED
+            return False
+        job.state, job.task, job.pending_since = JobState.PENDING, task, job.submit
+        self.pending[index] = task
+        return True
+
+    def _cycles(self, now: float) -> None:
+        """_cycles calls the policy, and again at the same instant while preemptions free capacity."""
+        for _ in range(self.config.max_cycles_per_instant):
+            if not self.pending:
+                return
+            plan = self._call_policy(now)
+            self._apply(plan, now)
+            if not plan.preemptions:
+                return
+
+    def _call_policy(self, now: float) -> Plan:
+        """_call_policy builds the snapshot and times the pure policy call."""
+        self.ledger.advance(now)
+        snapshot = Snapshot(
+            now=now,
+            nodes=self.nodes,
+            reservations=tuple(self.running.values()),
+            tenants=self.ledger.tenant_states(),
+            pending=tuple(self.pending.values()),
+            switch_parent=self.switch_parent,
+        )
+        started = time.perf_counter()
+        plan = self.policy(snapshot, self.policy_config)
+        self.result.policy_s += time.perf_counter() - started
+        self.result.cycles += 1
+        frag = plan.fragmentation
+        self.samples.append(CycleSample(now, frag.stranded_gpus, frag.free_gpus, len(plan.held), len(self.pending)))
+        self.result.held_reservations += len(plan.held)
+        return plan
+
+    # --- applying a plan ----------------------------------------------------------------------
+
+    def _apply(self, plan: Plan, now: float) -> None:
+        """_apply evicts the plan's victims, then starts its placements."""
+        for preemption in plan.preemptions:
+            self._preempt(preemption, now)
+        task_index = {task.task_id: index for index, task in self.pending.items()}
+        for placement in plan.placements:
+            index = task_index.get(placement.task_id)
+            problem = self._invalid(placement, index)
+            if problem:
+                if self.config.strict:
+                    raise SimulationError(f"t={now:.0f}: cannot apply placement of {placement.task_id}: {problem}")
+                self.result.invalid_placements += 1
+                continue
+            self._start(index, placement, now)  # type: ignore[arg-type]
+
+    def _invalid(self, placement: Placement, index: int | None) -> str:
+        """_invalid explains why a placement cannot be applied ('' when it can)."""
+        if index is None:
+            return "task is not pending"
+        task = self.pending[index]
+        if len(placement.shares) != task.workers:
+            return f"{len(placement.shares)} shares for {task.workers} workers"
+        need: dict[str, list[float]] = {}
+        for share in placement.shares:
+            if share.node not in self.free:
+                return f"unknown node {share.node}"
+            res = share.resources
+            if res.gpus < task.per_worker.gpus:
+                return f"share on {share.node} has {res.gpus} GPUs, worker needs {task.per_worker.gpus}"
+            acc = need.setdefault(share.node, [0.0, 0.0, 0.0])
+            acc[0] += res.cpus
+            acc[1] += res.memory_mib
+            acc[2] += res.gpus
+        for name, (cpus, mem, gpus) in need.items():
+            left = self.free[name]
+            if cpus > left[0] + 1e-9 or mem > left[1] or gpus > left[2]:
+                return f"node {name} over-committed ({gpus} GPUs asked, {left[2]} free)"
+            node = self.node_by_name[name]
+            if task.per_worker.gpu_type and task.per_worker.gpus and node.capacity.gpu_type != task.per_worker.gpu_type:
+                return f"node {name} has {node.capacity.gpu_type} GPUs, task needs {task.per_worker.gpu_type}"
+        return ""
+
+    def _occupy(self, reservation: Reservation, sign: int) -> None:
+        """_occupy takes (sign=+1) or returns (sign=-1) a reservation's shares on the nodes."""
+        for share in reservation.shares:
+            left = self.free[share.node]
+            res = share.resources
+            left[0] -= sign * res.cpus
+            left[1] -= sign * res.memory_mib
+            left[2] -= sign * res.gpus
+
+    def _start(self, index: int, placement: Placement, now: float) -> None:
+        """_start launches an attempt: occupies capacity, schedules its completion and checkpoints."""
+        job = self.jobs[index]
+        task = self.pending.pop(index)
+        restore = task.restore_cost_s if job.saved_s > 0 else 0.0
+        remaining = job.trace.duration_s - job.saved_s
+        job.state, job.attempt_start, job.attempt_restore_s, job.last_checkpoint = JobState.RUNNING, now, restore, None
+        job.queue_s += now - job.pending_since
+        if job.first_start is None:
+            job.first_start = now
+        attempt_id = f"{job.trace.job_id}#{job.attempt}"
+        reservation = Reservation(
+            attempt_id=attempt_id, task_id=task.task_id, job_id=task.job_id, tenant=task.tenant,
+            priority_class=task.priority_class, shares=placement.shares, start_time=now,
+            expected_end=now + restore + max(job.estimate_s - job.saved_s, remaining),
+            restore_cost_s=task.restore_cost_s, preemptible=task.preemptible, kind=task.kind,
+            deadline=task.deadline,
+        )
+        job.reservation = reservation
+        self.running[index] = reservation
+        self.by_attempt[attempt_id] = index
+        self._occupy(reservation, +1)
+        self.ledger.change(now, task.tenant, reservation.gpus())
+        heapq.heappush(self.events, (now + restore + remaining, COMPLETE, index, job.attempt))
+        interval = task.checkpoint_interval_s
+        if interval and interval < remaining:
+            heapq.heappush(self.events, (now + restore + interval, CHECKPOINT, index, job.attempt))
+
+    def _release(self, index: int, now: float) -> SimJob:
+        """_release frees a running job's capacity and forgets its attempt."""
+        job = self.jobs[index]
+        reservation = self.running.pop(index)
+        self.by_attempt.pop(reservation.attempt_id, None)
+        self._occupy(reservation, -1)
+        self.ledger.change(now, reservation.tenant, -reservation.gpus())
+        job.reservation = None
+        return job
+
+    def _complete(self, index: int, now: float) -> None:
+        """_complete finishes a job."""
+        job = self._release(index, now)
+        job.state, job.end_time = JobState.DONE, now
+
+    def _checkpoint(self, index: int, now: float) -> None:
+        """_checkpoint records a checkpoint so the policy can price preempting this attempt."""
+        job = self.jobs[index]
+        job.last_checkpoint = now
+        reservation = dataclasses.replace(self.running[index], last_checkpoint_time=now)
+        self.running[index] = job.reservation = reservation
+        interval = self.config.checkpoint_interval_s
+        end = job.attempt_start + job.attempt_restore_s + job.trace.duration_s - job.saved_s
+        if now + interval < end:
+            heapq.heappush(self.events, (now + interval, CHECKPOINT, index, job.attempt))
+
+    def _preempt(self, preemption: Preemption, now: float) -> None:
+        """_preempt evicts a victim: work since its last checkpoint is lost; it waits again."""
+        index = self.by_attempt.get(preemption.attempt_id)
+        if index is None:
+            if self.config.strict:
+                raise SimulationError(f"t={now:.0f}: preemption of unknown attempt {preemption.attempt_id}")
+            self.result.invalid_placements += 1
+            return
+        job = self._release(index, now)
+        task = job.task
+        assert task is not None
+        if job.last_checkpoint is not None and task.checkpoint_interval_s:
+            done = job.last_checkpoint - job.attempt_start - job.attempt_restore_s
+            job.saved_s += max(0.0, done)
+        lost_since = job.last_checkpoint if job.last_checkpoint is not None else job.attempt_start
+        job.lost_gpu_s += (now - lost_since) * job.gpus
+        job.preemptions += 1
+        job.attempt += 1
+        job.state, job.pending_since = JobState.PENDING, now
+        job.task = dataclasses.replace(task, runtime_estimate_s=max(job.estimate_s - job.saved_s, 1.0))
+        self.pending[index] = job.task
