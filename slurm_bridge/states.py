@@ -1,9 +1,14 @@
-"""Map Slurm job states to the few outcomes metasched acts on, plus a failure category for retries."""
+"""Map Slurm job states to the few outcomes metasched acts on, plus a failure category for retries.
+
+The category is ``meta.spec.FailureCategory``, the one retry policies select on.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+
+from meta.spec import FailureCategory
 
 
 class Outcome(StrEnum):
@@ -17,18 +22,6 @@ class Outcome(StrEnum):
     CANCELLED = "cancelled"
     TIMEOUT = "timeout"
     OOM = "oom"
-    UNKNOWN = "unknown"
-
-
-class FailureCategory(StrEnum):
-    """FailureCategory tells a retry policy why an attempt ended unsuccessfully."""
-
-    USER_ERROR = "user_error"
-    NODE_FAILURE = "node_failure"
-    PREEMPTED = "preempted"
-    TIMEOUT = "timeout"
-    OOM = "oom"
-    CANCELLED = "cancelled"
     UNKNOWN = "unknown"
 
 

@@ -12,7 +12,8 @@ from dataclasses import dataclass
 JOB_NAME_PREFIX = "ms-"
 COMMENT_PREFIX = "metasched:"
 _ATTEMPT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
-_COMMENT = re.compile(r"^metasched:attempt=(?P<attempt>[A-Za-z0-9_.-]+):token=(?P<token>\d+)$")
+# Also accepts "metasched attempt=<id> token=<n>" (spaces), as hand-written test jobs use.
+_COMMENT = re.compile(r"^metasched[: ]attempt=(?P<attempt>[A-Za-z0-9_.-]+)[: ]token=(?P<token>\d+)$")
 
 
 @dataclass(frozen=True, slots=True)

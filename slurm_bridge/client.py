@@ -1,0 +1,71 @@
+"""SlurmClient: the interface the rest of metasched uses to speak to Slurm."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Protocol
+
+from slurm_bridge.parse.sacct import SacctJob
+from slurm_bridge.parse.scontrol import ScontrolJob, ScontrolNode, SlurmReservation
+from slurm_bridge.parse.sdiag import Sdiag
+from slurm_bridge.parse.sinfo import SinfoNode
+from slurm_bridge.parse.squeue import SqueueJob
+from slurm_bridge.parse.topology import Switch
+from slurm_bridge.reservations import ReservationSpec
+
+
+class SlurmClient(Protocol):
+    """SlurmClient submits, cancels and observes Slurm jobs, nodes and reservations."""
+
+    def submit(self, script: str, *, timeout_s: float | None = None) -> int:
+        """submit runs sbatch on the script text and returns the Slurm job id."""
+        ...
+
+    def cancel(self, job_ids: Sequence[int | str], signal: str | None = None) -> None:
+        """cancel cancels (or signals) jobs; jobs that already ended are not an error."""
+        ...
+
+    def squeue(self) -> list[SqueueJob]:
+        """squeue lists every job the controller knows (filter on the client side)."""
+        ...
+
+    def sinfo(self) -> list[SinfoNode]:
+        """sinfo lists every node once."""
+        ...
+
+    def sacct(self, since: datetime, until: datetime | None = None) -> list[SacctJob]:
+        """sacct lists accounting records of job allocations in a time window."""
+        ...
+
+    def show_nodes(self) -> list[ScontrolNode]:
+        """show_nodes is ``scontrol -o show node``."""
+        ...
+
+    def show_jobs(self) -> list[ScontrolJob]:
+        """show_jobs is ``scontrol -o show job``."""
+        ...
+
+    def topology(self) -> dict[str, Switch]:
+        """topology is the switch tree keyed by switch name ({} without topology/tree)."""
+        ...
+
+    def reservations(self) -> list[SlurmReservation]:
+        """reservations lists Slurm's reservations."""
+        ...
+
+    def create_reservation(self, spec: ReservationSpec) -> str:
+        """create_reservation creates a reservation and returns its name."""
+        ...
+
+    def update_reservation(self, spec: ReservationSpec) -> None:
+        """update_reservation moves a reservation to the spec's nodes, start and duration."""
+        ...
+
+    def delete_reservation(self, name: str) -> None:
+        """delete_reservation deletes a reservation; an absent one is not an error."""
+        ...
+
+    def sdiag(self) -> Sdiag:
+        """sdiag reads the controller's statistics."""
+        ...

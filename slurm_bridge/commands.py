@@ -1,0 +1,158 @@
+"""CliSlurmClient: the default SlurmClient, built on the Slurm command-line tools.
+
+Reads use the forms that work on 22.05: ``squeue --json`` and ``sinfo --json`` (filters are
+ignored there, so none are passed), ``sacct -P`` text (its JSON loses exit codes),
+``scontrol -o`` key=value lines.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from slurm_bridge import reservations as resv
+from slurm_bridge.errors import SlurmParseError, SlurmRejected
+from slurm_bridge.parse.sacct import SACCT_FIELDS, SacctJob, parse_sacct
+from slurm_bridge.parse.scontrol import (
+    ScontrolJob,
+    ScontrolNode,
+    SlurmReservation,
+    parse_show_job,
+    parse_show_node,
+    parse_show_reservation,
+)
+from slurm_bridge.parse.sdiag import Sdiag, parse_sdiag
+from slurm_bridge.parse.sinfo import SinfoNode, parse_sinfo_json
+from slurm_bridge.parse.squeue import SqueueJob, parse_squeue_json
+from slurm_bridge.parse.topology import Switch, parse_topology
+from slurm_bridge.runner import CommandRunner
+
+_JOB_ID_TEXT = re.compile(r"^\d+(?:[+_]\d+)?$")
+_PARSABLE_ID = re.compile(r"^(\d+)(?:;\S+)?$")
+# scancel of a job that already ended is success for an idempotent cancel.
+_ALREADY_GONE = re.compile(r"already completing or completed|invalid job id", re.IGNORECASE)
+_RESERVATION_GONE = re.compile(
+    r"invalid reservation|reservation.*not found|requested reservation is invalid", re.IGNORECASE
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Timeouts:
+    """Timeouts per command class, in seconds."""
+
+    submit: float = 30.0
+    cancel: float = 30.0
+    read: float = 30.0
+    accounting: float = 60.0
+    reservation: float = 30.0
+
+
+def parse_job_id(output: str) -> int:
+    """parse_job_id reads ``sbatch --parsable`` output (``123`` or ``123;cluster``)."""
+    line = output.strip().splitlines()[-1].strip() if output.strip() else ""
+    match = _PARSABLE_ID.match(line)
+    if not match:
+        raise SlurmParseError(f"sbatch --parsable: no job id in {output.strip()[:200]!r}")
+    return int(match.group(1))
+
+
+def slurm_time(moment: datetime) -> str:
+    """slurm_time renders a datetime as local time without offset, as sacct -S/-E expect."""
+    local = moment.astimezone() if moment.tzinfo else moment
+    return local.replace(tzinfo=None, microsecond=0).isoformat()
+
+
+class CliSlurmClient:
+    """CliSlurmClient implements SlurmClient with sbatch, scancel, squeue, sinfo, sacct, scontrol, sdiag."""
+
+    def __init__(self, runner: CommandRunner | None = None, timeouts: Timeouts | None = None) -> None:
+        self.runner = runner or CommandRunner()
+        self.timeouts = timeouts or Timeouts()
+
+    def submit(self, script: str, *, timeout_s: float | None = None) -> int:
+        """submit pipes the script into ``sbatch --parsable`` and returns the job id."""
+        result = self.runner.run(
+            "sbatch", ["--parsable"], stdin=script, timeout_s=timeout_s or self.timeouts.submit, mutating=True
+        )
+        return parse_job_id(result.stdout)
+
+    def cancel(self, job_ids: Sequence[int | str], signal: str | None = None) -> None:
+        """cancel runs scancel; with ``signal`` it signals the batch shell and all steps (``--full``)."""
+        ids = [str(job_id) for job_id in job_ids]
+        bad = [job_id for job_id in ids if not _JOB_ID_TEXT.match(job_id)]
+        if bad:
+            raise ValueError(f"not Slurm job ids: {bad}")
+        if not ids:
+            return
+        args = [f"--signal={signal}", "--full"] if signal else []
+        try:
+            self.runner.run("scancel", args + ids, timeout_s=self.timeouts.cancel, mutating=True)
+        except SlurmRejected as error:
+            if not _ALREADY_GONE.search(str(error) + error.stderr):
+                raise
+
+    def squeue(self) -> list[SqueueJob]:
+        """squeue runs ``squeue --json`` (22.05 ignores -j/-t/-p with --json)."""
+        return parse_squeue_json(self.runner.run("squeue", ["--json"], timeout_s=self.timeouts.read).stdout)
+
+    def sinfo(self) -> list[SinfoNode]:
+        """sinfo runs ``sinfo --json``; nodes are deduplicated by the parser."""
+        return parse_sinfo_json(self.runner.run("sinfo", ["--json"], timeout_s=self.timeouts.read).stdout)
+
+    def sacct(self, since: datetime, until: datetime | None = None) -> list[SacctJob]:
+        """sacct runs ``sacct -a -n -P -X`` over [since, until] and parses it leniently."""
+        args = ["-a", "-n", "-P", "-X", "-o", ",".join(SACCT_FIELDS), "-S", slurm_time(since)]
+        if until is not None:
+            args += ["-E", slurm_time(until)]
+        result = self.runner.run("sacct", args, timeout_s=self.timeouts.accounting)
+        # One odd record (e.g. a foreign job name with '|') must not blind the reconciler.
+        return parse_sacct(result.stdout, SACCT_FIELDS, strict=False)
+
+    def show_nodes(self) -> list[ScontrolNode]:
+        """show_nodes runs ``scontrol -o show node``."""
+        return parse_show_node(self._scontrol(["-o", "show", "node"]))
+
+    def show_jobs(self) -> list[ScontrolJob]:
+        """show_jobs runs ``scontrol -o show job``."""
+        return parse_show_job(self._scontrol(["-o", "show", "job"]))
+
+    def topology(self) -> dict[str, Switch]:
+        """topology runs ``scontrol show topology``."""
+        return parse_topology(self._scontrol(["show", "topology"]))
+
+    def reservations(self) -> list[SlurmReservation]:
+        """reservations runs ``scontrol -o show reservation``."""
+        return parse_show_reservation(self._scontrol(["-o", "show", "reservation"]))
+
+    def create_reservation(self, spec: resv.ReservationSpec) -> str:
+        """create_reservation runs ``scontrol create reservation ...`` and returns the name."""
+        result = self.runner.run(
+            "scontrol", resv.create_args(spec), timeout_s=self.timeouts.reservation, mutating=True
+        )
+        return resv.parse_created(result.stdout + result.stderr)
+
+    def update_reservation(self, spec: resv.ReservationSpec) -> None:
+        """update_reservation runs ``scontrol update ReservationName=...``."""
+        self.runner.run(
+            "scontrol", resv.update_args(spec), timeout_s=self.timeouts.reservation, mutating=True
+        )
+
+    def delete_reservation(self, name: str) -> None:
+        """delete_reservation runs ``scontrol delete ReservationName=...``; absent is fine."""
+        try:
+            self.runner.run(
+                "scontrol", resv.delete_args(name), timeout_s=self.timeouts.reservation, mutating=True
+            )
+        except SlurmRejected as error:
+            if not _RESERVATION_GONE.search(str(error) + error.stderr):
+                raise
+
+    def sdiag(self) -> Sdiag:
+        """sdiag runs ``sdiag``."""
+        return parse_sdiag(self.runner.run("sdiag", [], timeout_s=self.timeouts.read).stdout)
+
+    def _scontrol(self, args: list[str]) -> str:
+        """_scontrol runs a read-only scontrol command and returns stdout."""
+        return self.runner.run("scontrol", args, timeout_s=self.timeouts.read).stdout

@@ -1,0 +1,156 @@
+"""Inventory: sinfo (+ topology) -> NodeState list, an inventory version, and per-node usage.
+
+Three numbers are kept apart on purpose (see DESIGN "State that is true"):
+
+- **allocatable**: configured capacity of a healthy node. This is what placements may use.
+- **allocated**: what Slurm says is allocated right now (alloc_cpus, alloc_memory, gres_used),
+  including jobs submitted to Slurm directly.
+- **measured utilization**: a sample (cpu load, GPU utilisation) for dashboards and packing hints.
+
+A low utilization sample never frees reserved or allocated capacity: an idle-looking GPU may be
+loading a checkpoint, and the attempt holding it still owns it until Slurm reports it ended.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from meta.policy.snapshot import NodeState
+from meta.resources import ZERO, ResourceVector
+from slurm_bridge.parse.sinfo import SinfoNode
+from slurm_bridge.parse.topology import Switch, leaf_of_node, switch_parents
+from slurm_bridge.parse.tres import Gres, gpus_by_type
+
+
+@dataclass(frozen=True, slots=True)
+class NodeUsage:
+    """NodeUsage keeps a node's allocatable capacity, Slurm's allocation and measured load apart."""
+
+    node: str
+    allocatable: ResourceVector
+    allocated: ResourceVector
+    measured_cpu_load: float | None = None
+    measured_gpu_utilization: float | None = None  # 0..1, when a GPU exporter provides it
+
+    def unallocated(self) -> ResourceVector:
+        """unallocated is allocatable minus Slurm's allocation; measured utilization plays no part."""
+        return ResourceVector.model_construct(
+            cpus=max(0.0, self.allocatable.cpus - self.allocated.cpus),
+            memory_mib=max(0, self.allocatable.memory_mib - self.allocated.memory_mib),
+            gpus=max(0, self.allocatable.gpus - self.allocated.gpus),
+            gpu_type=self.allocatable.gpu_type,
+            storage_gib=self.allocatable.storage_gib,
+            network=self.allocatable.network,
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Inventory:
+    """Inventory is the scheduler's node list at one version, with usage and the switch tree."""
+
+    nodes: tuple[NodeState, ...]
+    version: int
+    usage: tuple[NodeUsage, ...] = ()
+    switch_parent: dict[str, str] = field(default_factory=dict)
+
+    def node(self, name: str) -> NodeState | None:
+        """node looks a node up by name."""
+        return next((node for node in self.nodes if node.name == name), None)
+
+
+def _gpus(gres: Iterable[Gres]) -> tuple[int, str | None]:
+    """_gpus picks a node's GPU count and type; on a mixed-type node the most numerous type wins."""
+    totals = gpus_by_type(gres)
+    if not totals:
+        return 0, None
+    gpu_type, count = max(totals.items(), key=lambda item: (item[1], item[0] or ""))
+    return count, gpu_type
+
+
+def capacity(node: SinfoNode) -> ResourceVector:
+    """capacity is a node's configured resources as a ResourceVector (typed GPUs from gres)."""
+    gpus, gpu_type = _gpus(node.gres)
+    return ResourceVector(
+        cpus=node.cpus,
+        memory=node.real_memory_mib,
+        gpus=gpus,
+        gpu_type=gpu_type,
+        storage=node.tmp_disk_mib // 1024,
+    )
+
+
+def node_state(node: SinfoNode, switch: str | None = None) -> NodeState:
+    """node_state converts one sinfo node into the scheduler's NodeState."""
+    return NodeState(
+        name=node.name,
+        capacity=capacity(node),
+        partitions=tuple(sorted(node.partitions)),
+        switch=switch,
+        healthy=node.healthy,
+        drained=node.drained,
+        features=node.features,
+    )
+
+
+def node_usage(node: SinfoNode, gpu_utilization: float | None = None) -> NodeUsage:
+    """node_usage splits one node into allocatable, allocated and measured numbers."""
+    gpus_used, _ = _gpus(node.gres_used)
+    cap = capacity(node)
+    allocated = ResourceVector.model_construct(
+        cpus=float(node.alloc_cpus),
+        memory_mib=node.alloc_memory_mib,
+        gpus=gpus_used,
+        gpu_type=cap.gpu_type,
+        storage_gib=0,
+        network=None,
+    )
+    return NodeUsage(
+        node=node.name,
+        # Drained nodes stay allocatable: their running work still counts against them; the
+        # scheduler keeps new work away through NodeState.schedulable().
+        allocatable=cap if node.healthy else ZERO,
+        allocated=allocated,
+        measured_cpu_load=node.cpu_load,
+        measured_gpu_utilization=gpu_utilization,
+    )
+
+
+def inventory_version(nodes: Sequence[NodeState]) -> int:
+    """inventory_version is a stable hash of capacity and health facts (not of allocation)."""
+    facts = [
+        [
+            node.name,
+            node.capacity.cpus,
+            node.capacity.memory_mib,
+            node.capacity.gpus,
+            node.capacity.gpu_type,
+            node.capacity.storage_gib,
+            sorted(node.partitions),
+            node.switch,
+            node.healthy,
+            node.drained,
+            sorted(node.features),
+        ]
+        for node in sorted(nodes, key=lambda n: n.name)
+    ]
+    digest = hashlib.sha256(json.dumps(facts, sort_keys=True).encode()).digest()
+    return int.from_bytes(digest[:8], "big") >> 1  # 63 bits: fits a signed BIGINT column
+
+
+def build_inventory(
+    nodes: Sequence[SinfoNode],
+    topology: Mapping[str, Switch] | None = None,
+    gpu_utilization: Mapping[str, float] | None = None,
+) -> Inventory:
+    """build_inventory turns sinfo nodes (and the switch tree) into an Inventory."""
+    switches = dict(topology or {})
+    leaf = leaf_of_node(switches)
+    states = tuple(node_state(node, leaf.get(node.name)) for node in sorted(nodes, key=lambda n: n.name))
+    utilization = gpu_utilization or {}
+    usage = tuple(
+        node_usage(node, utilization.get(node.name)) for node in sorted(nodes, key=lambda n: n.name)
+    )
+    return Inventory(states, inventory_version(states), usage, switch_parents(switches))

@@ -1,0 +1,125 @@
+"""LaunchRequest: everything needed to render one attempt's sbatch script, validated up front."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from meta.policy.snapshot import JobKind
+from meta.resources import ZERO, ResourceVector
+from slurm_bridge.tags import check_attempt_id
+
+# Values that go into "#SBATCH --opt=value" lines unquoted: sbatch splits directives on
+# whitespace and handles quotes its own way, so only plain tokens are allowed there.
+_SLURM_TOKEN = re.compile(r"^[A-Za-z0-9._:/@%+=,\[\]-]+$")
+_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ROLE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+
+
+class LaunchRequestError(ValueError):
+    """LaunchRequestError is raised for a request that cannot be rendered safely."""
+
+
+def is_token(value: str) -> bool:
+    """is_token tells whether ``value`` may appear unquoted in an ``#SBATCH`` line."""
+    return bool(_SLURM_TOKEN.match(value))
+
+
+def check_token(what: str, value: str | None) -> None:
+    """check_token rejects values that are unsafe in an ``#SBATCH`` line (spaces, quotes, newlines)."""
+    if value is not None and not _SLURM_TOKEN.match(value):
+        raise LaunchRequestError(f"{what} {value!r} must match {_SLURM_TOKEN.pattern}")
+
+
+@dataclass(frozen=True, slots=True)
+class Role:
+    """Role is one het-job component with its own shape, nodes, partition and command."""
+
+    name: str
+    per_node: ResourceVector
+    command: str
+    num_nodes: int = 1
+    nodes: tuple[str, ...] = ()
+    ntasks_per_node: int = 1
+    partition: str | None = None
+
+    def __post_init__(self) -> None:
+        if not _ROLE_NAME.match(self.name):
+            raise LaunchRequestError(f"role name {self.name!r} must match {_ROLE_NAME.pattern}")
+        _check_shape(self.num_nodes, self.nodes, self.ntasks_per_node)
+        check_token("partition", self.partition)
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchRequest:
+    """LaunchRequest is one attempt of one task, as the actuator hands it to the renderer."""
+
+    attempt_id: str
+    attempt_number: int
+    fencing_token: int
+    job_id: str
+    task_id: str
+    tenant: str
+    kind: JobKind
+    time_limit_s: int
+    command: str | None = None
+    script: str | None = None
+    per_node: ResourceVector = ZERO
+    num_nodes: int = 1
+    nodes: tuple[str, ...] = ()
+    ntasks_per_node: int = 1
+    qos: str | None = None
+    partition: str | None = None
+    env: Mapping[str, str] = field(default_factory=dict)
+    secret_names: tuple[str, ...] = ()
+    job_name: str = ""
+    checkpoint_dir: str | None = None
+    output_dir: str | None = None
+    resume_from: str | None = None
+    grace_s: int = 120
+    roles: tuple[Role, ...] = ()
+    reservation: str | None = None
+    stdout: str | None = None
+    stderr: str | None = None
+
+    def __post_init__(self) -> None:
+        try:
+            check_attempt_id(self.attempt_id)
+        except ValueError as error:
+            raise LaunchRequestError(str(error)) from error
+        for what in ("tenant", "qos", "partition", "reservation", "stdout", "stderr"):
+            check_token(what, getattr(self, what))
+        _check_shape(self.num_nodes, self.nodes, self.ntasks_per_node)
+        self._check_entrypoint()
+        self._check_env()
+        if self.time_limit_s <= 0 or self.grace_s < 0:
+            raise LaunchRequestError("time_limit_s must be positive and grace_s not negative")
+
+    def _check_entrypoint(self) -> None:
+        """_check_entrypoint: exactly one of command/script, or roles that carry their own commands."""
+        if self.roles:
+            if self.command or self.script or len(self.roles) < 2:
+                raise LaunchRequestError("a het-job has two or more roles, each with its own command")
+        elif bool(self.command) == bool(self.script):
+            raise LaunchRequestError("give exactly one of command or script")
+
+    def _check_env(self) -> None:
+        """_check_env rejects unsafe or reserved variable names; values are quoted when rendered."""
+        names = list(self.env) + list(self.secret_names)
+        bad = [name for name in names if not _ENV_NAME.match(name) or name.startswith("METASCHED_")]
+        if bad:
+            raise LaunchRequestError(f"invalid or reserved environment variable name(s): {sorted(bad)}")
+        clash = set(self.env) & set(self.secret_names)
+        if clash:
+            raise LaunchRequestError(f"secret(s) also given as plain environment: {sorted(clash)}")
+
+
+def _check_shape(num_nodes: int, nodes: tuple[str, ...], ntasks_per_node: int) -> None:
+    """_check_shape checks node counts and that a nodelist, when given, names every node."""
+    if num_nodes < 1 or ntasks_per_node < 1:
+        raise LaunchRequestError("num_nodes and ntasks_per_node must be at least 1")
+    if nodes and len(set(nodes)) != num_nodes:
+        raise LaunchRequestError(f"nodes {list(nodes)} do not match num_nodes={num_nodes}")
+    for node in nodes:
+        check_token("node", node)

@@ -1,0 +1,165 @@
+"""Render one sbatch script per attempt from a LaunchRequest.
+
+Everything user-controlled is either checked to be a plain token (values in ``#SBATCH`` lines)
+or shell-quoted with ``shlex.quote`` (environment values, the command). The user's command runs
+through exactly one ``bash -c``, so it cannot change the script around it. Secrets appear by
+name only (``METASCHED_SECRET_NAMES``); their values are resolved by the job at run time.
+"""
+
+from __future__ import annotations
+
+import math
+import shlex
+from collections.abc import Iterator
+
+from meta.policy.snapshot import JobKind
+from meta.resources import ResourceVector, format_memory
+from slurm_bridge import hostlist, tags
+from slurm_bridge.launch import LaunchRequest, Role, is_token
+
+CHECKPOINT_SIGNAL = "USR1"
+
+
+def format_time_limit(seconds: int) -> str:
+    """format_time_limit renders seconds as Slurm's ``D-HH:MM:SS``."""
+    days, rest = divmod(int(seconds), 86400)
+    hours, rest = divmod(rest, 3600)
+    minutes, secs = divmod(rest, 60)
+    return f"{days}-{hours:02d}:{minutes:02d}:{secs:02d}"
+
+
+def gres_option(per_node: ResourceVector) -> str | None:
+    """gres_option is ``gpu:<type>:<n>`` (or ``gpu:<n>`` for any type), None without GPUs."""
+    if not per_node.gpus:
+        return None
+    if per_node.gpu_type:
+        return f"gpu:{per_node.gpu_type}:{per_node.gpus}"
+    return f"gpu:{per_node.gpus}"
+
+
+def render(request: LaunchRequest) -> str:
+    """render returns the complete sbatch script for one attempt."""
+    lines = ["#!/bin/bash", _banner(request)]
+    lines += [f"#SBATCH {option}" for option in _options(request)]
+    lines += list(_exports(request))
+    lines.append(_launch_line(request))
+    return "\n".join(lines) + "\n"
+
+
+def _banner(request: LaunchRequest) -> str:
+    """_banner is a comment saying what rendered the script and for which attempt."""
+    return (
+        f"# metasched attempt {request.attempt_id} (number {request.attempt_number}, "
+        f"task {shlex.quote(request.task_id)}); rendered by slurm_bridge.render, do not edit"
+    )
+
+
+def _options(request: LaunchRequest) -> list[str]:
+    """_options lists every #SBATCH option, with ``hetjob`` separators between roles."""
+    head = [
+        f"--job-name={tags.job_name(request.attempt_id)}",
+        f"--comment={tags.comment(request.attempt_id, request.fencing_token)}",
+    ]
+    tail = ["--no-requeue"]
+    if request.kind == JobKind.TRAINING:
+        # B: signals the batch shell, which execs srun; srun forwards USR1 to every task.
+        tail.append(f"--signal=B:{CHECKPOINT_SIGNAL}@{request.grace_s}")
+    tail += _io_options(request)
+    if not request.roles:
+        shape = _shape(
+            request,
+            request.partition,
+            request.per_node,
+            request.num_nodes,
+            request.nodes,
+            request.ntasks_per_node,
+        )
+        return head + shape + tail
+    options = head + _role_shape(request, request.roles[0]) + tail
+    for role in request.roles[1:]:
+        options += ["hetjob"] + _role_shape(request, role)
+    return options
+
+
+def _role_shape(request: LaunchRequest, role: Role) -> list[str]:
+    """_role_shape is one het component's options (account and QOS repeated per component)."""
+    return _shape(
+        request,
+        role.partition or request.partition,
+        role.per_node,
+        role.num_nodes,
+        role.nodes,
+        role.ntasks_per_node,
+    )
+
+
+def _shape(
+    request: LaunchRequest,
+    partition: str | None,
+    per_node: ResourceVector,
+    num_nodes: int,
+    nodes: tuple[str, ...],
+    ntasks_per_node: int,
+) -> list[str]:
+    """_shape lists account, QOS, partition, reservation, node and per-node resource options."""
+    options = [f"--account={request.tenant}"]
+    options += [f"--qos={request.qos}"] if request.qos else []
+    options += [f"--partition={partition}"] if partition else []
+    options += [f"--reservation={request.reservation}"] if request.reservation else []
+    options.append(f"--nodes={num_nodes}")
+    options += [f"--nodelist={hostlist.compress(nodes)}"] if nodes else []
+    options.append(f"--ntasks-per-node={ntasks_per_node}")
+    if per_node.cpus:
+        options.append(f"--cpus-per-task={math.ceil(per_node.cpus / ntasks_per_node)}")
+    if per_node.memory_mib:
+        options.append(f"--mem={format_memory(per_node.memory_mib)}")
+    gres = gres_option(per_node)
+    options += [f"--gres={gres}"] if gres else []
+    options.append(f"--time={format_time_limit(request.time_limit_s)}")
+    return options
+
+
+def _io_options(request: LaunchRequest) -> list[str]:
+    """_io_options are --output/--error, defaulting into the output dir when one is given."""
+    stdout, stderr = request.stdout, request.stderr
+    if stdout is None and request.output_dir and is_token(request.output_dir):
+        stdout = f"{request.output_dir.rstrip('/')}/slurm-%j.out"
+    options = [f"--output={stdout}"] if stdout else []
+    options += [f"--error={stderr}"] if stderr else []
+    return options
+
+
+def _exports(request: LaunchRequest) -> Iterator[str]:
+    """_exports yields ``export NAME=<quoted>`` lines: metasched's variables, then the user's."""
+    ours = {
+        "METASCHED_ATTEMPT_ID": request.attempt_id,
+        "METASCHED_ATTEMPT_NUMBER": str(request.attempt_number),
+        "METASCHED_FENCING_TOKEN": str(request.fencing_token),
+        "METASCHED_JOB_ID": request.job_id,
+        "METASCHED_TASK_ID": request.task_id,
+        "METASCHED_JOB_KIND": request.kind.value,
+        "METASCHED_JOB_NAME": request.job_name,
+        "METASCHED_CHECKPOINT_DIR": request.checkpoint_dir,
+        "METASCHED_OUTPUT_DIR": request.output_dir,
+        "METASCHED_RESUME_FROM": request.resume_from,
+        "METASCHED_SECRET_NAMES": ",".join(request.secret_names),
+    }
+    for name, value in ours.items():
+        if value:
+            yield f"export {name}={shlex.quote(value)}"
+    for name in sorted(request.env):
+        yield f"export {name}={shlex.quote(request.env[name])}"
+
+
+def _launch_line(request: LaunchRequest) -> str:
+    """_launch_line runs the user's command: under srun for gangs and het-jobs, directly otherwise."""
+    if request.roles:
+        parts = [
+            f"--export=ALL,METASCHED_ROLE={role.name} bash -c {shlex.quote(role.command)}"
+            for role in request.roles
+        ]
+        return "exec srun --kill-on-bad-exit=1 " + " : ".join(parts)
+    body = f"bash -c {shlex.quote(request.command or request.script or '')}"
+    if request.kind == JobKind.TRAINING or request.num_nodes > 1:
+        return f"exec srun --kill-on-bad-exit=1 {body}"
+    return f"exec {body}"
