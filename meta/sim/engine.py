@@ -216,6 +216,7 @@ class Engine:
             return False
         job.state, job.task, job.pending_since = JobState.PENDING, task, job.submit
         self.pending[index] = task
+        self.ledger.running_gpus.setdefault(task.tenant, 0)  # a waiting tenant has a fair-share factor too
         return True
 
     def _cycles(self, now: float) -> None:
