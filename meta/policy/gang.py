@@ -65,7 +65,7 @@ def select(
     if topology is Topology.REQUIRE_SAME_SWITCH:
         return []
     by_spine: dict[str, list[list[tuple[int, int]]]] = defaultdict(list)
-    for leaf, group in by_leaf.items():
+    for group in by_leaf.values():
         by_spine[spine_of[group[0][0]]].append(group)
     spine_total = {sp: sum(leaf_total[leaf_of[g[0][0]]] for g in groups) for sp, groups in by_spine.items()}
     fitting_spines = [sp for sp, total in spine_total.items() if total >= workers]

@@ -1,0 +1,115 @@
+"""Backfill: hold specific nodes for a blocked head-of-line task at its earliest start.
+
+The earliest start comes from running work's ``expected_end`` (and this cycle's placements,
+which end after their runtime estimate). Work with no expected end is treated as running
+forever, so a task that needs it gets no held start; its nodes are then kept from other gangs
+so it does not starve. Later tasks may use held nodes only if they finish before the start or
+fit in what the holder leaves spare (see ``placement.node_slots``).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from meta.policy.capacity import Capacity
+from meta.policy.equivalence import NodeClass
+from meta.policy.gang import Pick, select
+from meta.policy.shape import Shape
+from meta.policy.snapshot import Reservation, Topology
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Release is capacity coming back on one node at a known time."""
+
+    end: float
+    node: int
+    gpu: int
+    cpu: float
+    mem: int
+    sto: int
+
+
+def releases_of(reservations: Iterable[Reservation], cap: Capacity, now: float) -> list[Release]:
+    """releases_of turns reservations with a known expected end into per-node releases."""
+    out: list[Release] = []
+    for r in reservations:
+        if r.expected_end is None:
+            continue  # unknown end: conservatively never
+        end = max(r.expected_end, now)  # overdue work may end any moment
+        for share in r.shares:
+            i = cap.index.get(share.node)
+            if i is not None:
+                res = share.resources
+                out.append(Release(end, i, res.gpus, res.cpus, res.memory_mib, res.storage_gib))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Hold:
+    """Hold is the outcome of an earliest-start search: when, where, and what stays spare."""
+
+    start: float
+    picks: list[Pick]
+    spare: dict[int, list[float]]
+
+
+def _candidates(cap: Capacity, shape: Shape, classes: Sequence[NodeClass]) -> list[int]:
+    """_candidates are feasible nodes not already held for someone else."""
+    gang = shape.workers > 1
+    return [
+        i for c in classes for i in c.nodes
+        if cap.hold_start[i] is None and not (gang and cap.gang_blocked[i] is not None)
+        and cap.names[i] not in shape.avoid
+    ]
+
+
+def earliest_start(
+    cap: Capacity, shape: Shape, classes: Sequence[NodeClass], releases: Sequence[Release], now: float
+) -> Hold | None:
+    """earliest_start walks releases in time order until the task fits, and picks its nodes."""
+    nodes = _candidates(cap, shape, classes)
+    future = {i: [cap.gpu[i], cap.cpu[i], cap.mem[i], cap.sto[i]] for i in nodes}
+    slots = {i: shape.slots(f[0], f[1], f[2], f[3], shape.workers) for i, f in future.items()}
+    leaf_total: dict[str, int] = defaultdict(int)
+    for i, n in slots.items():
+        leaf_total[cap.leaf[i]] += n
+    total = sum(slots.values())
+    need_leaf = shape.topology is Topology.REQUIRE_SAME_SWITCH and shape.workers > 1
+    ordered = sorted((r for r in releases if r.node in future), key=lambda r: r.end)
+    for k, r in enumerate(ordered):
+        f = future[r.node]
+        f[0] += r.gpu
+        f[1] += r.cpu
+        f[2] += r.mem
+        f[3] += r.sto
+        new = shape.slots(int(f[0]), f[1], int(f[2]), int(f[3]), shape.workers)
+        total += new - slots[r.node]
+        leaf_total[cap.leaf[r.node]] += new - slots[r.node]
+        slots[r.node] = new
+        if k + 1 < len(ordered) and ordered[k + 1].end == r.end:
+            continue  # apply every release of the same instant first
+        enough = max(leaf_total.values()) >= shape.workers if need_leaf else total >= shape.workers
+        if not enough:
+            continue
+        picks = select([(i, n) for i, n in slots.items() if n], shape.workers, shape.topology, cap.leaf, cap.spine)
+        if picks:
+            spare = {}
+            for i, count in picks:
+                f = future[i]
+                spare[i] = [f[0] - count * shape.gpus, f[1] - count * shape.cpus,
+                            f[2] - count * shape.mem, f[3] - count * shape.sto]
+            return Hold(r.end, picks, spare)
+    return None
+
+
+def nodes_when_all_end(cap: Capacity, shape: Shape, classes: Sequence[NodeClass]) -> list[Pick]:
+    """nodes_when_all_end picks nodes for the task as if every node were empty (no known start)."""
+    cands = []
+    for c in classes:
+        per_node = shape.slots(c.gpus, c.cpus, c.mem, c.sto, shape.workers)
+        if per_node:
+            cands.extend((i, per_node) for i in _candidates(cap, shape, [c]))
+    return select(cands, shape.workers, shape.topology, cap.leaf, cap.spine)

@@ -1,0 +1,117 @@
+"""Explain: one typed PendingReason per waiting task, in words a user understands, with a remedy."""
+
+from __future__ import annotations
+
+import time
+
+from meta.policy.plan import PendingReason, ReasonCode
+from meta.policy.shape import Shape
+
+
+def when(t: float, now: float) -> str:
+    """when renders a time as a wall-clock hour for epoch clocks, or as 'in N min' for simulated ones."""
+    if t > 1e9:
+        return time.strftime("%H:%M UTC", time.gmtime(t))
+    minutes = max(0, round((t - now) / 60))
+    return f"in {minutes} min" if minutes < 120 else f"in {minutes / 60:.1f} h"
+
+
+def _gpus(shape: Shape, n: int) -> str:
+    return f"{n} {shape.gpu_type + ' ' if shape.gpu_type else ''}GPU{'s' if n != 1 else ''}"
+
+
+def no_capacity(shape: Shape, best_node: str | None, best_free: int, fit_workers: int) -> PendingReason:
+    """no_capacity explains a task that fits the cluster but not its free capacity right now."""
+    if shape.workers == 1:
+        if shape.gpus:
+            where = f"; {best_free} are free on {best_node}" if best_node else "; none are free"
+            message = f"no node with {_gpus(shape, shape.gpus)} free{where}"
+        else:
+            message = f"no node has {shape.describe_worker()} free"
+        remedy = f"would start when {_gpus(shape, shape.gpus - best_free) if shape.gpus else 'capacity'} free up"
+        return PendingReason(ReasonCode.NO_FEASIBLE_NODE, message, remedy)
+    message = (f"gang of {shape.workers} workers × {shape.describe_worker()} needs "
+               f"{_gpus(shape, shape.total_gpus)} at once; only {fit_workers} workers fit now")
+    remedy = (f"reduce workers to {fit_workers} or wait for {_gpus(shape, (shape.workers - fit_workers) * shape.gpus)} "
+              "to free up" if fit_workers else f"would start when {_gpus(shape, shape.total_gpus)} free up")
+    return PendingReason(ReasonCode.WAITING_FOR_GANG_CAPACITY, message, remedy)
+
+
+def topology_unsatisfied(shape: Shape) -> PendingReason:
+    """topology_unsatisfied explains a gang that fits the cluster but not under one switch now."""
+    return PendingReason(
+        ReasonCode.TOPOLOGY_UNSATISFIED,
+        f"{shape.workers} workers × {shape.describe_worker()} fit now only across several switches",
+        "use prefer-same-switch, or wait for one switch to free up",
+    )
+
+
+def blocked(shape: Shape, job: str) -> PendingReason:
+    """blocked explains a task that would fit on nodes held for a head-of-line job."""
+    return PendingReason(
+        ReasonCode.BLOCKED_BY_RESERVATION,
+        f"the free capacity is held for job {job}, which is first in line, and this task would delay it",
+        "a shorter runtime estimate would let it backfill before the held start",
+        blocking_job=job,
+    )
+
+
+def lower_fair_share(other: str, their: float, yours: float, tenant: str) -> PendingReason:
+    """lower_fair_share explains that the capacity went to a tenant ahead in fair share."""
+    return PendingReason(
+        ReasonCode.LOWER_FAIR_SHARE,
+        f"{other} is ahead in fair share (share {their:.2f} vs yours {yours:.2f}) and took the free capacity",
+        f"would start when capacity frees up; {tenant}'s share drops as its usage decays",
+        blocking_tenant=other,
+    )
+
+
+def lower_priority(other_class: str, other: str, job: str | None) -> PendingReason:
+    """lower_priority explains that higher-priority work took the free capacity."""
+    return PendingReason(
+        ReasonCode.LOWER_PRIORITY,
+        f"higher-priority {other_class} work of {other} took the free capacity",
+        "would start when capacity frees up, or submit with a higher priority class",
+        blocking_job=job,
+        blocking_tenant=other,
+    )
+
+
+def quota(tenant: str, key: str, used: int, limit: int, need: int) -> PendingReason:
+    """quota explains a tenant at its limit for a GPU type."""
+    kind = "GPUs" if key == "*" else f"{key} GPUs"
+    return PendingReason(
+        ReasonCode.WAITING_FOR_QUOTA,
+        f"{tenant} uses {used} of its {limit} {kind} limit; this task needs {need} more",
+        "would start when the tenant's running jobs finish, or raise quota",
+    )
+
+
+def held(shape: Shape, start: float, now: float, nodes: list[str]) -> PendingReason:
+    """held explains the head-of-line task whose nodes are reserved."""
+    shown = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
+    return PendingReason(
+        ReasonCode.HELD_FOR_GANG,
+        f"first in line: {shown} are held for it",
+        f"would start when {_gpus(shape, shape.total_gpus)} free up, est. {when(start, now)}",
+    )
+
+
+def kept_from_gangs(shape: Shape, nodes: list[str]) -> PendingReason:
+    """kept_from_gangs explains a head gang whose start is unknown (running work has no end)."""
+    return PendingReason(
+        ReasonCode.WAITING_FOR_GANG_CAPACITY,
+        f"needs {_gpus(shape, shape.total_gpus)} at once and the running work on them has no expected end; "
+        f"{len(nodes)} nodes are kept from other gangs for it",
+        "would start when that work ends; a runtime estimate on running jobs gives a start time",
+    )
+
+
+def preempting(victims: int, lost: float) -> PendingReason:
+    """preempting explains a task for which victims are being evicted."""
+    return PendingReason(
+        ReasonCode.PREEMPTING,
+        f"preempting {victims} job{'s' if victims != 1 else ''} ({lost / 3600:.1f} GPU-hours of lost work) "
+        "to make room",
+        "would start next cycle, once they have stopped",
+    )

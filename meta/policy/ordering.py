@@ -1,0 +1,90 @@
+"""Ordering: aged tasks first, then urgent deadlines, then priority classes, fair share inside.
+
+Within one priority class, tenants take turns by lowest weighted dominant share (re-read after
+every placement, so a tenant that just got capacity drops back); within a tenant, the oldest
+task goes first (optionally nudged towards short jobs).
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import defaultdict
+from collections.abc import Iterator, Sequence
+
+from meta.policy.config import SchedulerConfig
+from meta.policy.fairshare import FairShare
+from meta.policy.snapshot import PendingTask
+
+
+def slack(task: PendingTask, now: float) -> float | None:
+    """slack is the time a deadline task can still wait: deadline - now - runtime estimate."""
+    if task.deadline is None:
+        return None
+    return task.deadline - now - task.runtime_estimate_s
+
+
+def is_aged(task: PendingTask, now: float, config: SchedulerConfig) -> bool:
+    """is_aged tells whether a task has waited past max_wait and now outranks fair share."""
+    return now - task.submit_time >= config.max_wait_s
+
+
+def is_urgent(task: PendingTask, now: float, config: SchedulerConfig) -> bool:
+    """is_urgent tells whether a deadline task's slack has run below the urgency window."""
+    s = slack(task, now)
+    return s is not None and s <= config.deadline_urgency_s
+
+
+def _tenant_key(task: PendingTask, config: SchedulerConfig) -> tuple:
+    """_tenant_key orders one tenant's tasks of one class: earlier (or shorter) first."""
+    return (task.submit_time + config.short_job_weight * task.runtime_estimate_s, task.task_id)
+
+
+def ordered(
+    pending: Sequence[PendingTask], fair: FairShare, config: SchedulerConfig, now: float
+) -> Iterator[PendingTask]:
+    """ordered yields pending tasks in scheduling order; fair share is re-read lazily as it changes."""
+    aged: list[PendingTask] = []
+    urgent: list[PendingTask] = []
+    by_rank: dict[int, dict[str, list[PendingTask]]] = defaultdict(lambda: defaultdict(list))
+    for task in pending:
+        if is_aged(task, now, config):
+            aged.append(task)
+        elif is_urgent(task, now, config):
+            urgent.append(task)
+        else:
+            rank = config.rank(task.priority_class, task.kind, task.deadline)
+            by_rank[rank][task.tenant].append(task)
+    # Aging bounds every wait: past max_wait, plain submit order wins over everything else.
+    aged.sort(key=lambda t: (t.submit_time, t.task_id))
+    yield from aged
+    # Deadlines: the least slack first.
+    urgent.sort(key=lambda t: (slack(t, now), t.task_id))
+    yield from urgent
+    for rank in sorted(by_rank, reverse=True):
+        yield from _interleave(by_rank[rank], fair, config)
+
+
+def _interleave(
+    queues: dict[str, list[PendingTask]], fair: FairShare, config: SchedulerConfig
+) -> Iterator[PendingTask]:
+    """_interleave hands the next turn to the tenant with the lowest current share."""
+    heads: dict[str, int] = {}
+    heap: list[tuple[float, str]] = []
+    for tenant, tasks in queues.items():
+        tasks.sort(key=lambda t: _tenant_key(t, config))
+        heads[tenant] = 0
+        heap.append((fair.share(tenant), tenant))
+    heapq.heapify(heap)
+    while heap:
+        share, tenant = heapq.heappop(heap)
+        current = fair.share(tenant)
+        if current > share + 1e-12:
+            # The tenant got capacity since it was queued: re-queue at its new share.
+            heapq.heappush(heap, (current, tenant))
+            continue
+        tasks = queues[tenant]
+        at = heads[tenant]
+        heads[tenant] = at + 1
+        yield tasks[at]
+        if at + 1 < len(tasks):
+            heapq.heappush(heap, (fair.share(tenant), tenant))

@@ -1,0 +1,65 @@
+"""Quotas: per tenant and GPU type, a guaranteed amount (lendable when idle) and a hard limit.
+
+Keys are GPU types; "*" counts GPUs of any type. A tenant at its limit waits; a tenant below
+its guarantee may reclaim lent capacity by preempting borrowers (tenants above theirs).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from meta.policy.snapshot import Snapshot
+
+ANY = "*"
+
+
+class QuotaLedger:
+    """QuotaLedger tracks GPUs in use per tenant and type, against guarantees and limits."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        node_type = {n.name: (n.capacity.gpu_type if n.capacity.gpus else None) for n in snapshot.nodes}
+        self.used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+        self.guaranteed = {t.name: t.guaranteed for t in snapshot.tenants}
+        self.limit = {t.name: t.limit for t in snapshot.tenants}
+        for r in snapshot.reservations:
+            for share in r.shares:
+                if share.resources.gpus:
+                    gpu_type = share.resources.gpu_type or node_type.get(share.node)
+                    self.charge(r.tenant, gpu_type, share.resources.gpus)
+
+    def charge(self, tenant: str, gpu_type: str | None, gpus: int) -> None:
+        """charge counts GPUs against the tenant (running, placed or about to be placed)."""
+        if gpus:
+            used = self.used[tenant]
+            if gpu_type:
+                used[gpu_type] += gpus
+            used[ANY] += gpus
+
+    def limit_exceeded(self, tenant: str, gpu_type: str | None, gpus: int) -> tuple[str, int, int] | None:
+        """limit_exceeded returns (key, used, limit) of the first limit ``gpus`` more would break."""
+        limits = self.limit.get(tenant) or {}
+        used = self.used.get(tenant, {})
+        for key in ((gpu_type,) if gpu_type else ()) + (ANY,):
+            cap = limits.get(key)
+            if cap is not None and used.get(key, 0) + gpus > cap:
+                return key, used.get(key, 0), cap
+        return None
+
+    def below_guarantee(self, tenant: str, gpu_type: str | None, gpus: int) -> bool:
+        """below_guarantee tells whether ``gpus`` more still fit inside the tenant's guarantee."""
+        if not gpus:
+            return False
+        guaranteed = self.guaranteed.get(tenant) or {}
+        used = self.used.get(tenant, {})
+        for key in ((gpu_type,) if gpu_type else ()) + (ANY,):
+            amount = guaranteed.get(key)
+            if amount is not None and used.get(key, 0) + gpus <= amount:
+                return True
+        return False
+
+    def borrowing(self, tenant: str, gpu_type: str | None, released: int = 0) -> bool:
+        """borrowing tells whether a tenant (after ``released`` GPUs stop) still uses more than guaranteed."""
+        guaranteed = self.guaranteed.get(tenant) or {}
+        used = self.used.get(tenant, {})
+        key = gpu_type if gpu_type in guaranteed else ANY
+        return used.get(key, 0) - released > guaranteed.get(key, 0)

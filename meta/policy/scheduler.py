@@ -1,0 +1,322 @@
+"""The metasched allocation policy: ``schedule(snapshot, config) -> Plan``, pure, no I/O.
+
+One cycle, in order:
+
+1. Index the snapshot: group identical nodes into equivalence classes and compute free
+   capacity per node in plain numbers (capacity.py), tenants' shares (fairshare.py) and GPU
+   usage against quotas (quota.py).
+2. Order the pending tasks (ordering.py): aged tasks first (bounded waiting), then deadlines
+   whose slack ran out, then priority classes; inside a class tenants take turns by lowest
+   weighted dominant share, re-read after every placement.
+3. For each task, run the hard filters over node classes (feasibility.py). A task no node
+   could ever host gets UnschedulableAndUnresolvable; one whose hosts are all down waits.
+4. Check quota last among the filters (quota.py): a tenant at its limit waits.
+5. Fit: best fit for one worker, gang placement on the fewest switches for many (placement.py,
+   gang.py). Held nodes take only work that cannot delay their holder (backfill). Shapes that
+   failed are cached for the cycle: capacity only shrinks while a plan is built.
+6. If it does not fit: diagnose why (explain.py); try preemption where a reason allows it
+   (preemption.py: reclaim guarantee, higher class, endangered deadline; least lost work);
+   otherwise, for the first few blocked tasks, hold nodes at their earliest start
+   (backfill.py).
+7. Report fragmentation after all placements (fragmentation.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from meta.policy import explain
+from meta.policy.backfill import Release, earliest_start, nodes_when_all_end, releases_of
+from meta.policy.capacity import Capacity
+from meta.policy.config import SchedulerConfig
+from meta.policy.equivalence import NodeClass, build_classes
+from meta.policy.fairshare import FairShare
+from meta.policy.feasibility import Verdict, evaluate
+from meta.policy.fragmentation import report
+from meta.policy.gang import Pick
+from meta.policy.ordering import is_urgent, ordered
+from meta.policy.placement import fit, gang_candidates
+from meta.policy.plan import (
+    HeldReservation,
+    PendingReason,
+    Placement,
+    Plan,
+    Preemption,
+    ReasonCode,
+)
+from meta.policy.preemption import candidates, choose
+from meta.policy.quota import QuotaLedger
+from meta.policy.shape import Shape, shape_of
+from meta.policy.snapshot import NodeShare, PendingTask, Snapshot, Topology
+from meta.resources import ResourceVector
+
+# Reasons after which a task may still preempt or get a held start: it is short of capacity,
+# not of quota, health or possibility.
+_CAPACITY_CODES = frozenset({
+    ReasonCode.NO_FEASIBLE_NODE,
+    ReasonCode.WAITING_FOR_GANG_CAPACITY,
+    ReasonCode.TOPOLOGY_UNSATISFIED,
+    ReasonCode.LOWER_FAIR_SHARE,
+    ReasonCode.LOWER_PRIORITY,
+    ReasonCode.BLOCKED_BY_RESERVATION,
+})
+
+
+def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None) -> Plan:
+    """schedule decides one cycle: placements, preemptions, held nodes and a reason per waiter."""
+    cycle = Cycle(snapshot, config or SchedulerConfig())
+    for task in ordered(snapshot.pending, cycle.fair, cycle.cfg, snapshot.now):
+        cycle.schedule_one(task)
+    cycle.plan.fragmentation = report(cycle.cap, (shape_of(t) for t in snapshot.pending))
+    return cycle.plan
+
+
+class Cycle:
+    """Cycle is the mutable working state of one schedule() call."""
+
+    def __init__(self, snapshot: Snapshot, config: SchedulerConfig) -> None:
+        self.snap, self.cfg, self.now = snapshot, config, snapshot.now
+        self.classes, node_class = build_classes(snapshot.nodes)
+        self.cap = Capacity(snapshot.nodes, self.classes, node_class, snapshot.reservations, snapshot.switch_parent)
+        self.initial = self.cap.snapshot_copy()
+        self.fair = FairShare(snapshot, config)
+        self.quota = QuotaLedger(snapshot)
+        self.plan = Plan(inventory_version=snapshot.inventory_version)
+        self.verdicts: dict[Shape, Verdict] = {}
+        self.failed: dict[Shape, float] = {}  # shape -> earliest end that already failed to fit
+        self.diagnoses: dict[Shape, PendingReason | None] = {}
+        self.releases: list[Release] | None = None
+        self.placed: list[Release] = []
+        self.consumers: dict[int, dict[str, tuple[int, float, str]]] = {}  # class -> tenant -> (rank, share, job)
+        self.vectors: dict[tuple, ResourceVector] = {}
+        self.victims: set[str] = set()
+        self.preempt_attempts = 0
+        self.holds_made = 0  # backfill holds, including keep-from-gangs marks
+        self.preempt_failed: set[tuple] = set()
+        self.any_preemptible = any(r.preemptible for r in snapshot.reservations)
+
+    # --- the per-task pipeline ----------------------------------------------------------------
+
+    def schedule_one(self, task: PendingTask) -> None:
+        """schedule_one runs filters, quota, fit and the fallbacks for one pending task."""
+        shape = shape_of(task)
+        verdict = self._verdict(shape)
+        if verdict.reason is not None:
+            self.plan.reasons[task.task_id] = verdict.reason
+            return
+        # Quota last among the filters: it depends on usage, which this cycle changes.
+        exceeded = self.quota.limit_exceeded(task.tenant, shape.gpu_type, shape.total_gpus)
+        if exceeded is not None:
+            key, used, limit = exceeded
+            self.plan.reasons[task.task_id] = explain.quota(task.tenant, key, used, limit, shape.total_gpus)
+            return
+        end = self.now + task.runtime_estimate_s
+        picks = self._fit(shape, verdict.classes, end)
+        if picks:
+            self._place(task, shape, picks, end)
+            return
+        reason = self._diagnose(task, shape, verdict.classes)
+        if reason.code in _CAPACITY_CODES:
+            if self._try_preempt(task, shape, verdict.classes) or self._try_hold(task, shape, verdict.classes):
+                return
+        self.plan.reasons[task.task_id] = reason
+
+    def _verdict(self, shape: Shape) -> Verdict:
+        """_verdict runs the filter chain once per distinct shape per cycle."""
+        verdict = self.verdicts.get(shape)
+        if verdict is None:
+            verdict = evaluate(shape, self.classes, self.cap.names, self.cap.leaf)
+            self.verdicts[shape] = verdict
+        return verdict
+
+    def _fit(self, shape: Shape, classes: Sequence[NodeClass], end: float) -> list[Pick]:
+        """_fit tries free capacity, skipping shapes that already failed for an earlier-ending task."""
+        failed_end = self.failed.get(shape)
+        if failed_end is not None and end >= failed_end:
+            return []  # capacity only shrinks within a cycle; a longer task cannot fit either
+        picks = fit(self.cap, shape, classes, end, self.cfg.gpu_cost)
+        if not picks:
+            self.failed[shape] = end if failed_end is None else min(failed_end, end)
+        return picks
+
+    def _vector(self, task: PendingTask, gpu_type: str | None) -> ResourceVector:
+        """_vector is the per-worker request with the node's actual GPU type filled in."""
+        r = task.per_worker
+        key = (r, gpu_type)
+        vec = self.vectors.get(key)
+        if vec is None:
+            vec = r if not r.gpus or r.gpu_type == gpu_type else r.model_copy(update={"gpu_type": gpu_type})
+            self.vectors[key] = vec
+        return vec
+
+    def _place(self, task: PendingTask, shape: Shape, picks: list[Pick], end: float) -> None:
+        """_place commits a fit to the working capacity, quota, fair share and the plan."""
+        cap = self.cap
+        rank = self.cfg.rank(task.priority_class, task.kind, task.deadline)
+        share_before = self.fair.share(task.tenant)
+        shares: list[NodeShare] = []
+        gpu_type = cap.gpu_type[picks[0][0]] if shape.gpus else None
+        vec = self._vector(task, gpu_type)
+        for i, count in picks:
+            g, c, m, s = count * shape.gpus, count * shape.cpus, count * shape.mem, count * shape.sto
+            cap.take(i, g, c, m, s, end)
+            self.placed.append(Release(end, i, g, c, m, s))
+            shares.extend([NodeShare(cap.names[i], vec)] * count)
+            self.consumers.setdefault(cap.cls[i], {})[task.tenant] = (rank, share_before, task.job_id)
+        self.quota.charge(task.tenant, gpu_type, shape.total_gpus)
+        self.fair.charge(task.tenant, gpu_type, shape.total_gpus, shape.cpus * shape.workers,
+                         shape.mem * shape.workers)
+        backfilled = bool(self.plan.held)
+        self.plan.placements.append(Placement(
+            task.task_id, task.job_id, tuple(shares), backfilled=backfilled,
+            reason="backfilled without delaying held starts" if backfilled else "",
+        ))
+
+    # --- why it waits ---------------------------------------------------------------------------
+
+    def _diagnose(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass]) -> PendingReason:
+        """_diagnose names the cause: held nodes, capacity taken this cycle, topology or shortage."""
+        if shape not in self.diagnoses:
+            self.diagnoses[shape] = self._capacity_reason(shape, classes)
+        reason = self.diagnoses[shape]
+        if reason is not None:
+            return reason
+        return self._attribute(task, shape, classes)
+
+    def _capacity_reason(self, shape: Shape, classes: Sequence[NodeClass]) -> PendingReason | None:
+        """_capacity_reason explains a shape's failure; None means others took capacity this cycle."""
+        cost = self.cfg.gpu_cost
+        never = float("inf")
+        if (self.plan.held or self.holds_made) and fit(self.cap, shape, classes, never, cost, ignore_holds=True):
+            return explain.blocked(shape, self._blocking_job(classes))
+        if fit(self.initial, shape, classes, never, cost):
+            return None
+        if shape.topology is Topology.REQUIRE_SAME_SWITCH and fit(
+            self.cap, shape, classes, never, cost, ignore_holds=True, topology=Topology.NONE
+        ):
+            return explain.topology_unsatisfied(shape)
+        best_node, best_free = self._most_free(shape, classes)
+        fit_workers = 0
+        if shape.workers > 1:
+            cands = gang_candidates(self.cap, shape, classes, never)
+            fit_workers = min(shape.workers - 1, sum(n for _, n in cands))
+        return explain.no_capacity(shape, best_node, best_free, fit_workers)
+
+    def _blocking_job(self, classes: Sequence[NodeClass]) -> str:
+        """_blocking_job names the job holding nodes the task could otherwise use."""
+        for c in classes:
+            for i in c.nodes:
+                job = self.cap.hold_job[i] or self.cap.gang_blocked[i]
+                if job:
+                    return job
+        return self.plan.held[0].job_id
+
+    def _most_free(self, shape: Shape, classes: Sequence[NodeClass]) -> tuple[str | None, int]:
+        """_most_free finds the feasible node with the most free GPUs, for messages."""
+        best, most = None, 0
+        for c in classes:
+            buckets = self.cap.buckets[c.id]
+            for free in range(len(buckets) - 1, most, -1):
+                if buckets[free]:
+                    best, most = self.cap.names[next(iter(buckets[free]))], free
+                    break
+        return best, most
+
+    def _attribute(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass]) -> PendingReason:
+        """_attribute names who took the capacity the task would have had at the start of the cycle."""
+        rank = self.cfg.rank(task.priority_class, task.kind, task.deadline)
+        others = [(t, info) for c in classes for t, info in self.consumers.get(c.id, {}).items() if t != task.tenant]
+        higher = [(t, info) for t, info in others if info[0] > rank]
+        if higher:
+            tenant, (other_rank, _, job) = max(higher, key=lambda x: x[1][0])
+            name = next((n for n, r in self.cfg.priority_classes.items() if r == other_rank), str(other_rank))
+            return explain.lower_priority(name, tenant, job)
+        if others:
+            tenant, (_, their, _) = min(others, key=lambda x: x[1][1])
+            return explain.lower_fair_share(tenant, their, self.fair.share(task.tenant), task.tenant)
+        return PendingReason(
+            ReasonCode.NO_FEASIBLE_NODE,
+            f"{task.tenant}'s own earlier tasks took the free capacity this cycle",
+            "would start when capacity frees up",
+        )
+
+    # --- preemption -------------------------------------------------------------------------------
+
+    def _try_preempt(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass]) -> bool:
+        """_try_preempt evicts the least lost work when a reason allows it, and holds the freed nodes."""
+        if not (self.cfg.preemption_enabled and self.any_preemptible):
+            return False
+        if self.preempt_attempts >= self.cfg.max_preemption_attempts:
+            return False
+        rank = self.cfg.rank(task.priority_class, task.kind, task.deadline)
+        gpu_type = shape.gpu_type
+        reclaim = self.quota.below_guarantee(task.tenant, gpu_type, shape.total_gpus)
+        urgent = is_urgent(task, self.now, self.cfg)
+        key = (shape, rank, reclaim, urgent, task.tenant if reclaim else "")
+        if key in self.preempt_failed:
+            return False
+        self.preempt_attempts += 1
+        victims = candidates(task, rank, reclaim, urgent, self.snap.reservations, self.victims, self.cap,
+                             {i for c in classes for i in c.nodes}, self.quota, self.cfg, self.now)
+        chosen = choose(self.cap, shape, classes, victims) if victims else None
+        if not chosen:
+            self.preempt_failed.add(key)
+            return False
+        evicted, picks, extra = chosen
+        for v in evicted:
+            self.victims.add(v.res.attempt_id)
+            self.plan.preemptions.append(Preemption(
+                v.res.attempt_id, v.res.task_id, v.why, v.lost, for_task=task.task_id))
+        # Keep what the beneficiary needs from being taken by lower tasks in this same cycle.
+        self._hold(task, shape, picks, self.now, extra, record=True)
+        node_type = self.cap.gpu_type[picks[0][0]] if shape.gpus else None
+        self.quota.charge(task.tenant, node_type, shape.total_gpus)
+        self.fair.charge(task.tenant, node_type, shape.total_gpus, shape.cpus * shape.workers,
+                         shape.mem * shape.workers)
+        self.plan.reasons[task.task_id] = explain.preempting(len(evicted), sum(v.lost for v in evicted))
+        return True
+
+    # --- backfill holds -----------------------------------------------------------------------------
+
+    def _try_hold(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass]) -> bool:
+        """_try_hold reserves nodes at the earliest start for one of the first blocked tasks."""
+        if self.holds_made >= self.cfg.max_held_reservations:
+            return False
+        self.holds_made += 1
+        if self.releases is None:
+            self.releases = releases_of(self.snap.reservations, self.cap, self.now)
+        found = earliest_start(self.cap, shape, classes, self.releases + self.placed, self.now)
+        if found is None:
+            return self._keep_from_gangs(task, shape, classes)
+        self._hold(task, shape, found.picks, found.start, found.spare, record=False)
+        nodes = [self.cap.names[i] for i, _ in found.picks]
+        self.plan.reasons[task.task_id] = explain.held(shape, found.start, self.now, nodes)
+        return True
+
+    def _hold(self, task: PendingTask, shape: Shape, picks: list[Pick], start: float,
+              future: dict[int, list[float]], record: bool) -> None:
+        """_hold marks picked nodes as held and records the HeldReservation."""
+        cap = self.cap
+        for i, count in picks:
+            if record:
+                # Preemption: spare = free now + what victims free - what the beneficiary takes.
+                f = future[i]
+                spare = [cap.gpu[i] + f[0] - count * shape.gpus, cap.cpu[i] + f[1] - count * shape.cpus,
+                         cap.mem[i] + f[2] - count * shape.mem, cap.sto[i] + f[3] - count * shape.sto]
+            else:
+                spare = future[i]
+            cap.hold(i, start, spare, task.job_id)
+        nodes = tuple(cap.names[i] for i, _ in picks)
+        self.plan.held.append(HeldReservation(task.task_id, task.job_id, nodes, start))
+
+    def _keep_from_gangs(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass]) -> bool:
+        """_keep_from_gangs keeps a no-start-time gang's nodes from other gangs so it cannot starve."""
+        if shape.workers == 1:
+            return False
+        picks = nodes_when_all_end(self.cap, shape, classes)
+        if not picks:
+            return False
+        for i, _ in picks:
+            self.cap.gang_blocked[i] = task.job_id
+        self.plan.reasons[task.task_id] = explain.kept_from_gangs(shape, [self.cap.names[i] for i, _ in picks])
+        return True
