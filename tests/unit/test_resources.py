@@ -102,7 +102,15 @@ def test_memory_infinity_is_a_validation_error() -> None:
 
 @pytest.mark.parametrize(
     ("mib", "text"),
-    [(0, "0M"), (1, "1M"), (4000, "4000M"), (1024, "1G"), (256 * GIB, "256G"), (TIB, "1T"), (1536 * GIB, "1536G")],
+    [
+        (0, "0M"),
+        (1, "1M"),
+        (4000, "4000M"),
+        (1024, "1G"),
+        (256 * GIB, "256G"),
+        (TIB, "1T"),
+        (1536 * GIB, "1536G"),
+    ],
 )
 def test_format_memory(mib: int, text: str) -> None:
     assert format_memory(mib) == text
