@@ -83,20 +83,30 @@ def _expand_ranges(body: str, item: str) -> list[str]:
 
 def compress(hosts: Iterable[str]) -> str:
     """compress renders host names as a sorted, deduplicated hostlist expression."""
-    groups: dict[tuple[str, int], set[int]] = {}
+    numbered: list[tuple[str, str]] = []
     plain: set[str] = set()
     for host in hosts:
         match = _TRAILING_NUMBER.match(host)
-        if not match:
+        if match:
+            numbered.append((match.group(1), match.group(2)))
+        else:
             plain.add(host)
-            continue
-        prefix, digits = match.groups()
-        width = len(digits) if digits.startswith("0") and len(digits) > 1 else 0
+    padded = {(prefix, len(digits)) for prefix, digits in numbered if _is_padded(digits)}
+    groups: dict[tuple[str, int], set[int]] = {}
+    for prefix, digits in numbered:
+        # "n10" joins the zero-padded group of width 2 ("n[01-10]"): padding does not change it.
+        width = len(digits) if _is_padded(digits) or (prefix, len(digits)) in padded else 0
         groups.setdefault((prefix, width), set()).add(int(digits))
-    parts = [(host, host) for host in plain]
+    parts = [((host, -1), host) for host in plain]
     for (prefix, width), numbers in groups.items():
-        parts.append((prefix, _render_group(prefix, width, sorted(numbers))))
+        ordered = sorted(numbers)
+        parts.append(((prefix, ordered[0]), _render_group(prefix, width, ordered)))
     return ",".join(text for _, text in sorted(parts))
+
+
+def _is_padded(digits: str) -> bool:
+    """_is_padded tells whether a number is written with leading zeros."""
+    return len(digits) > 1 and digits.startswith("0")
 
 
 def _render_group(prefix: str, width: int, numbers: list[int]) -> str:

@@ -36,7 +36,7 @@ def parse_sdiag(text: str) -> Sdiag:
     rpc_ave: dict[str, int] = {}
     section = ""
     for line in text.splitlines():
-        if not line.strip() or line.startswith("*"):
+        if not line.strip() or line.startswith(("*", "sdiag output at", "Data since")):
             continue
         rpc = _RPC.match(line)
         if rpc:

@@ -1,0 +1,116 @@
+"""Shared fixtures for slurm_bridge tests: fixture files, fake Slurm binaries, the live-cluster gate."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+if str(REPO) not in sys.path:  # the tests run from a checkout, without installing the package
+    sys.path.insert(0, str(REPO))
+
+FIXTURES = REPO / "tests" / "fixtures" / "slurm"
+REFERENCE = FIXTURES / "reference"
+GOLDEN = REPO / "tests" / "golden" / "sbatch"
+
+
+def _captured(name: str) -> Path:
+    """_captured is a file captured on the dev cluster, or skips if it has not been committed."""
+    path = FIXTURES / name
+    if not path.exists():
+        pytest.skip(f"captured fixture {name} not present yet (deploy/lib/capture-slurm-fixtures)")
+    return path
+
+
+@pytest.fixture(scope="session")
+def captured() -> Callable[[str], Path]:
+    """captured returns a function giving the path of a captured dev-cluster fixture."""
+    return _captured
+
+
+@pytest.fixture(scope="session")
+def reference() -> Callable[[str], Path]:
+    """reference returns a function giving the path of a reference sample."""
+    return lambda name: REFERENCE / name
+
+
+@pytest.fixture(scope="session")
+def golden_dir() -> Path:
+    """golden_dir is tests/golden/sbatch."""
+    return GOLDEN
+
+
+@pytest.fixture
+def fake_binary(tmp_path: Path) -> Callable[..., list[str]]:
+    """fake_binary builds an argv prefix for a fake Slurm command that records its arguments."""
+
+    def make(stdout: str = "", stderr: str = "", exit_code: int = 0, name: str = "fake") -> list[str]:
+        out, err, calls = tmp_path / f"{name}.out", tmp_path / f"{name}.err", tmp_path / f"{name}.calls"
+        out.write_text(stdout)
+        err.write_text(stderr)
+        script = tmp_path / f"{name}.py"
+        script.write_text(
+            textwrap.dedent(
+                f"""
+                import json, sys
+                stdin = "" if sys.stdin is None or sys.stdin.isatty() else sys.stdin.read()
+                with open({str(calls)!r}, "a") as f:
+                    f.write(json.dumps({{"argv": sys.argv[1:], "stdin": stdin}}) + "\\n")
+                sys.stdout.write(open({str(out)!r}).read())
+                sys.stderr.write(open({str(err)!r}).read())
+                sys.exit({exit_code})
+                """
+            )
+        )
+        return [sys.executable, str(script)]
+
+    return make
+
+
+@pytest.fixture
+def recorded_calls(tmp_path: Path) -> Callable[..., list[dict]]:
+    """recorded_calls returns a function reading what a fake binary was called with."""
+
+    def read(name: str = "fake") -> list[dict]:
+        path = tmp_path / f"{name}.calls"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+    return read
+
+
+_CLUSTER_UP: bool | None = None
+
+
+def _cluster_up() -> bool:
+    """_cluster_up asks ``deploy/devcluster status`` once per session."""
+    global _CLUSTER_UP
+    if _CLUSTER_UP is None:
+        script = REPO / "deploy" / "devcluster"
+        if not script.exists() or shutil.which("sbatch") is None:
+            _CLUSTER_UP = False
+        else:
+            try:
+                status = subprocess.run([str(script), "status"], capture_output=True, timeout=60)
+                _CLUSTER_UP = status.returncode == 0
+            except (OSError, subprocess.TimeoutExpired):
+                _CLUSTER_UP = False
+    return _CLUSTER_UP
+
+
+@pytest.fixture(autouse=True)
+def _require_slurm(request: pytest.FixtureRequest) -> None:
+    """_require_slurm skips (or, with METASCHED_REQUIRE_SLURM=1, fails) slurm tests without a cluster."""
+    if request.node.get_closest_marker("slurm") is None or _cluster_up():
+        return
+    message = "the dev Slurm cluster is not up: run `deploy/devcluster up` (status must exit 0)"
+    if os.environ.get("METASCHED_REQUIRE_SLURM") == "1":
+        pytest.fail(f"METASCHED_REQUIRE_SLURM=1 but {message}", pytrace=False)
+    pytest.skip(message)
