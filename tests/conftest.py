@@ -19,7 +19,21 @@ from meta.store.db import Database
 from meta.store.migrate import upgrade
 
 DEFAULT_PG_URL = "postgresql+psycopg://metasched:metasched@127.0.0.1:5432/metasched_test"
-_TABLES = ("transitions", "attempts", "tasks", "job_specs", "jobs", "queues", "tenants")
+_TABLES = (
+    "partition_commits",
+    "checkpoints",
+    "task_reasons",
+    "cycles",
+    "leader_lease",
+    "tenant_usage",
+    "transitions",
+    "attempts",
+    "tasks",
+    "job_specs",
+    "jobs",
+    "queues",
+    "tenants",
+)
 
 
 def pg_url() -> str:

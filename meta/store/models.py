@@ -149,6 +149,15 @@ class Attempt(Base):
     failure_category: Mapped[str | None] = mapped_column(String(32))
     reason: Mapped[str] = mapped_column(Text, default="")
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    # why a stop was asked ("cancel" | "preempt"), and when Slurm was signalled / cancelled
+    stop_reason: Mapped[str | None] = mapped_column(String(16))
+    stop_signalled_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # when sbatch was last sent: an unknown outcome is looked up within a bounded window from here
+    launch_sent_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # the leader epoch that created the attempt (every plan is fenced by it)
+    epoch: Mapped[int] = mapped_column(Integer, default=0)
+    # last time Slurm was seen to know the job (squeue or sacct): "lost" counts from here
+    last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
@@ -180,17 +189,98 @@ class Transition(Base):
     at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class LeaderLease(Base):
+    """LeaderLease is the one row a scheduler replica holds to lead; the epoch fences its writes."""
+
+    __tablename__ = "leader_lease"
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    holder: Mapped[str] = mapped_column(String(256))
+    epoch: Mapped[int] = mapped_column(Integer)
+    expires_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    renewed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class TaskReason(Base):
+    """TaskReason is the latest cycle's typed reason a pending task was not placed (for explain)."""
+
+    __tablename__ = "task_reasons"
+    task_id: Mapped[str] = mapped_column(String(36), ForeignKey("tasks.id"), primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(36), index=True)
+    cycle: Mapped[int] = mapped_column(Integer)
+    code: Mapped[str] = mapped_column(String(64))
+    message: Mapped[str] = mapped_column(Text)
+    remedy: Mapped[str] = mapped_column(Text, default="")
+    blocking_job: Mapped[str | None] = mapped_column(String(36))
+    blocking_tenant: Mapped[str | None] = mapped_column(String(128))
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class TenantUsage(Base):
+    """TenantUsage is a tenant's cost-weighted GPU-seconds, decayed with the configured half-life."""
+
+    __tablename__ = "tenant_usage"
+    tenant: Mapped[str] = mapped_column(String(128), ForeignKey("tenants.name"), primary_key=True)
+    decayed_gpu_seconds: Mapped[float] = mapped_column(Float, default=0.0)
+    updated_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class CycleRecord(Base):
+    """CycleRecord is one scheduling cycle's summary: when, by which epoch, and what it decided."""
+
+    __tablename__ = "cycles"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    epoch: Mapped[int] = mapped_column(Integer)
+    inventory_version: Mapped[int] = mapped_column(Integer)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    pending: Mapped[int] = mapped_column(Integer)
+    placed: Mapped[int] = mapped_column(Integer)
+    preempted: Mapped[int] = mapped_column(Integer)
+    duration_s: Mapped[float] = mapped_column(Float)
+    fragmentation: Mapped[dict[str, Any]] = mapped_column(JSONText, default=dict)
+    held: Mapped[list[dict[str, Any]]] = mapped_column(JSONText, default=list)
+
+
+class Checkpoint(Base):
+    """Checkpoint is one checkpoint a training task reported, fenced by its attempt's token."""
+
+    __tablename__ = "checkpoints"
+    __table_args__ = (Index("ix_checkpoints_task_step", "task_id", "step"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    task_id: Mapped[str] = mapped_column(String(36), ForeignKey("tasks.id"))
+    attempt_id: Mapped[str] = mapped_column(String(36), ForeignKey("attempts.id"))
+    fencing_token: Mapped[int] = mapped_column(Integer)
+    step: Mapped[int] = mapped_column(Integer)
+    path: Mapped[str] = mapped_column(Text)
+    size_bytes: Mapped[int | None] = mapped_column(Integer)
+    duration_s: Mapped[float | None] = mapped_column(Float)  # how long writing it took
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
+class PartitionCommit(Base):
+    """PartitionCommit is the one visible output of an inference partition (I1: primary key = task)."""
+
+    __tablename__ = "partition_commits"
+    task_id: Mapped[str] = mapped_column(String(36), ForeignKey("tasks.id"), primary_key=True)
+    job_id: Mapped[str] = mapped_column(String(36), index=True)
+    attempt_id: Mapped[str] = mapped_column(String(36), ForeignKey("attempts.id"))
+    fencing_token: Mapped[int] = mapped_column(Integer)
+    manifest: Mapped[dict[str, Any]] = mapped_column(JSONText)
+    committed_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class ImmutableRowError(Exception):
     """ImmutableRowError is raised when code tries to change a row that is write-once."""
 
 
 @event.listens_for(JobSpecRow, "before_update")
 @event.listens_for(Transition, "before_update")
+@event.listens_for(PartitionCommit, "before_update")
 def _refuse_update(mapper: Any, connection: Any, target: Any) -> None:
     raise ImmutableRowError(f"{type(target).__name__} rows are write-once")
 
 
 @event.listens_for(JobSpecRow, "before_delete")
 @event.listens_for(Transition, "before_delete")
+@event.listens_for(PartitionCommit, "before_delete")
 def _refuse_delete(mapper: Any, connection: Any, target: Any) -> None:
     raise ImmutableRowError(f"{type(target).__name__} rows are never deleted")
