@@ -66,7 +66,7 @@ def _submission(command: CommandLine, cwd: str) -> tuple[Submission, list[Option
         )
     text = read_script(command.script)
     directives = read_directives(text)
-    bound = bind_arguments(text, command.args, command.script)
+    bound = bind_arguments(text, command.args)
     return Submission(cwd=cwd, script_path=command.script, script_text=bound), directives
 
 

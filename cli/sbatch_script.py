@@ -4,7 +4,11 @@ A spec stores the script *text* (the file may change or vanish before the job ru
 no field for arguments, so ``msbatch job.sh a b`` inserts ``set -- 'a' 'b'`` as the first
 command after the leading comment block: ``"$@"`` then works as under sbatch, the ``#SBATCH``
 block stays intact, and the arguments are part of the spec (and so of its idempotency hash).
-That needs a POSIX-style shell; arguments to a script run by another interpreter are refused.
+
+metasched's launcher runs a spec's script with ``bash -c`` (``slurm_bridge.render``), so the
+shebang must name a POSIX-style shell: a Python or Perl batch script is refused at submit
+rather than failing at run time. Like sbatch, a script must start with ``#!`` and must not
+have DOS line breaks.
 """
 
 from __future__ import annotations
@@ -31,17 +35,26 @@ def read_script(path: str) -> str:
         raise SbatchError([f"cannot read script {path!r}: {exc.strerror}"]) from None
     except UnicodeDecodeError:
         raise SbatchError([f"script {path!r} is not a UTF-8 text file"]) from None
-    check_shebang(text, path)
+    check_script(text, path)
     return text
 
 
-def check_shebang(text: str, path: str) -> None:
-    """check_shebang refuses a script without ``#!``, with sbatch's own reason."""
+def check_script(text: str, path: str) -> None:
+    """check_script refuses what sbatch refuses (no ``#!``, DOS line breaks) and non-shell interpreters."""
     if not text.startswith("#!"):
         raise SbatchError(
             [
                 f"script {path!r} does not look like a batch script: the first line must start "
                 "with #! followed by the path to an interpreter (e.g. #!/bin/bash)"
+            ]
+        )
+    if "\r\n" in text:
+        raise SbatchError([f"script {path!r} has DOS line breaks (\\r\\n); convert it with dos2unix"])
+    program = interpreter(text)
+    if program not in _SHELLS:
+        raise SbatchError(
+            [
+                f"script {path!r} runs {program or '?'}: metasched runs batch scripts with bash, use #!/bin/bash"
             ]
         )
 
@@ -54,17 +67,10 @@ def interpreter(text: str) -> str:
     return PurePosixPath(words[0]).name if words else ""
 
 
-def bind_arguments(text: str, args: tuple[str, ...], path: str) -> str:
+def bind_arguments(text: str, args: tuple[str, ...]) -> str:
     """bind_arguments returns the script with ``set -- args`` before its first command (unchanged without args)."""
     if not args:
         return text
-    program = interpreter(text)
-    if program not in _SHELLS:
-        raise SbatchError(
-            [
-                f"script arguments need a shell script (#!/bin/bash or #!/bin/sh); {path!r} runs {program or '?'}"
-            ]
-        )
     lines = text.splitlines(keepends=True)
     at = directive_block_end(lines)
     if at == len(lines) and lines and not lines[-1].endswith("\n"):

@@ -8,7 +8,7 @@ import pytest
 
 from cli.msbatch import prepare
 from cli.sbatch_options import SbatchError, parse_command_line
-from cli.sbatch_script import bind_arguments, interpreter
+from cli.sbatch_script import bind_arguments, check_script, interpreter
 from cli.sbatch_translate import Translation, sanitise_name
 from meta.spec import EvaluationSpec, InferenceSpec, TrainingSpec
 
@@ -234,14 +234,31 @@ def test_script_arguments_are_bound_before_the_first_command(tmp_path: Path) -> 
 
 
 def test_arguments_of_a_script_without_commands_are_appended() -> None:
-    assert bind_arguments("#!/bin/sh\n# only comments", ("a",), "x.sh").endswith(
-        "\nset -- a  # msbatch: the script's command-line arguments\n"
-    )
+    bound = bind_arguments("#!/bin/sh\n# only comments", ("a",))
+    assert bound.endswith("\nset -- a  # msbatch: the script's command-line arguments\n")
 
 
-def test_arguments_need_a_shell(tmp_path: Path) -> None:
-    with pytest.raises(SbatchError, match="script arguments need a shell script"):
-        bind_arguments("#!/usr/bin/env python3\nprint(1)\n", ("a",), "x.py")
+@pytest.mark.parametrize(
+    ("text", "want_message"),
+    [
+        pytest.param(
+            "#!/usr/bin/env python3\nprint(1)\n",
+            "runs python3: metasched runs batch scripts with bash",
+            id="python",
+        ),
+        pytest.param("#!/bin/bash\r\nhostname\r\n", "DOS line breaks", id="dos"),
+        pytest.param("hostname\n", "must start with #!", id="no-shebang"),
+        pytest.param("", "must start with #!", id="empty"),
+    ],
+)
+def test_scripts_that_cannot_run_are_refused(text: str, want_message: str) -> None:
+    with pytest.raises(SbatchError, match=want_message):
+        check_script(text, "x.sh")
+
+
+@pytest.mark.parametrize("first_line", ["#!/bin/bash", "#!/bin/sh -e", "#!/usr/bin/env bash", "#!/bin/zsh"])
+def test_shell_scripts_are_accepted(first_line: str) -> None:
+    check_script(first_line + "\ntrue\n", "x.sh")
 
 
 @pytest.mark.parametrize(
