@@ -37,6 +37,9 @@ class SchedulerConfig:
     short_job_weight: float = 0.0
     # Backfill: how many head-of-line tasks get nodes held for their earliest start.
     max_held_reservations: int = 3
+    # Only tasks that small jobs could starve get held nodes: gangs, tasks of at least this many
+    # GPUs, and aged tasks. Small tasks fit into any gap and are better left to backfill.
+    hold_min_gpus: int = 8
     # Preemption.
     preemption_enabled: bool = True
     max_preemption_attempts: int = 32

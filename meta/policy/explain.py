@@ -97,13 +97,15 @@ def held(shape: Shape, start: float, now: float, nodes: list[str]) -> PendingRea
     )
 
 
-def kept_from_gangs(shape: Shape, nodes: list[str]) -> PendingReason:
-    """kept_from_gangs explains a head gang whose start is unknown (running work has no end)."""
+def kept_from_gangs(reason: PendingReason, nodes: list[str]) -> PendingReason:
+    """kept_from_gangs extends a gang's reason when its start is unknown (running work has no end)."""
     return PendingReason(
-        ReasonCode.WAITING_FOR_GANG_CAPACITY,
-        f"needs {_gpus(shape, shape.total_gpus)} at once and the running work on them has no expected end; "
-        f"{len(nodes)} nodes are kept from other gangs for it",
-        "would start when that work ends; a runtime estimate on running jobs gives a start time",
+        reason.code,
+        f"{reason.message}; the running work it waits for has no expected end, so {len(nodes)} nodes "
+        "are kept from other gangs for it",
+        f"{reason.remedy} (no start estimate while running jobs lack runtime estimates)",
+        blocking_job=reason.blocking_job,
+        blocking_tenant=reason.blocking_tenant,
     )
 
 

@@ -34,7 +34,7 @@ from meta.policy.fairshare import FairShare
 from meta.policy.feasibility import Verdict, evaluate
 from meta.policy.fragmentation import report
 from meta.policy.gang import Pick
-from meta.policy.ordering import is_urgent, ordered
+from meta.policy.ordering import is_aged, is_urgent, ordered
 from meta.policy.placement import fit, gang_candidates
 from meta.policy.plan import (
     HeldReservation,
@@ -117,7 +117,7 @@ class Cycle:
             return
         reason = self._diagnose(task, shape, verdict.classes)
         if reason.code in _CAPACITY_CODES:
-            if self._try_preempt(task, shape, verdict.classes) or self._try_hold(task, shape, verdict.classes):
+            if self._try_preempt(task, shape, verdict.classes) or self._try_hold(task, shape, verdict.classes, reason):
                 return
         self.plan.reasons[task.task_id] = reason
 
@@ -278,16 +278,19 @@ class Cycle:
 
     # --- backfill holds -----------------------------------------------------------------------------
 
-    def _try_hold(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass]) -> bool:
+    def _try_hold(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass], reason: PendingReason) -> bool:
         """_try_hold reserves nodes at the earliest start for one of the first blocked tasks."""
         if self.holds_made >= self.cfg.max_held_reservations:
+            return False
+        big = shape.workers > 1 or shape.total_gpus >= self.cfg.hold_min_gpus
+        if not big and not is_aged(task, self.now, self.cfg):
             return False
         self.holds_made += 1
         if self.releases is None:
             self.releases = releases_of(self.snap.reservations, self.cap, self.now)
         found = earliest_start(self.cap, shape, classes, self.releases + self.placed, self.now)
         if found is None:
-            return self._keep_from_gangs(task, shape, classes)
+            return self._keep_from_gangs(task, shape, classes, reason)
         self._hold(task, shape, found.picks, found.start, found.spare, record=False)
         nodes = [self.cap.names[i] for i, _ in found.picks]
         self.plan.reasons[task.task_id] = explain.held(shape, found.start, self.now, nodes)
@@ -309,7 +312,9 @@ class Cycle:
         nodes = tuple(cap.names[i] for i, _ in picks)
         self.plan.held.append(HeldReservation(task.task_id, task.job_id, nodes, start))
 
-    def _keep_from_gangs(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass]) -> bool:
+    def _keep_from_gangs(
+        self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass], reason: PendingReason
+    ) -> bool:
         """_keep_from_gangs keeps a no-start-time gang's nodes from other gangs so it cannot starve."""
         if shape.workers == 1:
             return False
@@ -318,5 +323,5 @@ class Cycle:
             return False
         for i, _ in picks:
             self.cap.gang_blocked[i] = task.job_id
-        self.plan.reasons[task.task_id] = explain.kept_from_gangs(shape, [self.cap.names[i] for i, _ in picks])
+        self.plan.reasons[task.task_id] = explain.kept_from_gangs(reason, [self.cap.names[i] for i, _ in picks])
         return True

@@ -1,0 +1,87 @@
+"""Order: GPU-type-weighted fair share, decayed usage, priority classes, aging and deadlines."""
+
+from __future__ import annotations
+
+import pytest
+
+from meta.policy.config import SchedulerConfig
+from meta.policy.plan import ReasonCode
+from tests.policy.builders import NOW, Case, JobKind, TenantState, node, run_case, running, snap, task
+
+# Tenant a runs 2 h100 GPUs (cost 6), tenant b runs 4 t4 GPUs (cost 2); one a100 GPU is free.
+WEIGHTED = (
+    node("hn", gpus=2, cpus=0, mem=0),
+    node("tn", gpus=4, gpu_type="t4", cpus=0, mem=0),
+    node("an", gpus=1, gpu_type="a100", cpus=0, mem=0),
+)
+WEIGHTED_RUNNING = (running("ra", "hn", 2, tenant="a"), running("rb", "tn", 4, tenant="b", gpu_type="t4"))
+FLAT = SchedulerConfig(gpu_cost_weights={}, default_gpu_cost_weight=1.0)
+ONE_FREE = [node("n1", gpus=1)]
+
+CASES = [
+    Case("h100 usage weighs more than t4 usage",
+         snap(WEIGHTED, [task("ta", "a", gpu_type="a100"), task("tb", "b", gpu_type="a100", submit=NOW - 10)],
+              WEIGHTED_RUNNING),
+         want_placed={"tb"}, want_waiting={"ta": ReasonCode.LOWER_FAIR_SHARE}),
+    Case("without cost weights the GPU count decides",
+         snap(WEIGHTED, [task("ta", "a", gpu_type="a100"), task("tb", "b", gpu_type="a100", submit=NOW - 10)],
+              WEIGHTED_RUNNING),
+         want_placed={"ta"}, want_waiting={"tb": ReasonCode.LOWER_FAIR_SHARE}, config=FLAT),
+    Case("decayed usage counts",
+         snap(ONE_FREE, [task("ta", "a", submit=NOW - 500), task("tb", "b")],
+              tenants=[TenantState("a", decayed_usage=1e6), TenantState("b")]),
+         want_placed={"tb"}, want_waiting={"ta": ReasonCode.LOWER_FAIR_SHARE}),
+    Case("tenant weight divides the share",
+         snap(ONE_FREE, [task("ta", "a", submit=NOW - 500), task("tb", "b")],
+              tenants=[TenantState("a", decayed_usage=1e6), TenantState("b", weight=10, decayed_usage=5e6)]),
+         want_placed={"tb"}),
+    Case("tenants take turns",
+         snap([node("n1", gpus=4)], [task(f"a{i}", "a", submit=NOW - 100 + i) for i in range(4)]
+              + [task(f"b{i}", "b", submit=NOW - 50 + i) for i in range(4)]),
+         want_placed={"a0", "a1", "b0", "b1"}),
+    Case("training outranks evaluation",
+         snap(ONE_FREE, [task("ev", "b", kind=JobKind.EVALUATION, submit=NOW - 900), task("tr", "a")],
+              tenants=[TenantState("a", decayed_usage=1e9)]),
+         want_placed={"tr"}, want_waiting={"ev": ReasonCode.LOWER_PRIORITY}),
+    Case("inference with a deadline outranks training",
+         snap(ONE_FREE, [task("tr", "a", submit=NOW - 900),
+                         task("inf", "b", kind=JobKind.INFERENCE, deadline=NOW + 50_000)]),
+         want_placed={"inf"}, want_waiting={"tr": ReasonCode.LOWER_PRIORITY}),
+    Case("plain inference is below training",
+         snap(ONE_FREE, [task("tr", "a"), task("inf", "b", kind=JobKind.INFERENCE, submit=NOW - 900)]),
+         want_placed={"tr"}),
+    Case("aged task outranks fair share and priority",
+         snap(ONE_FREE, [task("tr", "b"), task("old", "a", kind=JobKind.EVALUATION, submit=NOW - 13 * 3600)],
+              tenants=[TenantState("a", decayed_usage=1e9)]),
+         want_placed={"old"}),
+    Case("urgent deadline first within the class",
+         snap(ONE_FREE, [task("early", "a", kind=JobKind.INFERENCE, deadline=NOW + 40_000, submit=NOW - 900),
+                         task("urgent", "a", kind=JobKind.INFERENCE, deadline=NOW + 4000)]),
+         want_placed={"urgent"}),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_order(case: Case) -> None:
+    run_case(case)
+
+
+def test_fair_share_message_names_the_shares() -> None:
+    plan = run_case(CASES[0])
+    reason = plan.reasons["ta"]
+    assert reason.blocking_tenant == "b"
+    assert "b is ahead in fair share (share 0.20 vs yours 0.60)" in reason.message
+
+
+def test_waiting_is_bounded_by_aging() -> None:
+    """A task from a tenant with huge usage still starts once it has waited max_wait."""
+    cfg = SchedulerConfig(max_wait_s=3600)
+    heavy = [TenantState("heavy", decayed_usage=1e12)]
+    fresh = [task(f"f{i}", f"t{i}", submit=NOW - 10) for i in range(20)]
+    young = snap(ONE_FREE, [task("h", "heavy", kind=JobKind.EVALUATION, submit=NOW - 3599), *fresh],
+                 tenants=heavy)
+    from meta.policy.scheduler import schedule
+
+    assert "h" not in {p.task_id for p in schedule(young, cfg).placements}
+    aged = snap(ONE_FREE, [task("h", "heavy", kind=JobKind.EVALUATION, submit=NOW - 3600), *fresh], tenants=heavy)
+    assert [p.task_id for p in schedule(aged, cfg).placements] == ["h"]

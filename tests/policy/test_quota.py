@@ -1,0 +1,57 @@
+"""Quotas: limits per GPU type and '*', borrowing idle guarantees, reclaiming them by preemption."""
+
+from __future__ import annotations
+
+import pytest
+
+from meta.policy.plan import ReasonCode
+from tests.policy.builders import Case, JobKind, TenantState, node, run_case, running, snap, task
+
+Q = ReasonCode.WAITING_FOR_QUOTA
+MIXED = (node("h1"), node("a1", gpu_type="a100"))
+
+CASES = [
+    Case("at its h100 limit waits, a100 still runs",
+         snap(MIXED, [task("h", "a"), task("a", "a", gpu_type="a100")], [running("r", "h1", 4, tenant="a")],
+              tenants=[TenantState("a", limit={"h100": 4})]),
+         want_placed={"a"}, want_waiting={"h": Q}),
+    Case("'*' limit counts every type",
+         snap(MIXED, [task("a", "a", gpu_type="a100")], [running("r", "h1", 4, tenant="a")],
+              tenants=[TenantState("a", limit={"*": 4})]),
+         want_waiting={"a": Q}),
+    Case("limit counts this cycle's placements",
+         snap(MIXED, [task("t1", "a", gpus=4), task("t2", "a", gpus=4, submit=1e5 - 50)],
+              tenants=[TenantState("a", limit={"h100": 6})]),
+         want_placed={"t1"}, want_waiting={"t2": Q}),
+    Case("idle guarantee is lent to others",
+         snap([node("h1")], [task("b", "b", gpus=8)],
+              tenants=[TenantState("a", guaranteed={"h100": 8}), TenantState("b")]),
+         want_placed={"b"}),
+    Case("owner below guarantee reclaims from a borrower",
+         snap([node("h1")], [task("a", "a", gpus=8, kind=JobKind.EVALUATION)],
+              [running("rb", "h1", 8, tenant="b", preemptible=True)],
+              tenants=[TenantState("a", guaranteed={"h100": 8}), TenantState("b")]),
+         want_waiting={"a": ReasonCode.PREEMPTING}, want_preempted={"rb"}),
+    Case("no reclaim from a tenant inside its own guarantee",
+         snap([node("h1"), node("h2")], [task("a", "a", gpus=8, kind=JobKind.EVALUATION)],
+              [running("rb", "h1", 8, tenant="b", preemptible=True), running("rc", "h2", 8, tenant="a")],
+              tenants=[TenantState("a", guaranteed={"h100": 16}), TenantState("b", guaranteed={"h100": 8})]),
+         want_waiting={"a": ReasonCode.NO_FEASIBLE_NODE}),
+    Case("no reclaim beyond the guarantee",
+         snap([node("h1")], [task("a", "a", gpus=8, kind=JobKind.EVALUATION)],
+              [running("rb", "h1", 8, tenant="b", preemptible=True)],
+              tenants=[TenantState("a", guaranteed={"h100": 4}), TenantState("b")]),
+         want_waiting={"a": ReasonCode.NO_FEASIBLE_NODE}),
+]
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
+def test_quota(case: Case) -> None:
+    run_case(case)
+
+
+def test_quota_message_and_remedy() -> None:
+    plan = run_case(CASES[0])
+    reason = plan.reasons["h"]
+    assert "uses 4 of its 4 h100 GPUs limit" in reason.message
+    assert "raise quota" in reason.remedy
