@@ -121,13 +121,21 @@ def parse_tres(value: str | None) -> Tres:
     }
     return Tres(
         cpus=_count(raw.get("cpu", "0"), value),
-        memory_mib=parse_memory_mib(raw.get("mem", "0")),
+        memory_mib=_memory(raw.get("mem", "0"), value),
         nodes=_count(raw.get("node", "0"), value),
         billing=_count(raw.get("billing", "0"), value),
         gpus=_count(raw.get("gres/gpu", str(sum(typed.values()))), value),
         gpus_by_type=typed,
         raw=raw,
     )
+
+
+def _memory(amount: str, whole: str) -> int:
+    """_memory reads a TRES memory amount such as ``2000M`` or ``250G`` into MiB."""
+    try:
+        return parse_memory_mib(amount)
+    except ValueError as error:
+        raise SlurmParseError(f"bad TRES memory {amount!r} in {whole!r}") from error
 
 
 def _count(amount: str, whole: str) -> int:

@@ -23,28 +23,28 @@ def records(captured):
 
 
 def test_exit_three_is_failed_user_error(records):
-    (record,) = records["exit-three"]
+    record = records["exit-three"][-1]
     assert (record.state, record.exit_code, record.signal) == ("FAILED", 3, None)
     assert record.observed.outcome == Outcome.FAILED
     assert record.observed.category == FailureCategory.USER_ERROR
 
 
 def test_timeout(records):
-    (record,) = records["timeout-t4"]
+    record = records["timeout-t4"][-1]
     assert record.observed.outcome == Outcome.TIMEOUT
     assert record.observed.category == FailureCategory.TIMEOUT
     assert record.elapsed_s >= 60
 
 
 def test_cancelled_by_uid_and_never_started(records):
-    (record,) = records["cancel-while-pending"]
+    record = records["cancel-while-pending"][-1]
     assert record.state == "CANCELLED" and record.state_by_uid == 0
     assert record.nodes == () and record.start is None and record.end is not None
     assert record.observed.category == FailureCategory.CANCELLED
 
 
 def test_het_components(records):
-    first, second = sorted(records["ms-het-trainer"], key=lambda r: r.het_offset)
+    first, second = sorted(records["ms-het-trainer"][-2:], key=lambda r: r.het_offset)
     assert first.base_job_id == second.base_job_id
     assert first.job_id == f"{first.base_job_id}+0" and second.het_offset == 1
     assert second.alloc_tres.gpus_by_type == {"t4": 1}
@@ -52,9 +52,9 @@ def test_het_components(records):
 
 
 def test_reservation_and_tres(records):
-    assert records["in-reservation"][0].reservation == "ms-resv-now"
-    assert records["exit-three"][0].reservation is None
-    (gang,) = records["ms-gang-a100"]
+    assert records["in-reservation"][-1].reservation == "ms-resv-now"
+    assert records["exit-three"][-1].reservation is None
+    gang = records["ms-gang-a100"][-1]
     assert gang.alloc_tres.gpus == 16 and gang.alloc_tres.memory_mib == 4000
     assert gang.nodes == ("a100n1", "a100n2")
     assert gang.tag.attempt_id == "00000000-0000-4000-8000-00000000gang"
