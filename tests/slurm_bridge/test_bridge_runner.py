@@ -1,0 +1,152 @@
+"""CommandRunner: argv only, timeouts, typed failure classification, observer and counters."""
+
+import sys
+
+import pytest
+
+from slurm_bridge.classify import classify_message
+from slurm_bridge.errors import SlurmFailed, SlurmRejected, SlurmTransient, SlurmUnknownOutcome
+from slurm_bridge.observer import CallOutcome, RecordingObserver
+from slurm_bridge.runner import CommandRunner, clean_env
+
+
+def sh(script: str) -> list[str]:
+    """sh is a fake Slurm binary: a tiny shell program (the runner itself never uses a shell)."""
+    return ["sh", "-c", script, "fake"]
+
+
+def test_success_returns_output_and_counts():
+    observer = RecordingObserver()
+    runner = CommandRunner(binaries={"squeue": sh("echo hello")}, observer=observer)
+    result = runner.run("squeue", ["--json"])
+    assert result.stdout == "hello\n" and result.returncode == 0
+    assert runner.counter.calls("squeue") == 1
+    (record,) = observer.records
+    assert record.command == "squeue" and record.outcome == CallOutcome.OK and record.latency_s >= 0
+    assert record.argv[-1] == "--json"
+
+
+@pytest.mark.parametrize(
+    ("stderr", "error_type", "outcome"),
+    [
+        (
+            "sbatch: error: Invalid account or account/partition combination specified",
+            SlurmRejected,
+            "rejected",
+        ),
+        (
+            "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+            SlurmRejected,
+            "rejected",
+        ),
+        ("sbatch: unrecognized option '--bogus'", SlurmRejected, "rejected"),
+        ("sbatch: error: Batch job submission failed: Invalid qos specification", SlurmRejected, "rejected"),
+        (
+            "sbatch: error: Batch job submission failed: Unable to contact slurm controller (connect failure)",
+            SlurmTransient,
+            "transient",
+        ),
+        (
+            "sbatch: error: Batch job submission failed: Resource temporarily unavailable",
+            SlurmTransient,
+            "transient",
+        ),
+        (
+            "sbatch: error: slurm_persist_conn_open_without_init: failed to open persistent connection to host:"
+            "localhost:6819: Connection refused",
+            SlurmTransient,
+            "transient",
+        ),
+        (
+            "sbatch: error: Batch job submission failed: Socket timed out on send/recv operation",
+            SlurmUnknownOutcome,
+            "unknown",
+        ),
+        ("sbatch: error: something nobody has seen before", SlurmFailed, "failed"),
+    ],
+)
+def test_sbatch_failures_are_classified(stderr, error_type, outcome):
+    runner = CommandRunner(binaries={"sbatch": sh(f"echo '{stderr}' >&2; exit 1")})
+    with pytest.raises(error_type) as caught:
+        runner.run("sbatch", ["--parsable"], stdin="#!/bin/bash\ntrue\n", mutating=True)
+    assert caught.value.returncode == 1 and caught.value.command == "sbatch"
+    assert runner.counter.outcomes("sbatch", CallOutcome(outcome)) == 1
+
+
+def test_lost_reply_on_a_read_is_transient():
+    assert (
+        classify_message("Socket timed out on send/recv operation", mutating=False) == CallOutcome.TRANSIENT
+    )
+    assert classify_message("Socket timed out on send/recv operation", mutating=True) == CallOutcome.UNKNOWN
+
+
+def test_slurmdbd_down_is_transient():
+    message = "sacct: error: Problem talking to the database: Connection refused"
+    assert classify_message(message, mutating=False) == CallOutcome.TRANSIENT
+
+
+def test_timeout_of_a_write_is_unknown_outcome():
+    observer = RecordingObserver()
+    runner = CommandRunner(binaries={"sbatch": ["sleep", "5"]}, observer=observer)
+    with pytest.raises(SlurmUnknownOutcome, match="timed out"):
+        runner.run("sbatch", [], timeout_s=0.2, mutating=True)
+    assert observer.records[0].outcome == CallOutcome.UNKNOWN
+
+
+def test_timeout_of_a_read_is_transient():
+    runner = CommandRunner(binaries={"squeue": sh("sleep 5")})
+    with pytest.raises(SlurmTransient):
+        runner.run("squeue", ["--json"], timeout_s=0.2)
+
+
+def test_timeout_kills_grandchildren():
+    # The fake's child would keep stdout open for 5 s if only the direct child were killed.
+    runner = CommandRunner(binaries={"scancel": sh("sleep 5; echo late")})
+    with pytest.raises(SlurmUnknownOutcome):
+        runner.run("scancel", ["1"], timeout_s=0.2, mutating=True)
+
+
+def test_death_by_signal_of_a_write_is_unknown_outcome():
+    runner = CommandRunner(binaries={"sbatch": sh("kill -9 $$")})
+    with pytest.raises(SlurmUnknownOutcome, match="signal 9"):
+        runner.run("sbatch", [], mutating=True)
+
+
+def test_missing_binary_is_a_plain_failure():
+    runner = CommandRunner(bin_dir="/nonexistent/slurm/bin")
+    with pytest.raises(SlurmFailed, match="cannot run sbatch"):
+        runner.run("sbatch", [], mutating=True)
+    assert runner.argv_for("sbatch", ["-x"]) == ["/nonexistent/slurm/bin/sbatch", "-x"]
+
+
+def test_user_strings_stay_single_argv_elements(tmp_path):
+    # A fake binary that prints its argv: shell metacharacters must arrive untouched.
+    printer = [sys.executable, "-c", "import json, sys; print(json.dumps(sys.argv[1:]))"]
+    runner = CommandRunner(binaries={"scontrol": printer})
+    nasty = "x; rm -rf / && echo $(whoami) `id` | cat > /tmp/pwned"
+    result = runner.run("scontrol", ["show", nasty])
+    assert result.stdout.strip() == '["show", ' + __import__("json").dumps(nasty) + "]"
+    assert not (tmp_path / "pwned").exists()
+
+
+def test_stdin_reaches_the_command():
+    runner = CommandRunner(binaries={"sbatch": ["cat"]})
+    assert (
+        runner.run("sbatch", [], stdin="#!/bin/bash\necho hi\n", mutating=True).stdout
+        == "#!/bin/bash\necho hi\n"
+    )
+
+
+def test_clean_env_drops_output_changing_variables():
+    env = clean_env(
+        {"SQUEUE_FORMAT": "%i", "SBATCH_ACCOUNT": "x", "SLURM_CONF": "/etc/slurm/slurm.conf", "PATH": "/bin"}
+    )
+    assert env == {"SLURM_CONF": "/etc/slurm/slurm.conf", "PATH": "/bin"}
+
+
+def test_runner_passes_clean_env():
+    runner = CommandRunner(
+        binaries={"squeue": sh('echo "${SQUEUE_FORMAT:-unset}"')},
+        env={"SQUEUE_FORMAT": "%i", "PATH": "/usr/bin:/bin"},
+    )
+    assert runner.run("squeue", []).stdout.strip() == "unset"
