@@ -36,9 +36,12 @@ def releases_of(reservations: Iterable[Reservation], cap: Capacity, now: float) 
     """releases_of turns reservations with a known expected end into per-node releases."""
     out: list[Release] = []
     for r in reservations:
-        if r.expected_end is None:
+        if r.stopping:
+            end = now  # being stopped: its capacity comes back first
+        elif r.expected_end is None:
             continue  # unknown end: conservatively never
-        end = max(r.expected_end, now)  # overdue work may end any moment
+        else:
+            end = max(r.expected_end, now)  # overdue work may end any moment
         for share in r.shares:
             i = cap.index.get(share.node)
             if i is not None:

@@ -109,11 +109,16 @@ def kept_from_gangs(reason: PendingReason, nodes: list[str]) -> PendingReason:
     )
 
 
-def preempting(victims: int, lost: float) -> PendingReason:
-    """preempting explains a task for which victims are being evicted."""
+def preempting(victims: int, lost: float, stopping: int = 0) -> PendingReason:
+    """preempting explains a task for which victims are being evicted (or are already stopping)."""
+    parts = []
+    if victims:
+        parts.append(f"preempting {victims} job{'s' if victims != 1 else ''} "
+                     f"({lost / 3600:.1f} GPU-hours of lost work)")
+    if stopping:
+        parts.append(f"waiting for {stopping} preempted job{'s' if stopping != 1 else ''} to stop")
     return PendingReason(
         ReasonCode.PREEMPTING,
-        f"preempting {victims} job{'s' if victims != 1 else ''} ({lost / 3600:.1f} GPU-hours of lost work) "
-        "to make room",
+        " and ".join(parts) + " to make room; the freed nodes are held for it",
         "would start next cycle, once they have stopped",
     )

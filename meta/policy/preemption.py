@@ -60,19 +60,9 @@ def candidates(
     """candidates lists evictable reservations on feasible nodes, least lost work first."""
     out: list[Victim] = []
     for r in reservations:
-        if not r.preemptible or r.attempt_id in taken or now - r.start_time < r.min_runtime_s:
+        if r.stopping or not r.preemptible or r.attempt_id in taken or now - r.start_time < r.min_runtime_s:
             continue
-        freed: dict[int, tuple[int, float, int, int]] = {}
-        gpu_type = None
-        for share in r.shares:
-            i = cap.index.get(share.node)
-            if i is None:
-                continue
-            gpu_type = gpu_type or cap.gpu_type[i]
-            if i in feasible:
-                res = share.resources
-                g, c, m, s = freed.get(i, (0, 0.0, 0, 0))
-                freed[i] = (g + res.gpus, c + res.cpus, m + res.memory_mib, s + res.storage_gib)
+        gpu_type, freed = _freed(r, cap, feasible)
         if not freed:
             continue
         why = _why(task, rank, r, reclaim, urgent, quota, gpu_type, config, now)
@@ -80,6 +70,33 @@ def candidates(
             out.append(Victim(r, lost_work(r, now), why, gpu_type, freed))
     out.sort(key=lambda v: (v.lost, v.res.attempt_id))
     return out[: config.max_victims_considered]
+
+
+def _freed(r: Reservation, cap: Capacity, feasible: set[int]) -> tuple[str | None, dict[int, tuple]]:
+    """_freed sums what a reservation would give back on each feasible node, and its GPU type."""
+    freed: dict[int, tuple[int, float, int, int]] = {}
+    gpu_type = None
+    for share in r.shares:
+        i = cap.index.get(share.node)
+        if i is None:
+            continue
+        gpu_type = gpu_type or cap.gpu_type[i]
+        if i in feasible:
+            res = share.resources
+            g, c, m, s = freed.get(i, (0, 0.0, 0, 0))
+            freed[i] = (g + res.gpus, c + res.cpus, m + res.memory_mib, s + res.storage_gib)
+    return gpu_type, freed
+
+
+def stopping(reservations: Sequence[Reservation], taken: set[str], cap: Capacity, feasible: set[int]) -> list[Victim]:
+    """stopping lists reservations already on their way out: their capacity is as good as free."""
+    out = []
+    for r in reservations:
+        if r.stopping and r.attempt_id not in taken:
+            gpu_type, freed = _freed(r, cap, feasible)
+            if freed:
+                out.append(Victim(r, 0.0, "already stopping", gpu_type, freed))
+    return out
 
 
 class _Trial:
@@ -126,16 +143,20 @@ class _Trial:
 
 
 def choose(
-    cap: Capacity, shape: Shape, classes: Sequence[NodeClass], victims: list[Victim]
+    cap: Capacity, shape: Shape, classes: Sequence[NodeClass], victims: list[Victim], leaving: list[Victim]
 ) -> tuple[list[Victim], list[Pick], dict[int, list[float]]] | None:
-    """choose adds victims by least lost work until the task fits, then drops the unnecessary ones."""
+    """choose adds victims by least lost work until the task fits, then drops the unnecessary ones.
+
+    ``leaving`` are reservations already stopping: they count first and cost nothing; the result
+    lists them too when the picks use their nodes (the caller does not evict them again).
+    """
     feasible = {
         i for c in classes for i in c.nodes
         if cap.hold_start[i] is None and cap.gang_blocked[i] is None and cap.names[i] not in shape.avoid
     }
     trial = _Trial(cap, shape, feasible)
     chosen: list[Victim] = []
-    for v in victims:
+    for v in [*leaving, *victims]:
         trial.apply(v, 1)
         chosen.append(v)
         if trial.enough() and trial.picks():

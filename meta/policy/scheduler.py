@@ -44,7 +44,7 @@ from meta.policy.plan import (
     Preemption,
     ReasonCode,
 )
-from meta.policy.preemption import candidates, choose
+from meta.policy.preemption import candidates, choose, stopping
 from meta.policy.quota import QuotaLedger
 from meta.policy.shape import Shape, shape_of
 from meta.policy.snapshot import NodeShare, PendingTask, Snapshot, Topology
@@ -93,7 +93,7 @@ class Cycle:
         self.preempt_attempts = 0
         self.holds_made = 0  # backfill holds, including keep-from-gangs marks
         self.preempt_failed: set[tuple] = set()
-        self.any_preemptible = any(r.preemptible for r in snapshot.reservations)
+        self.any_preemptible = any(r.preemptible or r.stopping for r in snapshot.reservations)
 
     # --- the per-task pipeline ----------------------------------------------------------------
 
@@ -256,24 +256,30 @@ class Cycle:
         if key in self.preempt_failed:
             return False
         self.preempt_attempts += 1
-        victims = candidates(task, rank, reclaim, urgent, self.snap.reservations, self.victims, self.cap,
-                             {i for c in classes for i in c.nodes}, self.quota, self.cfg, self.now)
-        chosen = choose(self.cap, shape, classes, victims) if victims else None
+        feasible = {i for c in classes for i in c.nodes}
+        reservations = self.snap.reservations
+        victims = candidates(task, rank, reclaim, urgent, reservations, self.victims, self.cap, feasible,
+                             self.quota, self.cfg, self.now)
+        leaving = stopping(reservations, self.victims, self.cap, feasible)
+        chosen = choose(self.cap, shape, classes, victims, leaving) if victims or leaving else None
         if not chosen:
             self.preempt_failed.add(key)
             return False
         evicted, picks, extra = chosen
         for v in evicted:
             self.victims.add(v.res.attempt_id)
-            self.plan.preemptions.append(Preemption(
-                v.res.attempt_id, v.res.task_id, v.why, v.lost, for_task=task.task_id))
+            if not v.res.stopping:
+                self.plan.preemptions.append(Preemption(
+                    v.res.attempt_id, v.res.task_id, v.why, v.lost, for_task=task.task_id))
+        evicted = [v for v in evicted if not v.res.stopping]
         # Keep what the beneficiary needs from being taken by lower tasks in this same cycle.
         self._hold(task, shape, picks, self.now, extra, record=True)
         node_type = self.cap.gpu_type[picks[0][0]] if shape.gpus else None
         self.quota.charge(task.tenant, node_type, shape.total_gpus)
         self.fair.charge(task.tenant, node_type, shape.total_gpus, shape.cpus * shape.workers,
                          shape.mem * shape.workers)
-        self.plan.reasons[task.task_id] = explain.preempting(len(evicted), sum(v.lost for v in evicted))
+        waiting = len(chosen[0]) - len(evicted)
+        self.plan.reasons[task.task_id] = explain.preempting(len(evicted), sum(v.lost for v in evicted), waiting)
         return True
 
     # --- backfill holds -----------------------------------------------------------------------------

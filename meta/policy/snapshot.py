@@ -72,6 +72,7 @@ class Reservation:
     min_runtime_s: float = 0.0
     kind: JobKind = JobKind.TRAINING
     deadline: float | None = None
+    stopping: bool = False  # already being preempted/cancelled: its capacity frees soon, never a victim again
 
     def gpus(self) -> int:
         """gpus is the number of GPUs the reservation holds across all nodes."""

@@ -52,11 +52,11 @@ def running(aid: str, node_name: str, gpus: int, tenant: str = "x", gpu_type: st
             cls: str = "training", kind: JobKind = JobKind.TRAINING, start: float = NOW - 3600,
             end: float | None = None, preemptible: bool = False, checkpoint: float | None = None,
             restore: float = 0.0, min_runtime: float = 0.0, extra_nodes: Iterable[str] = (),
-            deadline: float | None = None) -> Reservation:
+            deadline: float | None = None, stopping: bool = False) -> Reservation:
     """running builds a live reservation of ``gpus`` on a node (and as much on each extra node)."""
     shares = tuple(NodeShare(n, rv(gpus, gpu_type)) for n in (node_name, *extra_nodes))
     return Reservation(aid, f"t{aid}", f"j{aid}", tenant, cls, shares, start, end, checkpoint, restore,
-                       preemptible, min_runtime, kind, deadline)
+                       preemptible, min_runtime, kind, deadline, stopping)
 
 
 def snap(nodes: Iterable[NodeState], pending: Iterable[PendingTask], reservations: Iterable[Reservation] = (),
