@@ -9,6 +9,7 @@ name only (``METASCHED_SECRET_NAMES``); their values are resolved by the job at 
 from __future__ import annotations
 
 import math
+import re
 import shlex
 from collections.abc import Iterator
 
@@ -50,8 +51,13 @@ def _banner(request: LaunchRequest) -> str:
     """_banner is a comment saying what rendered the script and for which attempt."""
     return (
         f"# metasched attempt {request.attempt_id} (number {request.attempt_number}, "
-        f"task {shlex.quote(request.task_id)}); rendered by slurm_bridge.render, do not edit"
+        f"task {_one_line(request.task_id)}); rendered by slurm_bridge.render, do not edit"
     )
+
+
+def _one_line(value: str) -> str:
+    """_one_line makes a value safe inside a comment line (a newline would end the comment)."""
+    return re.sub(r"[^A-Za-z0-9_./:@+-]", "_", value)
 
 
 def _options(request: LaunchRequest) -> list[str]:
