@@ -1,0 +1,66 @@
+"""CLI tests for ``metasched simulate`` with click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from cli.simulate_cmd import simulate
+
+BASE = ["--cluster", "2x4", "--warmup-hours", "0", "--cycle-interval", "0"]
+
+
+def _invoke(args):
+    return CliRunner().invoke(simulate, args)
+
+
+def test_table(tiny_trace):
+    result = _invoke(["--trace", str(tiny_trace), *BASE, "--policy", "fifo"])
+    assert result.exit_code == 0, result.output
+    assert "queue delay mean" in result.output and "fifo" in result.output
+    assert "note: first 0 h of arrivals" in result.output
+
+
+def test_json_has_the_same_figures(tiny_trace):
+    result = _invoke(["--trace", str(tiny_trace), *BASE, "--compare", "fifo,slurm", "--json"])
+    assert result.exit_code == 0, result.output
+    runs = json.loads(result.output)["runs"]
+    assert [r["policy"] for r in runs] == ["fifo", "slurmlike"]
+    # Hand-checked in test_tiny_trace: FIFO queue delays 0, 0, 290, 380, 370.
+    assert runs[0]["metrics"]["queue"]["mean"] == pytest.approx(208.0)
+    assert runs[0]["cluster"]["gpus"] == 8
+
+
+def test_plot_writes_a_png(tiny_trace, tmp_path):
+    pytest.importorskip("matplotlib")
+    out = tmp_path / "plot.png"
+    result = _invoke(["--trace", str(tiny_trace), *BASE, "--compare", "fifo,slurm", "--plot", str(out)])
+    assert result.exit_code == 0, result.output
+    assert out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--trace", "/nonexistent/trace.csv", "--cluster", "2x4"], "trace file not found"),
+        (["--cluster", "no-such-cluster"], "unknown cluster"),
+        (["--cluster", "2x4", "--policy", "lottery"], "unknown policy"),
+        (["--cluster", "2x4", "--load", "0"], "must be positive"),
+    ],
+)
+def test_bad_input_exits_2_without_traceback(tiny_trace, args, message):
+    if "--trace" not in args:
+        args = ["--trace", str(tiny_trace), *args]
+    result = _invoke(args)
+    assert result.exit_code == 2
+    assert message in result.output
+    assert "Traceback" not in result.output
+
+
+def test_bad_trace_columns_exit_2(tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("x,y\n1,2\n")
+    result = _invoke(["--trace", str(bad), "--cluster", "2x4"])
+    assert result.exit_code == 2 and "missing column" in result.output
