@@ -70,6 +70,9 @@ _REJECTED = [
     r"kill job error",
     r"already completing or completed",
     r"duplicate reservation name",
+    r"reservation already started",
+    r"reservation is in use",
+    r"reservation request overlaps",
     r"reservation .*not found",
 ]
 

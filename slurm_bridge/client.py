@@ -58,8 +58,8 @@ class SlurmClient(Protocol):
         """create_reservation creates a reservation and returns its name."""
         ...
 
-    def update_reservation(self, spec: ReservationSpec) -> None:
-        """update_reservation moves a reservation to the spec's nodes, start and duration."""
+    def update_reservation(self, spec: ReservationSpec, *, move_start: bool = True) -> None:
+        """update_reservation moves a reservation to the spec's nodes and duration (and start, unless started)."""
         ...
 
     def delete_reservation(self, name: str) -> None:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from slurm_bridge import reservations as resv
-from slurm_bridge.errors import SlurmParseError, SlurmRejected
+from slurm_bridge.errors import ReservationInUse, SlurmParseError, SlurmRejected
 from slurm_bridge.parse.sacct import SACCT_FIELDS, SacctJob, parse_sacct
 from slurm_bridge.parse.scontrol import (
     ScontrolJob,
@@ -133,20 +133,28 @@ class CliSlurmClient:
         )
         return resv.parse_created(result.stdout + result.stderr)
 
-    def update_reservation(self, spec: resv.ReservationSpec) -> None:
+    def update_reservation(self, spec: resv.ReservationSpec, *, move_start: bool = True) -> None:
         """update_reservation runs ``scontrol update ReservationName=...``."""
         self.runner.run(
-            "scontrol", resv.update_args(spec), timeout_s=self.timeouts.reservation, mutating=True
+            "scontrol",
+            resv.update_args(spec, move_start=move_start),
+            timeout_s=self.timeouts.reservation,
+            mutating=True,
         )
 
     def delete_reservation(self, name: str) -> None:
-        """delete_reservation runs ``scontrol delete ReservationName=...``; absent is fine."""
+        """delete_reservation runs ``scontrol delete ReservationName=...``; absent is fine, in use raises."""
         try:
             self.runner.run(
                 "scontrol", resv.delete_args(name), timeout_s=self.timeouts.reservation, mutating=True
             )
         except SlurmRejected as error:
-            if not _RESERVATION_GONE.search(str(error) + error.stderr):
+            text = str(error) + error.stderr
+            if "in use" in text.lower():
+                raise ReservationInUse(
+                    str(error), command="scontrol", argv=error.argv, stderr=error.stderr
+                ) from error
+            if not _RESERVATION_GONE.search(text):
                 raise
 
     def sdiag(self) -> Sdiag:

@@ -51,3 +51,7 @@ class SlurmFailed(SlurmError):
 
 class SlurmParseError(SlurmError, ValueError):
     """SlurmParseError means Slurm's output did not have the expected shape."""
+
+
+class ReservationInUse(SlurmRejected):
+    """ReservationInUse means Slurm will not delete a reservation while jobs run in it."""

@@ -125,9 +125,11 @@ class FaultInjectingClient:
         """create_reservation delegates, with faults."""
         return self._call("create_reservation", lambda: self.inner.create_reservation(spec))
 
-    def update_reservation(self, spec: ReservationSpec) -> None:
+    def update_reservation(self, spec: ReservationSpec, *, move_start: bool = True) -> None:
         """update_reservation delegates, with faults."""
-        return self._call("update_reservation", lambda: self.inner.update_reservation(spec))
+        return self._call(
+            "update_reservation", lambda: self.inner.update_reservation(spec, move_start=move_start)
+        )
 
     def delete_reservation(self, name: str) -> None:
         """delete_reservation delegates, with faults."""

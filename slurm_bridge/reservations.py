@@ -7,6 +7,7 @@ restarted scheduler finds and adopts its own reservations and leaves everyone el
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -15,12 +16,14 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from slurm_bridge import hostlist
-from slurm_bridge.errors import SlurmParseError
+from slurm_bridge.errors import ReservationInUse, SlurmParseError
 from slurm_bridge.launch import check_token
 from slurm_bridge.parse.scontrol import SlurmReservation
 
 if TYPE_CHECKING:
     from slurm_bridge.client import SlurmClient
+
+log = logging.getLogger(__name__)
 
 HOLD_PREFIX = "ms-hold-"
 # IGNORE_JOBS: the nodes are usually busy right now (that is why the gang waits); without it
@@ -83,15 +86,12 @@ def create_args(spec: ReservationSpec) -> list[str]:
     ]
 
 
-def update_args(spec: ReservationSpec) -> list[str]:
-    """update_args is the scontrol argv that moves an existing reservation to ``spec``'s nodes and start."""
-    return [
-        "update",
-        f"ReservationName={spec.name}",
-        f"Nodes={hostlist.compress(spec.nodes)}",
-        f"StartTime={_start(spec)}",
-        f"Duration={_duration(spec.duration_s)}",
-    ]
+def update_args(spec: ReservationSpec, *, move_start: bool = True) -> list[str]:
+    """update_args is the scontrol argv that moves a reservation to ``spec``'s nodes (and start)."""
+    args = ["update", f"ReservationName={spec.name}", f"Nodes={hostlist.compress(spec.nodes)}"]
+    # Slurm refuses a new StartTime once a reservation has started ("Reservation already started").
+    args += [f"StartTime={_start(spec)}"] if move_start else []
+    return args + [f"Duration={_duration(spec.duration_s)}"]
 
 
 def delete_args(name: str) -> list[str]:
@@ -112,7 +112,9 @@ class ActionKind(StrEnum):
     """ActionKind is what to do with one reservation."""
 
     CREATE = "create"
-    UPDATE = "update"
+    UPDATE = "update"  # nodes and/or start of a reservation that has not started yet
+    UPDATE_NODES = "update_nodes"  # nodes of a running reservation; its start stays
+    REPLACE = "replace"  # a started reservation must move its start: delete, then create
     DELETE = "delete"
 
 
@@ -125,16 +127,29 @@ class ReservationAction:
     spec: ReservationSpec | None = None
 
 
-def needs_update(spec: ReservationSpec, existing: SlurmReservation, now: datetime) -> bool:
-    """needs_update tells whether Slurm's reservation differs from the spec in nodes or start."""
-    if set(spec.nodes) != set(existing.nodes):
-        return True
+def _started(existing: SlurmReservation, now: datetime) -> bool:
+    """_started tells whether Slurm's reservation has begun (its start can no longer move)."""
+    return existing.state == "ACTIVE" or (existing.start is not None and existing.start <= now)
+
+
+def _start_moved(spec: ReservationSpec, existing: SlurmReservation, now: datetime) -> bool:
+    """_start_moved: "now" matches any started reservation; a time matches within a minute."""
     if existing.start is None:
         return True
-    wanted = spec.start or now
-    if spec.start is None and existing.start <= now:
-        return False  # "now" and already started: same thing
-    return abs(existing.start - wanted) > _START_TOLERANCE
+    if spec.start is None:
+        return not _started(existing, now) and existing.start - now > _START_TOLERANCE
+    return abs(existing.start - spec.start) > _START_TOLERANCE
+
+
+def change_for(spec: ReservationSpec, existing: SlurmReservation, now: datetime) -> ActionKind | None:
+    """change_for is the action that makes Slurm's reservation match the spec (None = it matches)."""
+    nodes_moved = set(spec.nodes) != set(existing.nodes)
+    start_moved = _start_moved(spec, existing, now)
+    if not (nodes_moved or start_moved):
+        return None
+    if not _started(existing, now):
+        return ActionKind.UPDATE
+    return ActionKind.REPLACE if start_moved else ActionKind.UPDATE_NODES
 
 
 def plan_reservations(
@@ -143,15 +158,14 @@ def plan_reservations(
     now: datetime,
     prefix: str = HOLD_PREFIX,
 ) -> list[ReservationAction]:
-    """plan_reservations: create what is absent, update what moved, delete our holds the plan dropped."""
+    """plan_reservations: create what is absent, change what moved, delete our holds the plan dropped."""
     have = {reservation.name: reservation for reservation in existing}
     wanted = {spec.name: spec for spec in desired}
     actions = []
     for name, spec in sorted(wanted.items()):
-        if name not in have:
-            actions.append(ReservationAction(ActionKind.CREATE, name, spec))
-        elif needs_update(spec, have[name], now):
-            actions.append(ReservationAction(ActionKind.UPDATE, name, spec))
+        kind = ActionKind.CREATE if name not in have else change_for(spec, have[name], now)
+        if kind is not None:
+            actions.append(ReservationAction(kind, name, spec))
     for name in sorted(have):
         if name.startswith(prefix) and name not in wanted:
             actions.append(ReservationAction(ActionKind.DELETE, name))
@@ -164,10 +178,24 @@ def apply_reservations(
     """apply_reservations reads Slurm's reservations, plans and applies the actions; returns them."""
     actions = plan_reservations(desired, client.reservations(), now)
     for action in actions:
-        if action.kind == ActionKind.CREATE and action.spec:
-            client.create_reservation(action.spec)
-        elif action.kind == ActionKind.UPDATE and action.spec:
-            client.update_reservation(action.spec)
-        else:
-            client.delete_reservation(action.name)
+        try:
+            _apply(client, action)
+        except ReservationInUse:
+            # The held gang already runs inside it: the reservation ends at its EndTime, or a
+            # later cycle deletes it once the jobs are gone. Nothing else is blocked by this.
+            log.info("reservation %s still in use; will delete it later", action.name)
     return actions
+
+
+def _apply(client: SlurmClient, action: ReservationAction) -> None:
+    """_apply runs one reservation action through the client."""
+    spec = action.spec
+    if action.kind == ActionKind.DELETE or spec is None:
+        client.delete_reservation(action.name)
+    elif action.kind == ActionKind.CREATE:
+        client.create_reservation(spec)
+    elif action.kind == ActionKind.REPLACE:
+        client.delete_reservation(action.name)
+        client.create_reservation(spec)
+    else:
+        client.update_reservation(spec, move_start=action.kind == ActionKind.UPDATE)
