@@ -51,7 +51,7 @@ class FailureCategory(StrEnum):
 class PriorityClass(StrEnum):
     """PriorityClass is the coarse band a job's tasks are ordered in before fair share."""
 
-    DEADLINE_INFERENCE = "deadline-inference"
+    DEADLINE_INFERENCE = "inference-deadline"
     TRAINING = "training"
     INFERENCE = "inference"
     EVALUATION = "evaluation"

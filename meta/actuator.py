@@ -1,0 +1,245 @@
+"""Actuation (cycle step 6): launch new attempts on Slurm and stop the ones marked for stopping.
+
+Launch protocol, safe against crashes and ambiguous outcomes:
+1. commit ``created -> launching`` (fenced by the leader epoch) *before* calling sbatch;
+2. call sbatch with the attempt's name ``ms-<attempt>``;
+3. record the Slurm job id — or, if sbatch timed out or failed transiently, ``launch_unknown``:
+   the reconciler looks the job up by name before anything is submitted again.
+A crash between 1 and 3 leaves ``launching`` without a Slurm id, which the reconciler treats
+exactly like ``launch_unknown``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from meta.durations import utcnow
+from meta.launch_plan import LaunchSettings, launch_request
+from meta.leader import Leadership, fence
+from meta.lifecycle import attempt_event
+from meta.snapshot_source import SpecCache
+from meta.spec import FailureCategory, TrainingSpec
+from meta.states import AttemptState
+from meta.store.db import Database
+from meta.store.models import Attempt, Checkpoint, Job, Task
+from slurm_bridge.client import SlurmClient
+from slurm_bridge.errors import SlurmError, SlurmRejected
+from slurm_bridge.render import render
+
+log = logging.getLogger("metasched.actuator")
+
+ResumeLookup = Callable[[Session, str], str | None]
+
+
+@dataclass
+class ActuationResult:
+    """ActuationResult counts what one actuation pass did."""
+
+    launched: list[str] = field(default_factory=list)
+    unknown: list[str] = field(default_factory=list)
+    rejected: list[str] = field(default_factory=list)
+    signalled: list[str] = field(default_factory=list)
+    cancelled: list[str] = field(default_factory=list)
+
+
+def latest_checkpoint_path(session: Session, task_id: str) -> str | None:
+    """latest_checkpoint_path is the newest checkpoint a task reported (its next attempt resumes there)."""
+    return session.scalar(
+        select(Checkpoint.path).where(Checkpoint.task_id == task_id).order_by(Checkpoint.step.desc()).limit(1)
+    )
+
+
+def record_slurm_job_id(session: Session, attempt_id: str, token: int, slurm_job_id: str) -> bool:
+    """record_slurm_job_id stores the Slurm id of a launched attempt, fenced by its token."""
+    result = session.execute(
+        update(Attempt)
+        .where(
+            Attempt.id == attempt_id,
+            Attempt.fencing_token == token,
+            Attempt.state.in_([AttemptState.LAUNCHING.value, AttemptState.LAUNCH_UNKNOWN.value]),
+        )
+        .values(slurm_job_id=slurm_job_id, last_seen_at=utcnow(), version=Attempt.version + 1)
+    )
+    return result.rowcount == 1
+
+
+class Actuator:
+    """Actuator turns committed decisions into sbatch and scancel calls."""
+
+    def __init__(
+        self,
+        db: Database,
+        client: SlurmClient,
+        specs: SpecCache,
+        settings: LaunchSettings | None = None,
+        *,
+        submit_timeout_s: float = 30.0,
+    ):
+        self.db = db
+        self.client = client
+        self.specs = specs
+        self.settings = settings or LaunchSettings()
+        self.submit_timeout_s = submit_timeout_s
+        self.cancel_resend_s = 15.0
+        # when scancel was last sent per attempt: only a throttle, never a source of truth
+        self._cancel_sent: dict[str, datetime] = {}
+
+    # --- launches -----------------------------------------------------------------------------
+
+    def launch_created(self, leadership: Leadership, result: ActuationResult) -> None:
+        """launch_created sends every ``created`` attempt to Slurm."""
+        with self.db.session() as session:
+            ids = list(session.scalars(select(Attempt.id).where(Attempt.state == AttemptState.CREATED.value)))
+        for attempt_id in ids:
+            self.launch(attempt_id, leadership, result, from_state=AttemptState.CREATED)
+
+    def launch(
+        self,
+        attempt_id: str,
+        leadership: Leadership,
+        result: ActuationResult,
+        *,
+        from_state: AttemptState,
+    ) -> None:
+        """launch runs the launch protocol for one attempt (also used to relaunch a confirmed-absent one)."""
+        with self.db.session() as session:
+            fence(session, leadership)
+            attempt = session.get(Attempt, attempt_id)
+            if attempt is None or attempt.state != from_state.value:
+                return
+            stimulus = f"launch:{attempt_id}:{attempt.version}"
+            attempt_event(
+                session,
+                attempt_id,
+                AttemptState.LAUNCHING,
+                stimulus,
+                reason="sending to Slurm",
+                actor="actuator",
+                values={"launch_sent_at": utcnow()},
+            )
+            script, token = self._script(session, attempt_id)
+        try:
+            slurm_id = self.client.submit(script, timeout_s=self.submit_timeout_s)
+        except SlurmRejected as exc:
+            self._launch_rejected(attempt_id, token, exc, result)
+            return
+        except SlurmError as exc:
+            self._launch_unknown(attempt_id, token, exc, result)
+            return
+        with self.db.session() as session:
+            record_slurm_job_id(session, attempt_id, token, str(slurm_id))
+        result.launched.append(attempt_id)
+        log.info("launched attempt %s as Slurm job %s", attempt_id, slurm_id)
+
+    def _script(self, session: Session, attempt_id: str) -> tuple[str, int]:
+        attempt = session.get(Attempt, attempt_id, populate_existing=True)
+        assert attempt is not None
+        task = session.get(Task, attempt.task_id)
+        job = session.get(Job, attempt.job_id)
+        assert task is not None and job is not None
+        spec = self.specs.get(session, job.id)
+        resume = latest_checkpoint_path(session, task.id) if isinstance(spec, TrainingSpec) else None
+        request = launch_request(job, task, attempt, spec, self.settings, resume_from=resume)
+        return render(request), attempt.fencing_token
+
+    def _launch_rejected(self, attempt_id: str, token: int, exc: SlurmError, result: ActuationResult) -> None:
+        with self.db.session() as session:
+            attempt_event(
+                session,
+                attempt_id,
+                AttemptState.FAILED,
+                f"launch-rejected:{attempt_id}:{token}",
+                reason=f"Slurm rejected the job: {exc}"[:500],
+                actor="actuator",
+                fencing_token=token,
+                failure_category=FailureCategory.LAUNCH_FAILURE,
+            )
+        result.rejected.append(attempt_id)
+        log.warning("Slurm rejected attempt %s: %s", attempt_id, exc)
+
+    def _launch_unknown(self, attempt_id: str, token: int, exc: SlurmError, result: ActuationResult) -> None:
+        with self.db.session() as session:
+            attempt = session.get(Attempt, attempt_id)
+            if attempt is None or attempt.state != AttemptState.LAUNCHING.value:
+                return
+            attempt_event(
+                session,
+                attempt_id,
+                AttemptState.LAUNCH_UNKNOWN,
+                f"launch-unknown:{attempt_id}:{attempt.version}",
+                reason=f"sbatch outcome unknown: {exc}"[:500],
+                actor="actuator",
+                fencing_token=token,
+            )
+        result.unknown.append(attempt_id)
+        log.warning("launch of attempt %s has an unknown outcome: %s", attempt_id, exc)
+
+    # --- stops --------------------------------------------------------------------------------
+
+    def stop_requested(self, leadership: Leadership, result: ActuationResult) -> None:
+        """stop_requested signals or cancels every ``stopping`` attempt whose Slurm job is known.
+
+        A preempted training job that checkpoints first gets USR1 and ``grace_s`` to write a
+        checkpoint; everything else is cancelled at once. scancel is idempotent, so it is resent
+        (throttled) until the reconciler sees the job end.
+        """
+        now = utcnow()
+        with self.db.session() as session:
+            rows = list(
+                session.scalars(
+                    select(Attempt).where(
+                        Attempt.state == AttemptState.STOPPING.value, Attempt.slurm_job_id.is_not(None)
+                    )
+                )
+            )
+            stops = [
+                (
+                    a.id,
+                    str(a.slurm_job_id),
+                    a.stop_reason == "preempt" and self._checkpoints(session, a.job_id),
+                    a.stop_signalled_at,
+                )
+                for a in rows
+            ]
+        for attempt_id, slurm_id, graceful, signalled_at in stops:
+            if graceful and signalled_at is None:
+                self._signal(attempt_id, slurm_id, leadership, result)
+            elif not graceful or now - signalled_at >= timedelta(seconds=self.settings.grace_s):
+                self._cancel(attempt_id, slurm_id, result, now)
+
+    def _checkpoints(self, session: Session, job_id: str) -> bool:
+        spec = self.specs.get(session, job_id)
+        return isinstance(spec, TrainingSpec) and spec.checkpoint is not None
+
+    def _signal(
+        self, attempt_id: str, slurm_id: str, leadership: Leadership, result: ActuationResult
+    ) -> None:
+        """_signal asks a training job to checkpoint now (USR1); it is cancelled after the grace period."""
+        with self.db.session() as session:
+            fence(session, leadership)
+            session.execute(
+                update(Attempt).where(Attempt.id == attempt_id).values(stop_signalled_at=utcnow())
+            )
+        try:
+            self.client.cancel([slurm_id], signal="USR1")
+            result.signalled.append(attempt_id)
+        except SlurmError as exc:
+            log.warning("could not signal Slurm job %s: %s", slurm_id, exc)
+
+    def _cancel(self, attempt_id: str, slurm_id: str, result: ActuationResult, now: datetime) -> None:
+        """_cancel sends scancel (at most once per resend interval per attempt)."""
+        last = self._cancel_sent.get(attempt_id)
+        if last is not None and (now - last).total_seconds() < self.cancel_resend_s:
+            return
+        try:
+            self.client.cancel([slurm_id])
+            self._cancel_sent[attempt_id] = now
+            result.cancelled.append(attempt_id)
+        except SlurmError as exc:
+            log.warning("could not cancel Slurm job %s: %s", slurm_id, exc)

@@ -1,0 +1,217 @@
+"""Applying a plan (cycle step 5): one transaction, fenced by the leader epoch, capacity re-checked.
+
+The plan was computed from a snapshot that may be a moment old. Before anything commits:
+1. the leader lease row is locked and must still carry our epoch (a stale leader commits nothing);
+2. each placement is re-checked against the live reservations read *now* (I5: reserved never
+   exceeds allocatable on any node) and against the task still being pending;
+3. attempts are created with leases and fresh fencing tokens; victims are marked for stopping;
+4. every waiting task's typed reason is stored for ``metasched explain``.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import delete, select
+from sqlalchemy.orm import Session
+
+from meta.durations import utcnow
+from meta.errors import Conflict
+from meta.leader import Leadership, fence
+from meta.lifecycle import DEFAULT_LEASE_S, attempt_event, create_attempt
+from meta.policy.plan import Plan
+from meta.policy.snapshot import NodeShare, NodeState
+from meta.snapshot_source import placement_shares, share_to_json
+from meta.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition, TaskState
+from meta.store.models import Attempt, CycleRecord, Task, TaskReason
+from meta.store.upsert import insert_ignore
+
+_LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
+
+
+@dataclass
+class ApplyResult:
+    """ApplyResult counts what a plan application actually committed."""
+
+    cycle_id: int = 0
+    created: list[str] = field(default_factory=list)  # attempt ids
+    preempting: list[str] = field(default_factory=list)
+    skipped: dict[str, str] = field(default_factory=dict)  # task id -> why the placement was dropped
+
+
+class NodeLedger:
+    """NodeLedger tracks free capacity per node while placements are re-checked (I5)."""
+
+    def __init__(self, nodes: Sequence[NodeState]):
+        self._free: dict[str, list[float]] = {}
+        self._gpu_type: dict[str, str | None] = {}
+        for node in nodes:
+            if node.schedulable():
+                c = node.capacity
+                self._free[node.name] = [c.cpus, c.memory_mib, c.gpus, c.storage_gib]
+                self._gpu_type[node.name] = c.gpu_type
+
+    def take(self, shares: Sequence[NodeShare], *, force: bool = False) -> bool:
+        """take subtracts the shares if all fit (``force`` records existing reservations regardless)."""
+        need: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
+        for share in shares:
+            r = share.resources
+            amounts = need[share.node]
+            amounts[0] += r.cpus
+            amounts[1] += r.memory_mib
+            amounts[2] += r.gpus
+            amounts[3] += r.storage_gib
+        if not force:
+            for node, amounts in need.items():
+                free = self._free.get(node)
+                if free is None or any(a > f + 1e-9 for a, f in zip(amounts, free, strict=True)):
+                    return False
+        for node, amounts in need.items():
+            free = self._free.setdefault(node, [0.0, 0.0, 0.0, 0.0])
+            for i, amount in enumerate(amounts):
+                free[i] -= amount
+        return True
+
+
+def _ledger(session: Session, nodes: Sequence[NodeState]) -> NodeLedger:
+    ledger = NodeLedger(nodes)
+    for placement in session.scalars(select(Attempt.placement).where(Attempt.state.in_(_LIVE))):
+        ledger.take(placement_shares(placement), force=True)
+    return ledger
+
+
+def apply_plan(
+    session: Session,
+    plan: Plan,
+    leadership: Leadership,
+    nodes: Sequence[NodeState],
+    *,
+    cycle_started: datetime,
+    duration_s: float,
+    pending_count: int,
+    lease_s: float = DEFAULT_LEASE_S,
+    job_of_task: Mapping[str, str] | None = None,
+) -> ApplyResult:
+    """apply_plan commits a plan under the leader's fence; placements that no longer fit are skipped."""
+    fence(session, leadership)
+    result = ApplyResult()
+    record = CycleRecord(
+        epoch=leadership.epoch,
+        inventory_version=plan.inventory_version,
+        at=cycle_started,
+        pending=pending_count,
+        placed=0,
+        preempted=0,
+        duration_s=duration_s,
+        fragmentation=_fragmentation(plan),
+        held=[
+            {"task_id": h.task_id, "job_id": h.job_id, "nodes": list(h.nodes), "planned_start": h.planned_start}
+            for h in plan.held
+        ],
+    )
+    session.add(record)
+    session.flush()
+    result.cycle_id = record.id
+    ledger = _ledger(session, nodes)
+    for placement in plan.placements:
+        why = _place(session, placement.task_id, placement.shares, ledger, record.id, leadership, lease_s, result)
+        if why:
+            result.skipped[placement.task_id] = why
+    for preemption in plan.preemptions:
+        if _preempt(session, preemption.attempt_id, preemption.reason, record.id):
+            result.preempting.append(preemption.attempt_id)
+    _store_reasons(session, plan, record.id, job_of_task or {})
+    record.placed, record.preempted = len(result.created), len(result.preempting)
+    return result
+
+
+def _place(
+    session: Session,
+    task_id: str,
+    shares: Sequence[NodeShare],
+    ledger: NodeLedger,
+    cycle_id: int,
+    leadership: Leadership,
+    lease_s: float,
+    result: ApplyResult,
+) -> str:
+    """_place creates one attempt if the task is still pending and the nodes still have room."""
+    task = session.get(Task, task_id)
+    if task is None or task.state != TaskState.PENDING.value:
+        return "task is no longer pending"
+    if not ledger.take(shares):
+        return "capacity changed since the snapshot"
+    try:
+        with session.begin_nested():
+            attempt = create_attempt(
+                session,
+                task_id,
+                f"cycle:{cycle_id}:place",
+                placement=[share_to_json(s) for s in shares],
+                lease_s=lease_s,
+                reason=f"placed on {','.join(sorted({s.node for s in shares}))}",
+            )
+            attempt.epoch = leadership.epoch
+    except (Conflict, IllegalTransition) as exc:
+        return str(exc)
+    result.created.append(attempt.id)
+    session.execute(delete(TaskReason).where(TaskReason.task_id == task_id))
+    return ""
+
+
+def _preempt(session: Session, attempt_id: str, reason: str, cycle_id: int) -> bool:
+    """_preempt marks a victim for stopping: the actuator signals it, waits the grace, cancels it."""
+    attempt = session.get(Attempt, attempt_id)
+    if attempt is None or AttemptState(attempt.state) not in {
+        AttemptState.RUNNING,
+        AttemptState.LAUNCHING,
+        AttemptState.CREATED,
+    }:
+        return False
+    target = AttemptState.PREEMPTED if attempt.state == AttemptState.CREATED else AttemptState.STOPPING
+    attempt_event(
+        session,
+        attempt_id,
+        target,
+        f"cycle:{cycle_id}:preempt",
+        reason=f"preempted: {reason}",
+        actor="scheduler",
+        values={"stop_reason": "preempt"},
+    )
+    return True
+
+
+def _store_reasons(session: Session, plan: Plan, cycle_id: int, job_of_task: Mapping[str, str]) -> None:
+    """_store_reasons keeps the latest typed reason per waiting task (one row per task)."""
+    now = utcnow()
+    for task_id, reason in plan.reasons.items():
+        values = {
+            "job_id": job_of_task.get(task_id, ""),
+            "cycle": cycle_id,
+            "code": reason.code.value,
+            "message": reason.message,
+            "remedy": reason.remedy,
+            "blocking_job": reason.blocking_job,
+            "blocking_tenant": reason.blocking_tenant,
+            "at": now,
+        }
+        row = session.get(TaskReason, task_id)
+        if row is None:
+            insert_ignore(session, TaskReason, task_id=task_id, **values)
+        else:
+            for key, value in values.items():
+                setattr(row, key, value)
+
+
+def _fragmentation(plan: Plan) -> dict[str, object]:
+    f = plan.fragmentation
+    return {
+        "free_gpus": f.free_gpus,
+        "stranded_gpus": f.stranded_gpus,
+        "largest_placeable_gang_gpus": f.largest_placeable_gang_gpus,
+        "free_by_type": dict(f.free_by_type),
+    }
+

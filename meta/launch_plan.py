@@ -1,0 +1,105 @@
+"""From a stored attempt to a LaunchRequest: nodes, per-node shapes, roles and environment."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+
+from meta.policy.snapshot import JobKind
+from meta.resources import ResourceVector
+from meta.snapshot_source import placement_shares
+from meta.spec import AnySpec, InferenceSpec, TrainingSpec
+from meta.store.models import Attempt, Job, Task
+from slurm_bridge.launch import LaunchRequest, Role
+
+
+@dataclass(frozen=True)
+class LaunchSettings:
+    """LaunchSettings are site choices for rendered jobs: where logs go, the preemption grace."""
+
+    log_dir: str = "/tmp/metasched/logs"
+    grace_s: int = 60
+
+
+def staging_dir(spec: InferenceSpec, attempt_id: str) -> str:
+    """staging_dir is the attempt-private output path ``<output>/_attempts/<attempt>/``."""
+    return str(Path(spec.output) / "_attempts" / attempt_id)
+
+
+def _node_groups(attempt: Attempt) -> dict[int, list[tuple[str, ResourceVector]]]:
+    """_node_groups groups the placement's nodes by how many workers each hosts."""
+    per_node: dict[str, list[ResourceVector]] = defaultdict(list)
+    for share in placement_shares(attempt.placement):
+        per_node[share.node].append(share.resources)
+    groups: dict[int, list[tuple[str, ResourceVector]]] = defaultdict(list)
+    for node, shares in sorted(per_node.items()):
+        total = shares[0]
+        for extra in shares[1:]:
+            total = total + extra
+        groups[len(shares)].append((node, total))
+    return groups
+
+
+def launch_request(
+    job: Job,
+    task: Task,
+    attempt: Attempt,
+    spec: AnySpec,
+    settings: LaunchSettings,
+    resume_from: str | None = None,
+) -> LaunchRequest:
+    """launch_request describes one attempt to the sbatch renderer (a het-job for uneven gangs)."""
+    groups = _node_groups(attempt)
+    env = dict(spec.env)
+    if isinstance(spec, InferenceSpec):
+        # scripts written for sbatch arrays read the partition from SLURM_ARRAY_TASK_ID
+        env.setdefault("SLURM_ARRAY_TASK_ID", task.name)
+    log = f"{settings.log_dir.rstrip('/')}/{job.short_id}/{attempt.id}.out"
+    common = {
+        "attempt_id": attempt.id,
+        "attempt_number": attempt.number,
+        "fencing_token": attempt.fencing_token,
+        "job_id": job.id,
+        "task_id": task.id,
+        "tenant": job.tenant,
+        "kind": JobKind(job.kind),
+        "time_limit_s": int(spec.time_limit_s),
+        "qos": spec.qos,
+        "partition": spec.partition,
+        "env": env,
+        "secret_names": tuple(spec.secrets),
+        "job_name": job.short_id,
+        "task_name": task.name,
+        "checkpoint_dir": spec.checkpoint.dir if isinstance(spec, TrainingSpec) and spec.checkpoint else None,
+        "output_dir": staging_dir(spec, attempt.id) if isinstance(spec, InferenceSpec) else None,
+        "resume_from": resume_from,
+        "grace_s": settings.grace_s,
+        "stdout": log,
+    }
+    if len(groups) <= 1:
+        workers, members = next(iter(groups.items())) if groups else (1, [])
+        per_node = members[0][1] if members else spec.worker_resources()
+        return LaunchRequest(
+            command=spec.command,
+            script=spec.script,
+            per_node=per_node,
+            num_nodes=max(len(members), 1),
+            nodes=tuple(node for node, _ in members),
+            ntasks_per_node=workers,
+            **common,
+        )
+    # workers spread unevenly (e.g. 3 on one node, 1 on another): one het component per shape
+    roles = tuple(
+        Role(
+            name=f"w{workers}",
+            per_node=members[0][1],
+            command=spec.command or spec.script or "",
+            num_nodes=len(members),
+            nodes=tuple(node for node, _ in members),
+            ntasks_per_node=workers,
+        )
+        for workers, members in sorted(groups.items())
+    )
+    return LaunchRequest(roles=roles, **common)
+

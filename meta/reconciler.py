@@ -1,0 +1,332 @@
+"""Reconciliation (cycle step 7): move attempts by what Slurm reports, never by guesses.
+
+Each period reads Slurm in a fixed number of batched calls — one ``squeue --json`` and one
+``sacct -P`` (sinfo is read by the daemon for the inventory) — however many jobs there are.
+Jobs are matched to attempts by their tag (``ms-<attempt>`` name and comment), never by Slurm
+job id alone. If a read fails, nothing is concluded: errors are unknowns, not job failures.
+
+Per live attempt:
+- seen (squeue, else sacct): record the Slurm id, renew the lease, follow the state;
+- not seen, launch outcome unknown (``launch_unknown``, or ``launching`` without a Slurm id):
+  after ``unknown_window_s`` with no trace in squeue *and* sacct the launch is confirmed absent
+  and the *same* attempt is submitted again (same name: idempotent by name);
+- not seen but launched before: ``lost`` after ``lost_grace_s`` without a sighting.
+Jobs tagged by metasched with no live attempt are orphans and are cancelled (I2).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+
+from sqlalchemy import select, update
+
+from meta.durations import utcnow
+from meta.leader import Leadership, fence
+from meta.lifecycle import attempt_event
+from meta.spec import FailureCategory
+from meta.states import LIVE_ATTEMPT_STATES, AttemptState
+from meta.store.db import Database
+from meta.store.models import Attempt
+from slurm_bridge.client import SlurmClient
+from slurm_bridge.errors import SlurmError
+from slurm_bridge.parse.sacct import SacctJob
+from slurm_bridge.parse.squeue import SqueueJob
+from slurm_bridge.states import Observed, Outcome, map_state
+from slurm_bridge.tags import parse_tag
+
+log = logging.getLogger("metasched.reconciler")
+_LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
+
+
+@dataclass(frozen=True)
+class ReconcileSettings:
+    """ReconcileSettings bound how long metasched waits before concluding from silence."""
+
+    unknown_window_s: float = 15.0  # sacct is asynchronous: give a just-submitted job time to show
+    lost_grace_s: float = 120.0
+    lease_s: float = 300.0
+    sacct_lookback_s: float = 6 * 3600.0
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """Sighting is one Slurm job seen for an attempt: its id, nodes and mapped state."""
+
+    slurm_job_id: str
+    observed: Observed
+    nodes: tuple[str, ...]
+    source: str  # "squeue" | "sacct"
+
+
+@dataclass
+class Observation:
+    """Observation is one period's batched read of Slurm, indexed by attempt id."""
+
+    at: datetime
+    squeue: dict[str, list[Sighting]] = field(default_factory=dict)
+    sacct: dict[str, list[Sighting]] = field(default_factory=dict)
+    calls: int = 0
+
+    def sightings(self, attempt_id: str) -> list[Sighting]:
+        """sightings are the attempt's jobs in squeue, else in sacct."""
+        return self.squeue.get(attempt_id) or self.sacct.get(attempt_id) or []
+
+
+@dataclass
+class ReconcileResult:
+    """ReconcileResult counts what one reconcile pass did."""
+
+    transitions: int = 0
+    relaunch: list[str] = field(default_factory=list)  # attempts confirmed absent: submit again
+    orphans_cancelled: list[str] = field(default_factory=list)
+    duplicates_cancelled: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
+
+
+def _index_squeue(jobs: Iterable[SqueueJob]) -> dict[str, list[Sighting]]:
+    index: dict[str, list[Sighting]] = {}
+    for job in jobs:
+        if job.het_job_offset not in (None, 0):
+            continue  # a het-job is followed through its leader component
+        tag = parse_tag(job.name, job.comment)
+        if tag is None:
+            continue
+        observed = map_state(job.state, job.exit_code, job.signal)
+        index.setdefault(tag.attempt_id, []).append(Sighting(str(job.job_id), observed, job.nodes, "squeue"))
+    return index
+
+
+def _index_sacct(records: Iterable[SacctJob]) -> dict[str, list[Sighting]]:
+    index: dict[str, list[Sighting]] = {}
+    for record in records:
+        if record.step is not None or record.het_offset not in (None, 0):
+            continue
+        tag = parse_tag(record.name, record.comment)
+        if tag is None:
+            continue
+        index.setdefault(tag.attempt_id, []).append(
+            Sighting(str(record.base_job_id), record.observed, record.nodes, "sacct")
+        )
+    return index
+
+
+def observe(client: SlurmClient, since: datetime) -> Observation:
+    """observe reads squeue and sacct once each (raises SlurmError if either read fails)."""
+    now = utcnow()
+    queue = client.squeue()
+    accounting = client.sacct(since)
+    return Observation(at=now, squeue=_index_squeue(queue), sacct=_index_sacct(accounting), calls=2)
+
+
+class Reconciler:
+    """Reconciler moves attempts through their state machine from Slurm's reports."""
+
+    def __init__(self, db: Database, client: SlurmClient, settings: ReconcileSettings | None = None):
+        self.db = db
+        self.client = client
+        self.settings = settings or ReconcileSettings()
+
+    def since(self) -> datetime:
+        """since is where the sacct window starts: before the oldest live attempt was launched."""
+        floor = utcnow() - timedelta(seconds=self.settings.sacct_lookback_s)
+        with self.db.session() as session:
+            oldest = session.scalar(
+                select(Attempt.created_at)
+                .where(Attempt.state.in_(_LIVE))
+                .order_by(Attempt.created_at)
+                .limit(1)
+            )
+        start = (oldest - timedelta(minutes=5)) if oldest else utcnow() - timedelta(minutes=10)
+        return max(start, floor)
+
+    def run(self, leadership: Leadership) -> ReconcileResult:
+        """run observes Slurm once and applies what it saw; a failed read changes nothing."""
+        observation = observe(self.client, self.since())
+        return self.apply(observation, leadership)
+
+    def apply(self, observation: Observation, leadership: Leadership) -> ReconcileResult:
+        """apply follows every live attempt and cancels orphans, from one observation."""
+        result = ReconcileResult()
+        with self.db.session() as session:
+            live = [(a.id, a.state) for a in session.scalars(select(Attempt).where(Attempt.state.in_(_LIVE)))]
+            live_ids = {attempt_id for attempt_id, _ in live}
+        for attempt_id, _state in live:
+            self._follow(attempt_id, observation, leadership, result)
+        self._cancel_orphans(observation, live_ids, result)
+        return result
+
+    # --- one attempt ----------------------------------------------------------------------------
+
+    def _follow(
+        self, attempt_id: str, observation: Observation, leadership: Leadership, result: ReconcileResult
+    ) -> None:
+        with self.db.session() as session:
+            fence(session, leadership)
+            attempt = session.get(Attempt, attempt_id)
+            if attempt is None or attempt.state not in _LIVE:
+                return
+            sightings = observation.sightings(attempt_id)
+            if sightings:
+                chosen = self._choose(attempt, sightings, result)
+                self._seen(session, attempt, chosen, observation.at, result)
+            else:
+                self._unseen(session, attempt, observation.at, result)
+
+    def _choose(self, attempt: Attempt, sightings: list[Sighting], result: ReconcileResult) -> Sighting:
+        """_choose picks the attempt's own job; any other active job for the same attempt is a duplicate."""
+        own = [s for s in sightings if s.slurm_job_id == attempt.slurm_job_id] or sorted(
+            sightings, key=lambda s: int(s.slurm_job_id)
+        )
+        chosen = own[0]
+        for other in sightings:
+            if other.slurm_job_id != chosen.slurm_job_id and not other.observed.terminal:
+                log.error("duplicate Slurm job %s for attempt %s: cancelling", other.slurm_job_id, attempt.id)
+                self._scancel(other.slurm_job_id)
+                result.duplicates_cancelled.append(other.slurm_job_id)
+        return chosen
+
+    def _seen(
+        self, session, attempt: Attempt, sighting: Sighting, now: datetime, result: ReconcileResult
+    ) -> None:
+        """_seen records the sighting, renews the lease and follows the job's state."""
+        session.execute(
+            update(Attempt)
+            .where(Attempt.id == attempt.id, Attempt.fencing_token == attempt.fencing_token)
+            .values(
+                slurm_job_id=attempt.slurm_job_id or sighting.slurm_job_id,
+                last_seen_at=now,
+                lease_expires_at=now + timedelta(seconds=self.settings.lease_s),
+            )
+        )
+        session.refresh(attempt)
+        target, category, reason = self._target(attempt, sighting.observed)
+        if target is None or target.value == attempt.state:
+            return
+        values = {}
+        if sighting.observed.exit_code is not None:
+            values["exit_code"] = sighting.observed.exit_code
+        stimulus = f"slurm:{sighting.slurm_job_id}:{sighting.observed.slurm_state}:{target.value}"
+        attempt_event(
+            session,
+            attempt.id,
+            target,
+            stimulus,
+            reason=reason,
+            actor="reconciler",
+            fencing_token=attempt.fencing_token,
+            failure_category=category,
+            values=values,
+        )
+        result.transitions += 1
+
+    @staticmethod
+    def _target(
+        attempt: Attempt, observed: Observed
+    ) -> tuple[AttemptState | None, FailureCategory | None, str]:
+        """_target is the attempt state a Slurm observation implies (None: no move)."""
+        state = AttemptState(attempt.state)
+        outcome = observed.outcome
+        where = f"Slurm {observed.slurm_state}"
+        if outcome == Outcome.PENDING:
+            return (
+                (AttemptState.LAUNCHING, None, where)
+                if state == AttemptState.LAUNCH_UNKNOWN
+                else (None, None, "")
+            )
+        if outcome == Outcome.RUNNING:
+            if state in (AttemptState.LAUNCHING, AttemptState.LAUNCH_UNKNOWN, AttemptState.CREATED):
+                return AttemptState.RUNNING, None, where
+            return None, None, ""
+        if outcome == Outcome.UNKNOWN:
+            return None, None, ""
+        if outcome == Outcome.SUCCEEDED:
+            return AttemptState.SUCCEEDED, None, f"{where} exit 0"
+        if outcome in (Outcome.CANCELLED, Outcome.PREEMPTED):
+            if attempt.stop_reason == "preempt" or outcome == Outcome.PREEMPTED:
+                return AttemptState.PREEMPTED, FailureCategory.PREEMPTED, where
+            requested = "as requested" if attempt.cancel_requested else "outside metasched"
+            return AttemptState.CANCELLED, FailureCategory.CANCELLED, f"{where} ({requested})"
+        code = f" exit {observed.exit_code}" if observed.exit_code is not None else ""
+        return AttemptState.FAILED, observed.category or FailureCategory.UNKNOWN, f"{where}{code}"
+
+    def _unseen(self, session, attempt: Attempt, now: datetime, result: ReconcileResult) -> None:
+        """_unseen handles an attempt Slurm shows nothing of: confirm absence, relaunch, or lose it."""
+        state = AttemptState(attempt.state)
+        if state == AttemptState.CREATED:
+            return  # not sent yet: the actuator launches it
+        sent = attempt.launch_sent_at or attempt.created_at
+        quiet_s = (now - sent).total_seconds()
+        if attempt.slurm_job_id is None and state in (AttemptState.LAUNCHING, AttemptState.LAUNCH_UNKNOWN):
+            if quiet_s < self.settings.unknown_window_s:
+                return  # squeue shows a job at once, but sacct lags: wait the window out
+            if state == AttemptState.LAUNCHING:
+                # a crash between "launching" and the recorded Slurm id: same as an unknown outcome
+                attempt_event(
+                    session,
+                    attempt.id,
+                    AttemptState.LAUNCH_UNKNOWN,
+                    f"unknown:{attempt.id}:{attempt.version}",
+                    reason="launch interrupted before its Slurm id was recorded",
+                    actor="reconciler",
+                    fencing_token=attempt.fencing_token,
+                )
+                result.transitions += 1
+            result.relaunch.append(attempt.id)
+            return
+        if (
+            state == AttemptState.STOPPING
+            and attempt.slurm_job_id is None
+            and quiet_s >= self.settings.unknown_window_s
+        ):
+            # asked to stop, and Slurm never had it: nothing to cancel
+            attempt_event(
+                session,
+                attempt.id,
+                AttemptState.CANCELLED if attempt.stop_reason != "preempt" else AttemptState.PREEMPTED,
+                f"stop-absent:{attempt.id}",
+                reason="stopped before Slurm ever had it",
+                actor="reconciler",
+                fencing_token=attempt.fencing_token,
+            )
+            result.transitions += 1
+            return
+        last = attempt.last_seen_at or sent
+        if (now - last).total_seconds() >= self.settings.lost_grace_s:
+            attempt_event(
+                session,
+                attempt.id,
+                AttemptState.LOST,
+                f"lost:{attempt.id}:{attempt.version}",
+                reason=f"Slurm has no record of job {attempt.slurm_job_id} for {self.settings.lost_grace_s:.0f}s",
+                actor="reconciler",
+                fencing_token=attempt.fencing_token,
+                failure_category=FailureCategory.LOST,
+            )
+            result.lost.append(attempt.id)
+            result.transitions += 1
+
+    # --- orphans ----------------------------------------------------------------------------------
+
+    def _cancel_orphans(self, observation: Observation, live_ids: set[str], result: ReconcileResult) -> None:
+        """_cancel_orphans cancels active metasched-tagged jobs whose attempt is not live (I2)."""
+        with self.db.session() as session:
+            still_live = set(session.scalars(select(Attempt.id).where(Attempt.state.in_(_LIVE))))
+        for attempt_id, sightings in observation.squeue.items():
+            if attempt_id in live_ids or attempt_id in still_live:
+                continue
+            for sighting in sightings:
+                if not sighting.observed.terminal:
+                    log.warning(
+                        "orphan Slurm job %s (attempt %s): cancelling", sighting.slurm_job_id, attempt_id
+                    )
+                    self._scancel(sighting.slurm_job_id)
+                    result.orphans_cancelled.append(sighting.slurm_job_id)
+
+    def _scancel(self, slurm_job_id: str) -> None:
+        try:
+            self.client.cancel([slurm_job_id])
+        except SlurmError as exc:
+            log.warning("scancel %s failed: %s", slurm_job_id, exc)

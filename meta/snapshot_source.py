@@ -1,0 +1,226 @@
+"""Building the policy's Snapshot from the store and the Slurm inventory (cycle step 3).
+
+One read transaction gives a consistent view: pending tasks whose backoff has passed, every live
+attempt as a reservation (launching and unknown ones included: their capacity stays reserved),
+tenants with quotas and decayed usage. Specs are immutable, so parsed specs are cached by job id.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from meta.durations import utcnow
+from meta.policy.snapshot import (
+    JobKind,
+    NodeShare,
+    NodeState,
+    PendingTask,
+    Reservation,
+    Snapshot,
+    TenantState,
+    Topology,
+)
+from meta.resources import ResourceVector
+from meta.spec import AnySpec, InferenceSpec, TrainingSpec, spec_from_json
+from meta.states import LIVE_ATTEMPT_STATES, TaskState
+from meta.store.models import Attempt, Checkpoint, Job, JobSpecRow, Task, Tenant, TenantUsage
+
+_LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
+
+
+class SpecCache:
+    """SpecCache parses each job's spec once: specs never change after submit."""
+
+    def __init__(self) -> None:
+        self._specs: dict[str, AnySpec] = {}
+
+    def get(self, session: Session, job_id: str) -> AnySpec:
+        """get returns the parsed spec of a job, reading it only the first time."""
+        spec = self._specs.get(job_id)
+        if spec is None:
+            row = session.get(JobSpecRow, job_id)
+            assert row is not None, f"job {job_id} has no spec"
+            spec = self._specs[job_id] = spec_from_json(row.spec_json)
+        return spec
+
+
+def epoch_s(moment: datetime | None) -> float | None:
+    """epoch_s converts an aware datetime to seconds since the epoch (None stays None)."""
+    return moment.timestamp() if moment is not None else None
+
+
+def placement_shares(placement: Sequence[dict[str, Any]]) -> tuple[NodeShare, ...]:
+    """placement_shares turns an attempt's stored placement into NodeShares."""
+    return tuple(
+        NodeShare(
+            node=share["node"],
+            resources=ResourceVector.model_construct(
+                cpus=float(share.get("cpus", 0)),
+                memory_mib=int(share.get("memory_mib", 0)),
+                gpus=int(share.get("gpus", 0)),
+                gpu_type=share.get("gpu_type"),
+                storage_gib=int(share.get("storage_gib", 0)),
+                network=share.get("network"),
+            ),
+        )
+        for share in placement
+    )
+
+
+def share_to_json(share: NodeShare) -> dict[str, Any]:
+    """share_to_json is how one worker's node share is stored in an attempt's placement."""
+    r = share.resources
+    return {
+        "node": share.node,
+        "cpus": r.cpus,
+        "memory_mib": r.memory_mib,
+        "gpus": r.gpus,
+        "gpu_type": r.gpu_type,
+        "storage_gib": r.storage_gib,
+        "network": r.network,
+    }
+
+
+def pending_task(job: Job, task: Task, spec: AnySpec) -> PendingTask:
+    """pending_task describes one waiting task to the policy."""
+    training = spec if isinstance(spec, TrainingSpec) else None
+    deadline = spec.deadline if isinstance(spec, InferenceSpec) else None
+    checkpoint = training.checkpoint if training else None
+    return PendingTask(
+        task_id=task.id,
+        job_id=job.id,
+        tenant=job.tenant,
+        kind=JobKind(job.kind),
+        priority_class=job.priority_class,
+        submit_time=job.submitted_at.timestamp(),
+        per_worker=spec.worker_resources(),
+        workers=spec.workers_per_task(),
+        runtime_estimate_s=spec.time_limit_s,
+        deadline=epoch_s(deadline),
+        topology=training.topology if training else Topology.NONE,
+        partition=spec.partition,
+        preemptible=spec.is_preemptible(),
+        checkpoint_interval_s=checkpoint.interval_s if checkpoint else None,
+        restore_cost_s=checkpoint.restore_cost_s if checkpoint else 0.0,
+        avoid_nodes=frozenset(task.avoid_nodes or ()),
+        job_name=job.short_id,
+    )
+
+
+def reservation(job: Job, attempt: Attempt, spec: AnySpec, last_checkpoint: datetime | None) -> Reservation:
+    """reservation describes one live attempt holding capacity to the policy."""
+    start = attempt.started_at or attempt.created_at
+    training = spec if isinstance(spec, TrainingSpec) else None
+    checkpoint = training.checkpoint if training else None
+    deadline = spec.deadline if isinstance(spec, InferenceSpec) else None
+    return Reservation(
+        attempt_id=attempt.id,
+        task_id=attempt.task_id,
+        job_id=job.id,
+        tenant=job.tenant,
+        priority_class=job.priority_class,
+        shares=placement_shares(attempt.placement),
+        start_time=start.timestamp(),
+        expected_end=start.timestamp() + spec.time_limit_s,
+        last_checkpoint_time=epoch_s(last_checkpoint),
+        restore_cost_s=checkpoint.restore_cost_s if checkpoint else 0.0,
+        # a stopping attempt is already on its way out: never pick it as a victim twice
+        preemptible=spec.is_preemptible() and attempt.state != "stopping",
+        min_runtime_s=training.min_runtime_s if training else 0.0,
+        kind=JobKind(job.kind),
+        deadline=epoch_s(deadline),
+    )
+
+
+def _tenants(session: Session) -> tuple[TenantState, ...]:
+    usage = dict(session.execute(select(TenantUsage.tenant, TenantUsage.decayed_gpu_seconds)).all())
+    return tuple(
+        TenantState(
+            name=t.name,
+            weight=t.weight,
+            guaranteed=dict(t.guaranteed or {}),
+            limit=dict(t.limits or {}),
+            decayed_usage=float(usage.get(t.name, 0.0)),
+        )
+        for t in session.scalars(select(Tenant).order_by(Tenant.name))
+    )
+
+
+def _last_checkpoints(session: Session, task_ids: list[str]) -> dict[str, datetime]:
+    if not task_ids:
+        return {}
+    rows = session.execute(
+        select(Checkpoint.task_id, func.max(Checkpoint.at)).where(Checkpoint.task_id.in_(task_ids)).group_by(
+            Checkpoint.task_id
+        )
+    )
+    return {task_id: at for task_id, at in rows}
+
+
+def _live_counts(session: Session) -> dict[str, int]:
+    rows = session.execute(
+        select(Attempt.job_id, func.count()).where(Attempt.state.in_(_LIVE)).group_by(Attempt.job_id)
+    )
+    return {job_id: count for job_id, count in rows}
+
+
+def build_snapshot(
+    session: Session,
+    nodes: Sequence[NodeState],
+    specs: SpecCache,
+    *,
+    switch_parent: dict[str, str] | None = None,
+    inventory_version: int = 0,
+    now: datetime | None = None,
+) -> Snapshot:
+    """build_snapshot reads one consistent Snapshot of queue and reservations for the policy."""
+    moment = now or utcnow()
+    jobs: dict[str, Job] = {}
+
+    def job_of(job_id: str) -> Job:
+        if job_id not in jobs:
+            found = session.get(Job, job_id)
+            assert found is not None
+            jobs[job_id] = found
+        return jobs[job_id]
+
+    live = list(session.scalars(select(Attempt).where(Attempt.state.in_(_LIVE))))
+    checkpoints = _last_checkpoints(session, [a.task_id for a in live])
+    reservations = tuple(
+        reservation(job_of(a.job_id), a, specs.get(session, a.job_id), checkpoints.get(a.task_id)) for a in live
+    )
+    live_per_job = _live_counts(session)
+    pending_rows = session.execute(
+        select(Task, Job)
+        .join(Job, Job.id == Task.job_id)
+        .where(Task.state == TaskState.PENDING.value, Job.cancel_requested.is_(False))
+        .order_by(Job.submitted_at, Task.index)
+    ).all()
+    pending: list[PendingTask] = []
+    started_per_job: dict[str, int] = {}
+    for task, job in pending_rows:
+        if task.not_before is not None and task.not_before > moment:
+            continue  # retry backoff has not passed yet
+        spec = specs.get(session, job.id)
+        if isinstance(spec, InferenceSpec) and spec.max_parallel is not None:
+            # offer only as many partitions as max_parallel leaves room for
+            running = live_per_job.get(job.id, 0) + started_per_job.get(job.id, 0)
+            if running >= spec.max_parallel:
+                continue
+            started_per_job[job.id] = started_per_job.get(job.id, 0) + 1
+        jobs[job.id] = job
+        pending.append(pending_task(job, task, spec))
+    return Snapshot(
+        now=moment.timestamp(),
+        nodes=tuple(nodes),
+        reservations=reservations,
+        tenants=_tenants(session),
+        pending=tuple(pending),
+        switch_parent=dict(switch_parent or {}),
+        inventory_version=inventory_version,
+    )
