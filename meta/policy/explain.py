@@ -30,8 +30,9 @@ def no_capacity(shape: Shape, best_node: str | None, best_free: int, fit_workers
             message = f"no node has {shape.describe_worker()} free"
         remedy = f"would start when {_gpus(shape, shape.gpus - best_free) if shape.gpus else 'capacity'} free up"
         return PendingReason(ReasonCode.NO_FEASIBLE_NODE, message, remedy)
+    fitting = f"only {fit_workers} worker{'s' if fit_workers != 1 else ''} fit now" if fit_workers else "none fit now"
     message = (f"gang of {shape.workers} workers × {shape.describe_worker()} needs "
-               f"{_gpus(shape, shape.total_gpus)} at once; only {fit_workers} workers fit now")
+               f"{_gpus(shape, shape.total_gpus)} at once; {fitting}")
     remedy = (f"reduce workers to {fit_workers} or wait for {_gpus(shape, (shape.workers - fit_workers) * shape.gpus)} "
               "to free up" if fit_workers else f"would start when {_gpus(shape, shape.total_gpus)} free up")
     return PendingReason(ReasonCode.WAITING_FOR_GANG_CAPACITY, message, remedy)

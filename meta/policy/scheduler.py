@@ -83,8 +83,8 @@ class Cycle:
         self.quota = QuotaLedger(snapshot)
         self.plan = Plan(inventory_version=snapshot.inventory_version)
         self.verdicts: dict[Shape, Verdict] = {}
-        self.failed: dict[Shape, float] = {}  # shape -> earliest end that already failed to fit
-        self.diagnoses: dict[Shape, PendingReason | None] = {}
+        self.failed: dict[object, float] = {}  # shape -> earliest end that already failed to fit
+        self.diagnoses: dict[object, PendingReason | None] = {}
         self.releases: list[Release] | None = None
         self.placed: list[Release] = []
         self.consumers: dict[int, dict[str, tuple[int, float, str]]] = {}  # class -> tenant -> (rank, share, job)
@@ -110,14 +110,20 @@ class Cycle:
             key, used, limit = exceeded
             self.plan.reasons[task.task_id] = explain.quota(task.tenant, key, used, limit, shape.total_gpus)
             return
+        classes = verdict.classes
+        if shape.gpus and shape.gpu_type is None:
+            # An any-type request may only land on types whose limit still has room for it.
+            classes = self._within_type_limits(task, shape, classes)
+            if not classes:
+                return
         end = self.now + task.runtime_estimate_s
-        picks = self._fit(shape, verdict.classes, end)
+        picks = self._fit(shape, classes, end)
         if picks:
             self._place(task, shape, picks, end)
             return
-        reason = self._diagnose(task, shape, verdict.classes)
+        reason = self._diagnose(task, shape, classes)
         if reason.code in _CAPACITY_CODES:
-            if self._try_preempt(task, shape, verdict.classes) or self._try_hold(task, shape, verdict.classes, reason):
+            if self._try_preempt(task, shape, classes) or self._try_hold(task, shape, classes, reason):
                 return
         self.plan.reasons[task.task_id] = reason
 
@@ -129,14 +135,25 @@ class Cycle:
             self.verdicts[shape] = verdict
         return verdict
 
+    def _within_type_limits(self, task: PendingTask, shape: Shape, classes: tuple[NodeClass, ...]) -> tuple:
+        """_within_type_limits drops GPU types the tenant's limits exclude, or records the quota reason."""
+        allowed = tuple(c for c in classes
+                        if self.quota.limit_exceeded(task.tenant, c.gpu_type, shape.total_gpus) is None)
+        if not allowed:
+            key, used, limit = self.quota.limit_exceeded(task.tenant, classes[0].gpu_type, shape.total_gpus) or (
+                "*", 0, 0)
+            self.plan.reasons[task.task_id] = explain.quota(task.tenant, key, used, limit, shape.total_gpus)
+        return allowed
+
     def _fit(self, shape: Shape, classes: Sequence[NodeClass], end: float) -> list[Pick]:
         """_fit tries free capacity, skipping shapes that already failed for an earlier-ending task."""
-        failed_end = self.failed.get(shape)
+        key = (shape, tuple(c.id for c in classes)) if shape.gpu_type is None else shape
+        failed_end = self.failed.get(key)
         if failed_end is not None and end >= failed_end:
             return []  # capacity only shrinks within a cycle; a longer task cannot fit either
         picks = fit(self.cap, shape, classes, end, self.cfg.gpu_cost)
         if not picks:
-            self.failed[shape] = end if failed_end is None else min(failed_end, end)
+            self.failed[key] = end if failed_end is None else min(failed_end, end)
         return picks
 
     def _vector(self, task: PendingTask, gpu_type: str | None) -> ResourceVector:
@@ -176,9 +193,10 @@ class Cycle:
 
     def _diagnose(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass]) -> PendingReason:
         """_diagnose names the cause: held nodes, capacity taken this cycle, topology or shortage."""
-        if shape not in self.diagnoses:
-            self.diagnoses[shape] = self._capacity_reason(shape, classes)
-        reason = self.diagnoses[shape]
+        key = (shape, tuple(c.id for c in classes)) if shape.gpu_type is None else shape
+        if key not in self.diagnoses:
+            self.diagnoses[key] = self._capacity_reason(shape, classes)
+        reason = self.diagnoses[key]
         if reason is not None:
             return reason
         return self._attribute(task, shape, classes)
