@@ -93,7 +93,8 @@ def _cluster_up() -> bool:
     """_cluster_up asks ``deploy/devcluster status`` once per session."""
     global _CLUSTER_UP
     if _CLUSTER_UP is None:
-        script = REPO / "deploy" / "devcluster"
+        # METASCHED_DEVCLUSTER points at another status script (or a missing one, to test the gate).
+        script = Path(os.environ.get("METASCHED_DEVCLUSTER", REPO / "deploy" / "devcluster"))
         if not script.exists() or shutil.which("sbatch") is None:
             _CLUSTER_UP = False
         else:
@@ -105,12 +106,22 @@ def _cluster_up() -> bool:
     return _CLUSTER_UP
 
 
+_NOT_UP = "the dev Slurm cluster is not up: run `deploy/devcluster up` (status must exit 0)"
+
+
+def _required() -> bool:
+    """_required tells whether slurm tests must fail (not skip) without a cluster."""
+    return os.environ.get("METASCHED_REQUIRE_SLURM") == "1"
+
+
 @pytest.fixture(autouse=True)
-def _require_slurm(request: pytest.FixtureRequest) -> None:
-    """_require_slurm skips (or, with METASCHED_REQUIRE_SLURM=1, fails) slurm tests without a cluster."""
-    if request.node.get_closest_marker("slurm") is None or _cluster_up():
-        return
-    message = "the dev Slurm cluster is not up: run `deploy/devcluster up` (status must exit 0)"
-    if os.environ.get("METASCHED_REQUIRE_SLURM") == "1":
-        pytest.fail(f"METASCHED_REQUIRE_SLURM=1 but {message}", pytrace=False)
-    pytest.skip(message)
+def _skip_without_slurm(request: pytest.FixtureRequest) -> None:
+    """_skip_without_slurm skips slurm tests without a cluster (unless METASCHED_REQUIRE_SLURM=1)."""
+    if request.node.get_closest_marker("slurm") is not None and not _required() and not _cluster_up():
+        pytest.skip(_NOT_UP)
+
+
+def pytest_runtest_call(item: pytest.Item) -> None:
+    """pytest_runtest_call fails slurm tests (as FAILED, not ERROR) when a cluster is required but down."""
+    if item.get_closest_marker("slurm") is not None and _required() and not _cluster_up():
+        pytest.fail(f"METASCHED_REQUIRE_SLURM=1 but {_NOT_UP}", pytrace=False)

@@ -1,0 +1,180 @@
+"""Against the real dev cluster (``deploy/devcluster up``): submit, observe, cancel, reserve.
+
+Skipped without a cluster; with METASCHED_REQUIRE_SLURM=1 they fail instead (see conftest).
+Polling waits for Slurm to get there; nothing asserts on how long it took.
+"""
+
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import TypeVar
+
+import pytest
+
+from meta.policy.snapshot import JobKind
+from meta.resources import ResourceVector
+from slurm_bridge.commands import CliSlurmClient
+from slurm_bridge.errors import SlurmRejected, SlurmUnknownOutcome
+from slurm_bridge.faults import FaultInjectingClient, FaultKind
+from slurm_bridge.inventory import build_inventory
+from slurm_bridge.launch import LaunchRequest
+from slurm_bridge.render import render
+from slurm_bridge.reservations import ActionKind, ReservationSpec, apply_reservations
+from slurm_bridge.states import FailureCategory, Outcome
+
+pytestmark = pytest.mark.slurm
+T = TypeVar("T")
+
+
+def wait_for(probe: Callable[[], T | None], what: str, limit_s: float = 90.0) -> T:
+    """wait_for polls ``probe`` until it returns something truthy."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        result = probe()
+        if result:
+            return result
+        time.sleep(0.5)
+    raise AssertionError(f"gave up waiting for {what}")
+
+
+@pytest.fixture
+def client():
+    return CliSlurmClient()
+
+
+def launch(tmp_path, command: str, **changes) -> LaunchRequest:
+    fields = dict(
+        attempt_id=f"test-{uuid.uuid4()}",
+        attempt_number=1,
+        fencing_token=5,
+        job_id="live-job",
+        task_id="live-task",
+        tenant="tenant-a",
+        kind=JobKind.EVALUATION,
+        time_limit_s=300,
+        command=command,
+        per_node=ResourceVector(cpus=1, memory="1G", gpus=1, gpu_type="t4"),
+        output_dir=str(tmp_path),
+        job_name="live; rm -rf /",
+    )
+    fields.update(changes)
+    return LaunchRequest(**fields)
+
+
+def find(client: CliSlurmClient, attempt_id: str):
+    """find looks an attempt up in squeue by its tag, the way the reconciler does."""
+    return [job for job in client.squeue() if job.tag and job.tag.attempt_id == attempt_id]
+
+
+def sacct_record(client: CliSlurmClient, job_id: int):
+    since = datetime.now(UTC) - timedelta(minutes=30)
+    return next((r for r in client.sacct(since) if r.base_job_id == job_id and r.observed.terminal), None)
+
+
+def test_failing_job_is_seen_as_user_error(client, tmp_path):
+    request = launch(tmp_path, 'echo "attempt=$METASCHED_ATTEMPT_ID name=$METASCHED_JOB_NAME"; exit 3')
+    job_id = client.submit(render(request))
+    (job,) = wait_for(lambda: [j for j in find(client, request.attempt_id) if j.observed.terminal], "job end")
+    assert job.job_id == job_id and job.tag.fencing_token == 5
+    assert job.observed.outcome == Outcome.FAILED and job.exit_code == 3
+    record = wait_for(lambda: sacct_record(client, job_id), "sacct record")
+    assert (record.exit_code, record.observed.category) == (3, FailureCategory.USER_ERROR)
+    assert record.tag.attempt_id == request.attempt_id
+    output = (tmp_path / f"slurm-{job_id}.out").read_text()
+    assert f"attempt={request.attempt_id} name=live; rm -rf /" in output
+
+
+def test_running_gang_is_seen_then_cancelled(client, tmp_path):
+    request = launch(
+        tmp_path,
+        "sleep 120",
+        kind=JobKind.TRAINING,
+        num_nodes=2,
+        nodes=("a100n1", "a100n2"),
+        per_node=ResourceVector(cpus=1, memory="1G", gpus=2, gpu_type="a100"),
+        grace_s=10,
+    )
+    job_id = client.submit(render(request))
+    try:
+        (job,) = wait_for(
+            lambda: [j for j in find(client, request.attempt_id) if j.observed.outcome == Outcome.RUNNING],
+            "running",
+        )
+        assert job.nodes == ("a100n1", "a100n2") and job.tres_alloc.gpus_by_type == {"a100": 4}
+        assert job.account == "tenant-a"
+    finally:
+        client.cancel([job_id])
+    (job,) = wait_for(lambda: [j for j in find(client, request.attempt_id) if j.observed.terminal], "cancel")
+    assert job.observed.outcome == Outcome.CANCELLED
+    client.cancel([job_id])  # cancelling again is not an error
+    record = wait_for(lambda: sacct_record(client, job_id), "sacct record")
+    assert record.observed.category == FailureCategory.CANCELLED
+
+
+def test_unknown_outcome_is_resolved_by_lookup(client, tmp_path):
+    faulty = FaultInjectingClient(client)
+    faulty.inject("submit", FaultKind.TIMEOUT_AFTER)
+    request = launch(tmp_path, "sleep 60")
+    with pytest.raises(SlurmUnknownOutcome):
+        faulty.submit(render(request))
+    (job,) = wait_for(lambda: find(client, request.attempt_id), "the lost submission in squeue")
+    client.cancel([job.job_id])
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"tenant": "no-such-tenant"}, "account"),
+        ({"per_node": ResourceVector(cpus=1, gpus=16, gpu_type="a100")}, "configuration"),
+    ],
+)
+def test_impossible_submissions_are_rejected(client, tmp_path, changes, message):
+    with pytest.raises(SlurmRejected, match=message):
+        client.submit(render(launch(tmp_path, "true", **changes)))
+    assert client.runner.counter.calls("sbatch") == 1
+
+
+def test_inventory_from_live_sinfo_and_topology(client):
+    inventory = build_inventory(client.sinfo(), client.topology())
+    assert {node.name for node in inventory.nodes} >= {"a100n1", "a100n2", "h100n1", "h100n2", "t4n1", "t4n2"}
+    assert inventory.node("h100n1").capacity.gpu_type == "h100" and inventory.node("t4n1").switch == "leaf1"
+    assert {node.name for node in client.show_nodes()} >= {"a100n1", "t4n2"}
+    assert client.sdiag().server_thread_count >= 1
+    assert isinstance(client.show_jobs(), list)
+
+
+def test_reservation_round_trip(client):
+    name = f"ms-hold-test-{uuid.uuid4().hex[:8]}"
+    start = datetime.now(UTC) + timedelta(hours=6)  # far ahead: nobody else's jobs are affected
+    wanted = ReservationSpec(name, ("t4n2",), duration_s=600, start=start)
+    others = [r for r in client.reservations() if r.name != name]
+    try:
+        # Only our own reservation is planned, so others' ms-hold-* reservations are left alone.
+        assert [a.kind for a in apply_reservations(_Only(client, name), [wanted], datetime.now(UTC))] == [
+            ActionKind.CREATE
+        ]
+        assert apply_reservations(_Only(client, name), [wanted], datetime.now(UTC)) == []
+        moved = ReservationSpec(name, ("t4n1",), duration_s=600, start=start + timedelta(hours=1))
+        assert [a.kind for a in apply_reservations(_Only(client, name), [moved], datetime.now(UTC))] == [
+            ActionKind.UPDATE
+        ]
+        (mine,) = [r for r in client.reservations() if r.name == name]
+        assert mine.nodes == ("t4n1",) and abs(mine.start - moved.start) < timedelta(minutes=1)
+    finally:
+        client.delete_reservation(name)
+    assert [r.name for r in client.reservations() if r.name != name] == [r.name for r in others]
+    assert all(r.name != name for r in client.reservations())
+
+
+class _Only:
+    """_Only shows apply_reservations just one reservation name, so tests never touch others'."""
+
+    def __init__(self, client: CliSlurmClient, name: str) -> None:
+        self._client, self._name = client, name
+
+    def reservations(self):
+        return [r for r in self._client.reservations() if r.name == self._name]
+
+    def __getattr__(self, attribute):
+        return getattr(self._client, attribute)
