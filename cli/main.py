@@ -6,7 +6,9 @@ import click
 
 from cli.context import CliState
 from cli.db_cmd import db
+from cli.explain_cmd import explain
 from cli.jobs_cmd import cancel, list_jobs, retry, status, submit
+from cli.serve_cmd import serve
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -31,7 +33,7 @@ def cli(ctx: click.Context, db_url: str | None, tenant: str | None) -> None:
     ctx.obj = CliState(db_url=db_url, tenant=tenant)
 
 
-for command in (submit, status, list_jobs, cancel, retry, db):
+for command in (submit, status, list_jobs, cancel, retry, explain, serve, db):
     cli.add_command(command)
 
 

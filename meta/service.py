@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from meta.durations import utcnow
 from meta.errors import ConcurrentModification, Conflict, InvalidRequest, NotFound, Unschedulable
 from meta.ids import looks_like_uuid, new_short_job_id, new_uuid
+from meta.inventory_store import InventoryFeasibility
 from meta.lifecycle import attempt_event, job_spec, live_attempt
 from meta.spec import AnySpec, spec_hash, spec_to_json
 from meta.states import AttemptState, JobState, TaskState
@@ -56,7 +57,7 @@ class Service:
         db = Database(resolved)
         if migrate:
             ensure_schema(db.engine, resolved)
-        return cls(db)
+        return cls(db, feasibility=InventoryFeasibility(db))
 
     # --- plumbing ---------------------------------------------------------------------------
 

@@ -74,6 +74,7 @@ class LaunchRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     secret_names: tuple[str, ...] = ()
     job_name: str = ""
+    task_name: str = ""  # the task's name: an inference partition's shard name or index
     checkpoint_dir: str | None = None
     output_dir: str | None = None
     resume_from: str | None = None

@@ -145,6 +145,8 @@ def _exports(request: LaunchRequest) -> Iterator[str]:
         "METASCHED_TASK_ID": request.task_id,
         "METASCHED_JOB_KIND": request.kind.value,
         "METASCHED_JOB_NAME": request.job_name,
+        "METASCHED_TASK_NAME": request.task_name,
+        "METASCHED_PARTITION": request.task_name if request.kind == JobKind.INFERENCE else None,
         "METASCHED_CHECKPOINT_DIR": request.checkpoint_dir,
         "METASCHED_OUTPUT_DIR": request.output_dir,
         "METASCHED_RESUME_FROM": request.resume_from,
@@ -165,7 +167,10 @@ def _launch_line(request: LaunchRequest) -> str:
             for role in request.roles
         ]
         return "exec srun --kill-on-bad-exit=1 " + " : ".join(parts)
-    body = f"bash -c {shlex.quote(request.command or request.script or '')}"
+    if request.script:
+        # a whole batch script (e.g. from msbatch) runs once and starts its own srun steps
+        return f"exec bash -c {shlex.quote(request.script)}"
+    body = f"bash -c {shlex.quote(request.command or '')}"
     if request.kind == JobKind.TRAINING or request.num_nodes > 1:
         return f"exec srun --kill-on-bad-exit=1 {body}"
     return f"exec {body}"

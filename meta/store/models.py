@@ -268,6 +268,20 @@ class PartitionCommit(Base):
     committed_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class InventoryRecord(Base):
+    """InventoryRecord is the latest node inventory the daemon learned from Slurm (one row).
+
+    The submit API reads it to reject specs that no node could ever host.
+    """
+
+    __tablename__ = "inventory"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    version: Mapped[str] = mapped_column(String(32))
+    nodes: Mapped[list[dict[str, Any]]] = mapped_column(JSONText, default=list)
+    switch_parent: Mapped[dict[str, str]] = mapped_column(JSONText, default=dict)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class ImmutableRowError(Exception):
     """ImmutableRowError is raised when code tries to change a row that is write-once."""
 

@@ -120,6 +120,15 @@ def upgrade() -> None:
         batch_op.add_column(sa.Column("epoch", sa.Integer(), nullable=False, server_default="0"))
         batch_op.add_column(sa.Column("last_seen_at", sa.DateTime(timezone=True), nullable=True))
 
+    op.create_table(
+        "inventory",
+        sa.Column("id", sa.Integer(), nullable=False),
+        sa.Column("version", sa.String(length=32), nullable=False),
+        sa.Column("nodes", sa.Text(), nullable=False),
+        sa.Column("switch_parent", sa.Text(), nullable=False),
+        sa.Column("at", sa.DateTime(timezone=True), nullable=False),
+        sa.PrimaryKeyConstraint("id"),
+    )
     _write_once_commits()
 
 
@@ -139,6 +148,7 @@ def _write_once_commits() -> None:
 
 
 def downgrade() -> None:
+    op.drop_table("inventory")
     if op.get_bind().dialect.name == "postgresql":
         op.execute("DROP TRIGGER IF EXISTS partition_commits_write_once ON partition_commits")
     else:

@@ -1,0 +1,84 @@
+"""``metasched serve``: the scheduling daemon (leader election, reconcile, schedule, actuate)."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import threading
+from types import FrameType
+
+import click
+
+from cli.context import CliState, pass_state
+from cli.errors import handle_errors
+from cli.output import echo_json
+from meta.daemon import Daemon, DaemonConfig
+from meta.launch_plan import LaunchSettings
+from meta.metrics import Metrics
+from meta.reconciler import ReconcileSettings
+from slurm_bridge.commands import CliSlurmClient
+from slurm_bridge.runner import CommandRunner
+
+
+@click.command()
+@click.option("--period", default=2.0, show_default=True, type=click.FloatRange(0.1), help="Seconds per period.")
+@click.option("--metrics-port", default=9464, show_default=True, type=int, help="Prometheus port (0 = off).")
+@click.option("--metrics-address", default="127.0.0.1", show_default=True)
+@click.option("--slurm-bin-dir", default=None, help="Directory of sbatch/squeue/... (default: PATH).")
+@click.option("--submit-timeout", default=30.0, show_default=True, type=float, help="sbatch timeout (s).")
+@click.option("--grace", default=60, show_default=True, type=int, help="Checkpoint grace before a preemption cancel (s).")
+@click.option("--log-dir", default="/tmp/metasched/logs", show_default=True, help="Where job stdout/stderr go.")
+@click.option("--leader-lease", default=15.0, show_default=True, type=float, help="Leader lease (s).")
+@click.option("--unknown-window", default=15.0, show_default=True, type=float, help="Look-up window for unknown launches (s).")
+@click.option("--lost-grace", default=120.0, show_default=True, type=float, help="Silence before an attempt is lost (s).")
+@click.option("--holder", default=None, help="Replica name for leader election (default host:pid).")
+@click.option("--once", is_flag=True, help="Run a single period and print its report.")
+@click.option("--log-level", default="INFO", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
+@pass_state
+@handle_errors
+def serve(
+    state: CliState,
+    period: float,
+    metrics_port: int,
+    metrics_address: str,
+    slurm_bin_dir: str | None,
+    submit_timeout: float,
+    grace: int,
+    log_dir: str,
+    leader_lease: float,
+    unknown_window: float,
+    lost_grace: float,
+    holder: str | None,
+    once: bool,
+    log_level: str,
+) -> None:
+    """Run the scheduler daemon against Slurm until SIGTERM or SIGINT."""
+    logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    service = state.service()  # opens the store and brings the schema to head
+    metrics = Metrics()
+    client = CliSlurmClient(CommandRunner(bin_dir=slurm_bin_dir, observer=metrics))
+    config = DaemonConfig(
+        period_s=period,
+        leader_lease_s=leader_lease,
+        submit_timeout_s=submit_timeout,
+        launch=LaunchSettings(log_dir=log_dir, grace_s=grace),
+        reconcile=ReconcileSettings(unknown_window_s=unknown_window, lost_grace_s=lost_grace),
+    )
+    if holder:
+        config.holder = holder
+    daemon = Daemon(service.db, client, config, metrics)
+    if once:
+        echo_json(daemon.period().__dict__)
+        return
+    if metrics_port:
+        metrics.serve(metrics_port, metrics_address)
+    stop = threading.Event()
+
+    def _stop(signum: int, _frame: FrameType | None) -> None:
+        logging.getLogger("metasched.serve").info("signal %s: finishing the period and stopping", signum)
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    logging.getLogger("metasched.serve").info("serving as %s, period %.1fs", config.holder, period)
+    daemon.run(stop)

@@ -1,0 +1,302 @@
+"""The ``metasched serve`` daemon: leadership, reconcile, schedule, actuate — once per period.
+
+One period, in order:
+1. take or renew the leader lease (a standby just waits; a new leader reconciles with Slurm
+   before it schedules anything);
+2. read the inventory (one ``sinfo --json``; the switch tree now and then);
+3. reconcile attempts with one ``squeue --json`` and one ``sacct -P`` (relaunch confirmed-absent
+   unknown launches, mark lost, cancel orphans);
+4. run the pure policy over a snapshot of the store and apply the plan under the epoch fence;
+5. actuate: sbatch for new attempts, USR1 + grace + scancel for attempts being stopped.
+Nothing that matters lives in memory: a kill -9 at any point loses nothing.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from dataclasses import dataclass, field
+
+from sqlalchemy import func, select
+
+from meta.actuator import ActuationResult, Actuator
+from meta.apply import apply_plan
+from meta.durations import utcnow
+from meta.inventory_store import save_inventory
+from meta.launch_plan import LaunchSettings
+from meta.leader import Leadership, NotLeader, release, try_acquire
+from meta.metrics import Metrics
+from meta.policy.config import SchedulerConfig
+from meta.policy.scheduler import schedule
+from meta.policy.snapshot import NodeState
+from meta.reconciler import Reconciler, ReconcileSettings
+from meta.resources import ResourceVector
+from meta.snapshot_source import SpecCache, build_snapshot, placement_shares
+from meta.states import LIVE_ATTEMPT_STATES, AttemptState
+from meta.store.db import Database
+from meta.store.models import Attempt, Job, Task
+from meta.usage import accrue
+from slurm_bridge.client import SlurmClient
+from slurm_bridge.errors import SlurmError
+from slurm_bridge.inventory import Inventory, build_inventory
+
+log = logging.getLogger("metasched.daemon")
+_LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
+
+
+def default_holder() -> str:
+    """default_holder names this replica: host and pid."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+@dataclass
+class DaemonConfig:
+    """DaemonConfig holds the daemon's periods, leases and the policy configuration."""
+
+    period_s: float = 2.0
+    leader_lease_s: float = 15.0
+    holder: str = field(default_factory=default_holder)
+    topology_refresh_s: float = 300.0
+    attempt_lease_s: float = 300.0
+    submit_timeout_s: float = 30.0
+    scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
+    launch: LaunchSettings = field(default_factory=LaunchSettings)
+    reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)
+
+
+@dataclass
+class PeriodReport:
+    """PeriodReport says what one period did (for logs, tests and benchmarks)."""
+
+    leader: bool = False
+    epoch: int = 0
+    placed: int = 0
+    preempting: int = 0
+    launched: int = 0
+    reconcile_transitions: int = 0
+    slurm_reads: int = 0
+    error: str = ""
+
+
+def effective_nodes(inventory: Inventory, ours: dict[str, ResourceVector]) -> list[NodeState]:
+    """effective_nodes removes capacity Slurm gave to jobs metasched does not own (direct sbatch).
+
+    Slurm's allocation on a node minus metasched's own reservations there is foreign work;
+    the scheduler must not plan on it, or it would double-allocate.
+    """
+    usage = {u.node: u for u in inventory.usage}
+    nodes = []
+    for node in inventory.nodes:
+        u = usage.get(node.name)
+        mine = ours.get(node.name)
+        if u is None:
+            nodes.append(node)
+            continue
+        foreign_cpus = max(0.0, u.allocated.cpus - (mine.cpus if mine else 0.0))
+        foreign_mem = max(0, u.allocated.memory_mib - (mine.memory_mib if mine else 0))
+        foreign_gpus = max(0, u.allocated.gpus - (mine.gpus if mine else 0))
+        cap = node.capacity
+        capacity = cap.model_copy(
+            update={
+                "cpus": max(0.0, cap.cpus - foreign_cpus),
+                "memory_mib": max(0, cap.memory_mib - foreign_mem),
+                "gpus": max(0, cap.gpus - foreign_gpus),
+            }
+        )
+        nodes.append(
+            NodeState(
+                node.name, capacity, node.partitions, node.switch, node.healthy, node.drained, node.features
+            )
+        )
+    return nodes
+
+
+class Daemon:
+    """Daemon runs the scheduling loop for one replica."""
+
+    def __init__(
+        self, db: Database, client: SlurmClient, config: DaemonConfig, metrics: Metrics | None = None
+    ):
+        self.db = db
+        self.client = client
+        self.config = config
+        self.metrics = metrics or Metrics()
+        self.specs = SpecCache()
+        self.reconciler = Reconciler(db, client, config.reconcile)
+        self.actuator = Actuator(
+            db, client, self.specs, config.launch, submit_timeout_s=config.submit_timeout_s
+        )
+        self.leadership: Leadership | None = None
+        self._topology: dict = {}
+        self._topology_at = 0.0
+        self._last_reconcile = time.monotonic()
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """run repeats periods until ``stop`` is set, then releases leadership."""
+        while not stop.is_set():
+            started = time.monotonic()
+            report = self.period()
+            if report.error:
+                log.warning("period error: %s", report.error)
+            stop.wait(max(0.0, self.config.period_s - (time.monotonic() - started)))
+        if self.leadership is not None:
+            try:
+                release(self.db, self.leadership)
+            except Exception as exc:  # noqa: BLE001 - shutdown must finish even if the DB is gone
+                log.warning("could not release leadership: %s", exc)
+
+    def period(self) -> PeriodReport:
+        """period runs one leader-fenced round; errors end the round, never the daemon."""
+        report = PeriodReport()
+        try:
+            self._lead(report)
+            if self.leadership is None:
+                return report
+            inventory = self._inventory(report)
+            # reconcile first, every period: a new leader never schedules on a stale picture, and
+            # if Slurm cannot be read the period ends here (SlurmError) without scheduling
+            self._reconcile(report)
+            self._cycle(inventory, report)
+            self._actuate(report)
+            self._gauges()
+        except NotLeader as exc:
+            log.warning("lost leadership: %s", exc)
+            self.leadership = None
+            self.metrics.leader.set(0)
+            report.error = str(exc)
+        except SlurmError as exc:
+            # Slurm unreachable or slow: an unknown, not a failure; try again next period
+            report.error = f"slurm: {exc}"
+        except Exception as exc:  # noqa: BLE001 - e.g. PostgreSQL restarting: wait and retry
+            log.exception("period failed")
+            report.error = f"{type(exc).__name__}: {exc}"
+        finally:
+            self.metrics.reconcile_lag.set(time.monotonic() - self._last_reconcile)
+        return report
+
+    # --- steps ---------------------------------------------------------------------------------
+
+    def _lead(self, report: PeriodReport) -> None:
+        leadership = try_acquire(self.db, self.config.holder, self.config.leader_lease_s)
+        self.leadership = leadership
+        self.metrics.leader.set(1 if leadership else 0)
+        if leadership:
+            self.metrics.epoch.set(leadership.epoch)
+            report.leader, report.epoch = True, leadership.epoch
+
+    def _inventory(self, report: PeriodReport) -> Inventory:
+        now = time.monotonic()
+        if not self._topology or now - self._topology_at > self.config.topology_refresh_s:
+            self._topology = self.client.topology()
+            self._topology_at = now
+        nodes = self.client.sinfo()
+        report.slurm_reads += 1
+        inventory = build_inventory(nodes, self._topology)
+        with self.db.session() as session:
+            save_inventory(session, inventory.nodes, inventory.version, inventory.switch_parent)
+        return inventory
+
+    def _reconcile(self, report: PeriodReport) -> None:
+        assert self.leadership is not None
+        result = self.reconciler.run(self.leadership)
+        report.slurm_reads += 2
+        report.reconcile_transitions = result.transitions
+        self.metrics.reconcile_transitions.inc(result.transitions)
+        self.metrics.orphans.inc(len(result.orphans_cancelled))
+        actuation = ActuationResult()
+        for attempt_id in result.relaunch:
+            self.actuator.launch(
+                attempt_id, self.leadership, actuation, from_state=AttemptState.LAUNCH_UNKNOWN
+            )
+        report.launched += len(actuation.launched)
+        self._last_reconcile = time.monotonic()
+
+    def _ours_per_node(self) -> dict[str, ResourceVector]:
+        ours: dict[str, ResourceVector] = {}
+        with self.db.session() as session:
+            for placement in session.scalars(
+                select(Attempt.placement).where(
+                    Attempt.state.in_([AttemptState.RUNNING.value, AttemptState.STOPPING.value])
+                )
+            ):
+                for share in placement_shares(placement):
+                    r = share.resources
+                    prev = ours.get(share.node)
+                    ours[share.node] = ResourceVector.model_construct(
+                        cpus=r.cpus + (prev.cpus if prev else 0.0),
+                        memory_mib=r.memory_mib + (prev.memory_mib if prev else 0),
+                        gpus=r.gpus + (prev.gpus if prev else 0),
+                        gpu_type=r.gpu_type,
+                    )
+        return ours
+
+    def _cycle(self, inventory: Inventory, report: PeriodReport) -> None:
+        assert self.leadership is not None
+        started_at = utcnow()
+        t0 = time.perf_counter()
+        nodes = effective_nodes(inventory, self._ours_per_node())
+        with self.db.session() as session:
+            snapshot = build_snapshot(
+                session,
+                nodes,
+                self.specs,
+                switch_parent=inventory.switch_parent,
+                inventory_version=inventory.version,
+                now=started_at,
+            )
+        plan = schedule(snapshot, self.config.scheduler)
+        plan.inventory_version = inventory.version
+        duration = time.perf_counter() - t0
+        job_of_task = {t.task_id: t.job_id for t in snapshot.pending}
+        with self.db.session() as session:
+            accrue(session, self.config.scheduler, started_at)
+            result = apply_plan(
+                session,
+                plan,
+                self.leadership,
+                nodes,
+                cycle_started=started_at,
+                duration_s=duration,
+                pending_count=len(snapshot.pending),
+                lease_s=self.config.attempt_lease_s,
+                job_of_task=job_of_task,
+            )
+        submit_times = {t.task_id: (t.submit_time, t.kind.value) for t in snapshot.pending}
+        for placement in plan.placements:
+            if placement.task_id not in result.skipped and placement.task_id in submit_times:
+                submitted, kind = submit_times[placement.task_id]
+                self.metrics.queue_delay.labels(kind).observe(max(0.0, snapshot.now - submitted))
+        self.metrics.cycle_seconds.observe(duration)
+        self.metrics.placements.inc(len(result.created))
+        self.metrics.preemptions.inc(len(result.preempting))
+        self.metrics.stranded_gpus.set(plan.fragmentation.stranded_gpus)
+        report.placed, report.preempting = len(result.created), len(result.preempting)
+
+    def _actuate(self, report: PeriodReport) -> None:
+        assert self.leadership is not None
+        result = ActuationResult()
+        self.actuator.launch_created(self.leadership, result)
+        self.actuator.stop_requested(self.leadership, result)
+        report.launched += len(result.launched)
+
+    def _gauges(self) -> None:
+        with self.db.session() as session:
+            counts = dict(session.execute(select(Attempt.state, func.count()).group_by(Attempt.state)).all())
+            depth = dict(
+                session.execute(
+                    select(Job.tenant, func.count())
+                    .join(Task, Task.job_id == Job.id)
+                    .where(Task.state == "pending")
+                    .group_by(Job.tenant)
+                ).all()
+            )
+        for state in AttemptState:
+            self.metrics.attempts.labels(state.value).set(counts.get(state.value, 0))
+        for tenant, count in depth.items():
+            self.metrics.queue_depth.labels(tenant).set(count)
+
