@@ -405,6 +405,19 @@ def test_priority_class_defaults_and_overrides() -> None:
     assert problem.startswith("priority_class: ")
 
 
+def test_priority_classes_are_the_ones_the_policy_ranks() -> None:
+    # the class a spec stores is looked up by name in the scheduler's configuration
+    from meta.policy.config import DEFAULT_PRIORITY_CLASSES, SchedulerConfig
+
+    assert {c.value for c in PriorityClass} == set(DEFAULT_PRIORITY_CLASSES)
+    config = SchedulerConfig()
+    ranks = [config.rank(c.value, JobKind.TRAINING, None) for c in PriorityClass]
+    assert len(set(ranks)) == len(ranks)
+    assert config.rank(PriorityClass.DEADLINE_INFERENCE.value, JobKind.INFERENCE, None) > config.rank(
+        PriorityClass.TRAINING.value, JobKind.TRAINING, None
+    )
+
+
 def test_deadline_must_be_a_time() -> None:
     (problem,) = problems(inference(deadline="next tuesday"))
     assert problem.startswith("deadline: cannot parse time 'next tuesday'")
