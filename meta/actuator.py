@@ -15,6 +15,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from pathlib import Path
 
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
@@ -30,6 +31,7 @@ from meta.store.db import Database
 from meta.store.models import Attempt, Checkpoint, Job, Task
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError, SlurmRejected
+from slurm_bridge.launch import LaunchRequest
 from slurm_bridge.render import render
 
 log = logging.getLogger("metasched.actuator")
@@ -67,6 +69,16 @@ def record_slurm_job_id(session: Session, attempt_id: str, token: int, slurm_job
         .values(slurm_job_id=slurm_job_id, last_seen_at=utcnow(), version=Attempt.version + 1)
     )
     return result.rowcount == 1
+
+
+def _prepare_dirs(request: LaunchRequest) -> None:
+    """_prepare_dirs creates the log and staging directories: Slurm fails a job whose --output dir is missing."""
+    for path in (Path(request.stdout).parent if request.stdout else None, request.output_dir):
+        if path:
+            try:
+                Path(path).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:  # on a cluster the job's node may see a path this host cannot
+                log.warning("cannot create %s: %s", path, exc)
 
 
 class Actuator:
@@ -146,6 +158,7 @@ class Actuator:
         spec = self.specs.get(session, job.id)
         resume = latest_checkpoint_path(session, task.id) if isinstance(spec, TrainingSpec) else None
         request = launch_request(job, task, attempt, spec, self.settings, resume_from=resume)
+        _prepare_dirs(request)
         return render(request), attempt.fencing_token
 
     def _launch_rejected(self, attempt_id: str, token: int, exc: SlurmError, result: ActuationResult) -> None:
