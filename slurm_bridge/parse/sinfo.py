@@ -8,6 +8,7 @@ from typing import Any
 
 from slurm_bridge.errors import SlurmParseError
 from slurm_bridge.parse.nodestate import NodeCondition, node_condition
+from slurm_bridge.parse.squeue import api_errors
 from slurm_bridge.parse.tres import Gres, parse_gres
 from slurm_bridge.parse.values import number, text
 
@@ -56,6 +57,8 @@ def parse_sinfo_json(payload: str | bytes) -> list[SinfoNode]:
         document = json.loads(payload)
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise SlurmParseError(f"sinfo --json: not JSON ({error})") from error
+    if isinstance(document, dict):
+        api_errors(document, "sinfo --json")
     nodes = document.get("nodes") if isinstance(document, dict) else None
     if not isinstance(nodes, list) or not all(isinstance(n, dict) for n in nodes):
         errors = document.get("errors") if isinstance(document, dict) else None

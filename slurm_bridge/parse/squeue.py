@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from slurm_bridge import hostlist
-from slurm_bridge.errors import SlurmParseError
+from slurm_bridge.errors import SlurmParseError, SlurmTransient
 from slurm_bridge.parse.tres import Gres, Tres, parse_gres, parse_tres
 from slurm_bridge.parse.values import epoch, number, text, wait_status
 from slurm_bridge.states import Observed, base_state, map_state
@@ -81,8 +81,21 @@ def _load(payload: str | bytes, what: str) -> dict[str, Any]:
     return document
 
 
+def api_errors(document: dict[str, Any], what: str) -> None:
+    """api_errors raises when Slurm put errors in the document.
+
+    With the controller unreachable, 22.05's ``squeue --json`` and ``sinfo --json`` exit 0 with
+    an empty list and ``errors: [{"error": "Unspecified error", ...}]``. Taking that list at face
+    value would make every job look gone, so it is a transient failure, never an empty answer.
+    """
+    errors = document.get("errors")
+    if errors:
+        raise SlurmTransient(f"{what} reported errors: {json.dumps(errors)[:300]}", command=what.split()[0])
+
+
 def _jobs_list(document: dict[str, Any]) -> list[dict[str, Any]]:
     """_jobs_list returns ``jobs`` or raises with the API errors Slurm put in the document."""
+    api_errors(document, "squeue --json")
     jobs = document.get("jobs")
     if not isinstance(jobs, list):
         errors = document.get("errors") or "no 'jobs' list"

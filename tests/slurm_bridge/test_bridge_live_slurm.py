@@ -4,10 +4,14 @@ Skipped without a cluster; with METASCHED_REQUIRE_SLURM=1 they fail instead (see
 Polling waits for Slurm to get there; nothing asserts on how long it took.
 """
 
+import os
+import re
+import shutil
 import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -15,12 +19,13 @@ import pytest
 from meta.policy.snapshot import JobKind
 from meta.resources import ResourceVector
 from slurm_bridge.commands import CliSlurmClient
-from slurm_bridge.errors import SlurmRejected, SlurmUnknownOutcome
+from slurm_bridge.errors import SlurmRejected, SlurmTransient, SlurmUnknownOutcome
 from slurm_bridge.faults import FaultInjectingClient, FaultKind
 from slurm_bridge.inventory import build_inventory
 from slurm_bridge.launch import LaunchRequest
 from slurm_bridge.render import render
 from slurm_bridge.reservations import ActionKind, ReservationSpec, apply_reservations
+from slurm_bridge.runner import CommandRunner
 from slurm_bridge.states import FailureCategory, Outcome
 
 pytestmark = pytest.mark.slurm
@@ -178,3 +183,24 @@ class _Only:
 
     def __getattr__(self, attribute):
         return getattr(self._client, attribute)
+
+
+@pytest.fixture
+def unreachable_client(tmp_path):
+    """unreachable_client uses the real binaries with a slurm.conf whose daemons nobody serves."""
+    source = Path(os.environ.get("SLURM_CONF", "/etc/slurm/slurm.conf"))
+    conf_dir = tmp_path / "slurm"
+    shutil.copytree(source.parent, conf_dir)
+    text = re.sub(r"(?m)^(SlurmctldPort|AccountingStoragePort)=.*$", "", (conf_dir / source.name).read_text())
+    (conf_dir / source.name).write_text(text + "\nSlurmctldPort=6399\nAccountingStoragePort=6398\n")
+    env = dict(os.environ, SLURM_CONF=str(conf_dir / source.name))
+    return CliSlurmClient(CommandRunner(env=env))
+
+
+def test_unreachable_controller_and_slurmdbd_are_transient(unreachable_client, tmp_path):
+    with pytest.raises(SlurmTransient, match="Connection refused"):
+        unreachable_client.sacct(datetime.now(UTC) - timedelta(hours=1))
+    with pytest.raises(SlurmTransient, match="Unable to contact slurm controller"):
+        unreachable_client.submit(render(launch(tmp_path, "true")))
+    with pytest.raises(SlurmTransient):
+        unreachable_client.squeue()  # exits 0 with an errors entry: never "no jobs"

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from slurm_bridge.errors import SlurmParseError
+from slurm_bridge.errors import SlurmParseError, SlurmTransient
 from slurm_bridge.parse.sinfo import parse_sinfo_json
 
 
@@ -84,3 +84,8 @@ def test_state_flags(state, flags, healthy, drained):
 def test_garbage_raises(garbage):
     with pytest.raises(SlurmParseError):
         parse_sinfo_json(garbage)
+
+
+def test_controller_down_is_transient_not_empty(reference):
+    with pytest.raises(SlurmTransient, match="Unspecified error"):
+        parse_sinfo_json(reference("sinfo-controller-down.json").read_text())

@@ -150,3 +150,30 @@ def test_runner_passes_clean_env():
         env={"SQUEUE_FORMAT": "%i", "PATH": "/usr/bin:/bin"},
     )
     assert runner.run("squeue", []).stdout.strip() == "unset"
+
+
+# Real stderr of Slurm 22.05.8 on the dev cluster (sbatch/scontrol with bad arguments).
+REAL_REJECTIONS = [
+    "sbatch: error: Batch job submission failed: Invalid account or account/partition combination specified",
+    "sbatch: error: Batch job submission failed: Invalid qos specification",
+    "sbatch: error: invalid partition specified: nope\n"
+    "sbatch: error: Batch job submission failed: Invalid partition name specified",
+    "sbatch: unrecognized option '--bogus'\nTry \"sbatch --help\" for more information",
+    "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+    "sbatch: error: Batch job submission failed: Invalid node name specified",
+    "sbatch: error: Batch job submission failed: Requested reservation is invalid",
+    "sbatch: error: Invalid --time specification",
+    "sbatch: error: Memory specification can not be satisfied\n"
+    "sbatch: error: Batch job submission failed: Requested node configuration is not available",
+    "scancel: error: Invalid job id abc",
+    "Error updating the reservation: Requested reservation is invalid\n"
+    "slurm_update error: Requested reservation is invalid",
+    "Error creating the reservation: Invalid node name specified",
+    "Error updating the reservation: Reservation already started",
+    "delete_reservation ReservationName=ms-hold-busy: Requested reservation is in use",
+]
+
+
+@pytest.mark.parametrize("message", REAL_REJECTIONS)
+def test_real_rejections(message):
+    assert classify_message(message, mutating=True) == CallOutcome.REJECTED
