@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Float,
     ForeignKey,
@@ -230,7 +231,7 @@ class CycleRecord(Base):
     __tablename__ = "cycles"
     id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
     epoch: Mapped[int] = mapped_column(Integer)
-    inventory_version: Mapped[int] = mapped_column(Integer)
+    inventory_version: Mapped[int] = mapped_column(BigInteger)
     at: Mapped[datetime] = mapped_column(UTCDateTime)
     pending: Mapped[int] = mapped_column(Integer)
     placed: Mapped[int] = mapped_column(Integer)

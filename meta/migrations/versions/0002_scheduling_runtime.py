@@ -18,7 +18,7 @@ def upgrade() -> None:
         "cycles",
         sa.Column("id", sa.Integer(), autoincrement=True, nullable=False),
         sa.Column("epoch", sa.Integer(), nullable=False),
-        sa.Column("inventory_version", sa.Integer(), nullable=False),
+        sa.Column("inventory_version", sa.BigInteger(), nullable=False),
         sa.Column("at", sa.DateTime(timezone=True), nullable=False),
         sa.Column("pending", sa.Integer(), nullable=False),
         sa.Column("placed", sa.Integer(), nullable=False),
