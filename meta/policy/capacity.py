@@ -1,68 +1,92 @@
 """Capacity: the cycle's free capacity per node in plain numbers, bucketed for best fit.
 
-Pydantic objects are read once here; inner loops touch only lists of ints and floats. Each
-schedulable node sits in a bucket keyed by (class, free GPUs), so a best-fit search walks a
-handful of buckets instead of every node.
+Reservations are read once here (one pass over their shares); inner loops then touch only
+lists of ints and floats. Each schedulable node sits in a bucket keyed by (class, free GPUs),
+so a best-fit search walks a handful of buckets instead of every node.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 
-from meta.policy.equivalence import NodeClass
-from meta.policy.feasibility import leaf_name
-from meta.policy.snapshot import NodeShare, NodeState, Reservation
+from meta.policy.inventory import Inventory
+from meta.policy.snapshot import Reservation
+
+Usage = tuple[str, str | None, int, float, int]  # (tenant, GPU type, GPUs, cpus, memory MiB)
 
 
 class Capacity:
     """Capacity tracks free cpus/memory/GPUs/storage per node plus the backfill holds on nodes."""
 
-    def __init__(
-        self,
-        nodes: Sequence[NodeState],
-        classes: Sequence[NodeClass],
-        node_class: Sequence[int],
-        reservations: Iterable[Reservation],
-        switch_parent: dict[str, str],
-    ) -> None:
-        self.names = [n.name for n in nodes]
-        self.index = {name: i for i, name in enumerate(self.names)}
-        self.cls = list(node_class)
-        self.classes = classes
-        self.gpu_type = [classes[c].gpu_type for c in node_class]
-        self.leaf = [leaf_name(n.switch) for n in nodes]
-        self.spine = [switch_parent.get(leaf, "") for leaf in self.leaf]
-        self.gpu = [classes[c].gpus for c in node_class]
-        self.cpu = [classes[c].cpus for c in node_class]
-        self.mem = [classes[c].mem for c in node_class]
-        self.sto = [classes[c].sto for c in node_class]
-        for r in reservations:
-            self._subtract_shares(r.shares)
-        self.buckets: list[list[dict[int, None]]] = [
-            [{} for _ in range(c.gpus + 1)] if c.schedulable else [] for c in classes
-        ]
-        self.free_by_type: dict[str | None, int] = {}
-        for i, c in enumerate(self.cls):
-            if classes[c].schedulable:
-                self.buckets[c][self.gpu[i]][i] = None
-                self.free_by_type[self.gpu_type[i]] = self.free_by_type.get(self.gpu_type[i], 0) + self.gpu[i]
+    def __init__(self, inv: Inventory, reservations: Iterable[Reservation]) -> None:
+        self.inv = inv
+        self.names, self.index, self.cls, self.classes = inv.names, inv.index, inv.node_class, inv.classes
+        self.gpu_type, self.leaf, self.spine = inv.gpu_type, inv.leaf, inv.spine
+        self.gpu, self.cpu, self.mem, self.sto = list(inv.gpu), list(inv.cpu), list(inv.mem), list(inv.sto)
+        self._over: list[int] = []
+        self.usage: list[Usage] = [self._subtract(r) for r in reservations]
+        self._clamp()
+        self.start = (list(self.gpu), list(self.cpu), list(self.mem), list(self.sto))
+        self.buckets = self._buckets()
+        self.free_by_type = self._free_by_type()
         n = len(self.names)
         self.hold_start: list[float | None] = [None] * n
         self.hold_spare: list[list[float] | None] = [None] * n
         self.hold_job: list[str | None] = [None] * n
         self.gang_blocked: list[str | None] = [None] * n
 
-    def _subtract_shares(self, shares: Iterable[NodeShare]) -> None:
-        """_subtract_shares removes live reservations; an over-reserved node clamps at zero."""
-        for share in shares:
-            i = self.index.get(share.node)
+    def _subtract(self, r: Reservation) -> Usage:
+        """_subtract removes one live reservation and returns its totals for quota and fair share."""
+        index, gpu, cpu, mem, sto = self.index, self.gpu, self.cpu, self.mem, self.sto
+        gpus = 0
+        cpus = 0.0
+        memory = 0
+        gpu_type = None
+        for share in r.shares:
+            i = index.get(share.node)
             if i is None:
                 continue
-            r = share.resources
-            self.gpu[i] = max(0, self.gpu[i] - r.gpus)
-            self.cpu[i] = max(0.0, self.cpu[i] - r.cpus)
-            self.mem[i] = max(0, self.mem[i] - r.memory_mib)
-            self.sto[i] = max(0, self.sto[i] - r.storage_gib)
+            res = share.resources
+            gpu[i] -= res.gpus
+            cpu[i] -= res.cpus
+            mem[i] -= res.memory_mib
+            sto[i] -= res.storage_gib
+            if gpu[i] < 0 or cpu[i] < 0 or mem[i] < 0 or sto[i] < 0:
+                self._over.append(i)
+            gpus += res.gpus
+            cpus += res.cpus
+            memory += res.memory_mib
+            if res.gpus and gpu_type is None:
+                gpu_type = res.gpu_type or self.gpu_type[i]
+        return (r.tenant, gpu_type, gpus, cpus, memory)
+
+    def _clamp(self) -> None:
+        """_clamp treats an over-reserved node as full rather than negative."""
+        for i in self._over:
+            for arr in (self.gpu, self.cpu, self.mem, self.sto):
+                if arr[i] < 0:
+                    arr[i] = 0
+
+    def _free_by_type(self) -> dict[str | None, int]:
+        """_free_by_type sums free GPUs per type on schedulable nodes, from the buckets."""
+        out: dict[str | None, int] = {}
+        for c in self.classes:
+            if c.schedulable:
+                out[c.gpu_type] = out.get(c.gpu_type, 0) + sum(g * len(b) for g, b in enumerate(self.buckets[c.id]))
+        return out
+
+    def _buckets(self) -> list[list[dict[int, None]]]:
+        """_buckets files every schedulable node under (class, free GPUs)."""
+        buckets: list[list[dict[int, None]]] = [
+            [{} for _ in range(c.gpus + 1)] if c.schedulable else [] for c in self.classes
+        ]
+        gpu = self.gpu
+        for c in self.classes:
+            if c.schedulable:
+                per_class = buckets[c.id]
+                for i in c.nodes:
+                    per_class[gpu[i]][i] = None
+        return buckets
 
     def take(self, i: int, gpu: int, cpu: float, mem: int, sto: int, end: float) -> None:
         """take consumes capacity on node i for work ending at ``end`` (holds are respected)."""
@@ -92,20 +116,16 @@ class Capacity:
         self.hold_spare[i] = spare
         self.hold_job[i] = job
 
-    def free_gpus(self, i: int) -> int:
-        """free_gpus is the free GPU count on node i."""
-        return self.gpu[i]
-
-    def snapshot_copy(self) -> Capacity:
-        """snapshot_copy freezes the cycle-start view used to explain who took the capacity."""
+    def at_cycle_start(self) -> Capacity:
+        """at_cycle_start rebuilds the cycle-start view used to explain who took the capacity."""
         other = object.__new__(Capacity)
-        for name in ("names", "index", "cls", "classes", "gpu_type", "leaf", "spine", "hold_job"):
-            setattr(other, name, getattr(self, name))
-        other.gpu, other.cpu, other.mem, other.sto = list(self.gpu), list(self.cpu), list(self.mem), list(self.sto)
-        other.buckets = [[dict(b) for b in per_class] for per_class in self.buckets]
-        other.free_by_type = dict(self.free_by_type)
+        other.__dict__.update(self.__dict__)
+        other.gpu, other.cpu, other.mem, other.sto = (list(a) for a in self.start)
+        other.buckets = other._buckets()
+        other.free_by_type = other._free_by_type()
         n = len(self.names)
         other.hold_start = [None] * n
         other.hold_spare = [None] * n
+        other.hold_job = [None] * n
         other.gang_blocked = [None] * n
         return other

@@ -3,45 +3,58 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
+from meta.policy.capacity import Usage
 from meta.policy.config import SchedulerConfig
-from meta.policy.snapshot import Snapshot
+from meta.policy.inventory import Inventory
+from meta.policy.snapshot import TenantState
 
 
 class FairShare:
     """FairShare holds each tenant's share and raises it as this cycle places the tenant's work."""
 
-    def __init__(self, snapshot: Snapshot, config: SchedulerConfig) -> None:
+    def __init__(self, tenants: Iterable[TenantState], config: SchedulerConfig, inv: Inventory,
+                 usage: Iterable[Usage]) -> None:
         self._cfg = config
-        node_type: dict[str, str | None] = {}
+        self._costs: dict[str | None, float] = {}
         cost_total = cpu_total = mem_total = 0.0
-        for node in snapshot.nodes:
-            c = node.capacity
-            node_type[node.name] = c.gpu_type if c.gpus else None
-            if node.schedulable():
-                cost_total += config.gpu_cost(c.gpu_type) * c.gpus
-                cpu_total += c.cpus
-                mem_total += c.memory_mib
+        for c in inv.classes:
+            if c.schedulable:
+                cost_total += self.cost(c.gpu_type) * c.gpus * len(c.nodes)
+                cpu_total += c.cpus * len(c.nodes)
+                mem_total += c.mem * len(c.nodes)
         self._totals = (cost_total or 1.0, cpu_total or 1.0, mem_total or 1.0)
         # Full use of the cluster, decayed with the half-life, integrates to capacity * t½ / ln 2.
         self._usage_norm = (cost_total or 1.0) * max(config.usage_half_life_s, 1.0) / math.log(2)
         self._weight: dict[str, float] = {}
         self._usage: dict[str, float] = {}
-        for t in snapshot.tenants:
+        for t in tenants:
             self._weight[t.name] = t.weight if t.weight > 0 else 1.0
             self._usage[t.name] = t.decayed_usage
         self._current: dict[str, list[float]] = {}
         self._cache: dict[str, float] = {}
-        for r in snapshot.reservations:
-            for share in r.shares:
-                res = share.resources
-                gpu_type = res.gpu_type or node_type.get(share.node)
-                self.charge(r.tenant, gpu_type, res.gpus, res.cpus, res.memory_mib)
+        for tenant, gpu_type, gpus, cpus, mem in usage:
+            cur = self._current.get(tenant)
+            if cur is None:
+                cur = self._current[tenant] = [0.0, 0.0, 0.0]
+            cur[0] += self.cost(gpu_type) * gpus
+            cur[1] += cpus
+            cur[2] += mem
+
+    def cost(self, gpu_type: str | None) -> float:
+        """cost is the configured weight of one GPU of a type (memoised)."""
+        value = self._costs.get(gpu_type)
+        if value is None:
+            value = self._costs[gpu_type] = self._cfg.gpu_cost(gpu_type)
+        return value
 
     def charge(self, tenant: str, gpu_type: str | None, gpus: int, cpus: float, mem: int) -> None:
         """charge adds running (or just placed) resources to a tenant's current share."""
-        cur = self._current.setdefault(tenant, [0.0, 0.0, 0.0])
-        cur[0] += self._cfg.gpu_cost(gpu_type) * gpus
+        cur = self._current.get(tenant)
+        if cur is None:
+            cur = self._current[tenant] = [0.0, 0.0, 0.0]
+        cur[0] += self.cost(gpu_type) * gpus
         cur[1] += cpus
         cur[2] += mem
         self._cache.pop(tenant, None)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from meta.policy.equivalence import NodeClass, build_classes
+from meta.policy.inventory import leaf_name
 from meta.policy.plan import PendingReason, ReasonCode
 from meta.policy.shape import Shape, shape_of
 from meta.policy.snapshot import NodeState, PendingTask, Topology
@@ -200,11 +201,6 @@ def evaluate(
         return Verdict((), PendingReason(ReasonCode.NODE_UNHEALTHY, reason.message + " while some are down",
                                          "wait for the nodes to return to service"))
     return Verdict(tuple(healthy))
-
-
-def leaf_name(switch: str | None) -> str:
-    """leaf_name maps nodes without topology information onto one flat switch."""
-    return switch or ""
 
 
 def never_feasible(task: PendingTask, nodes: Sequence[NodeState]) -> PendingReason | None:

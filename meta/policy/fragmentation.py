@@ -19,21 +19,20 @@ def report(cap: Capacity, shapes: Iterable[Shape]) -> FragmentationReport:
     for c in cap.classes:
         if not c.schedulable or not c.gpus:
             continue
-        for i in c.nodes:
-            g = cap.gpu[i]
-            if not g:
-                continue
-            key = (c.id, g, cap.cpu[i], cap.mem[i], cap.sto[i])
-            usable = seen.get(key)
-            if usable is None:
-                usable = _any_fits(worker_shapes, c, g, cap.cpu[i], cap.mem[i], cap.sto[i])
-                seen[key] = usable
-            name = c.gpu_type or "gpu"
-            free_by_type[name] = free_by_type.get(name, 0) + g
-            if usable:
-                usable_by_type[name] = usable_by_type.get(name, 0) + g
-            else:
-                stranded += g
+        buckets = cap.buckets[c.id]
+        for g in range(1, len(buckets)):
+            for i in buckets[g]:  # only nodes with free GPUs
+                key = (c.id, g, cap.cpu[i], cap.mem[i], cap.sto[i])
+                usable = seen.get(key)
+                if usable is None:
+                    usable = _any_fits(worker_shapes, c, g, cap.cpu[i], cap.mem[i], cap.sto[i])
+                    seen[key] = usable
+                name = c.gpu_type or "gpu"
+                free_by_type[name] = free_by_type.get(name, 0) + g
+                if usable:
+                    usable_by_type[name] = usable_by_type.get(name, 0) + g
+                else:
+                    stranded += g
     if not worker_shapes:
         stranded = 0  # an empty queue strands nothing
     largest = max(usable_by_type.values(), default=0) if worker_shapes else max(free_by_type.values(), default=0)

@@ -7,8 +7,10 @@ its guarantee may reclaim lent capacity by preempting borrowers (tenants above t
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterable
 
-from meta.policy.snapshot import Snapshot
+from meta.policy.capacity import Usage
+from meta.policy.snapshot import TenantState
 
 ANY = "*"
 
@@ -16,16 +18,19 @@ ANY = "*"
 class QuotaLedger:
     """QuotaLedger tracks GPUs in use per tenant and type, against guarantees and limits."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
-        node_type = {n.name: (n.capacity.gpu_type if n.capacity.gpus else None) for n in snapshot.nodes}
+    def __init__(self, tenants: Iterable[TenantState], usage: Iterable[Usage]) -> None:
         self.used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
-        self.guaranteed = {t.name: t.guaranteed for t in snapshot.tenants}
-        self.limit = {t.name: t.limit for t in snapshot.tenants}
-        for r in snapshot.reservations:
-            for share in r.shares:
-                if share.resources.gpus:
-                    gpu_type = share.resources.gpu_type or node_type.get(share.node)
-                    self.charge(r.tenant, gpu_type, share.resources.gpus)
+        self.guaranteed: dict[str, dict[str, int]] = {}
+        self.limit: dict[str, dict[str, int]] = {}
+        for t in tenants:
+            self.guaranteed[t.name] = t.guaranteed
+            self.limit[t.name] = t.limit
+        for tenant, gpu_type, gpus, _, _ in usage:
+            if gpus:
+                used = self.used[tenant]
+                if gpu_type:
+                    used[gpu_type] += gpus
+                used[ANY] += gpus
 
     def charge(self, tenant: str, gpu_type: str | None, gpus: int) -> None:
         """charge counts GPUs against the tenant (running, placed or about to be placed)."""

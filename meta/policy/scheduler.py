@@ -29,11 +29,12 @@ from meta.policy import explain
 from meta.policy.backfill import Release, earliest_start, nodes_when_all_end, releases_of
 from meta.policy.capacity import Capacity
 from meta.policy.config import SchedulerConfig
-from meta.policy.equivalence import NodeClass, build_classes
+from meta.policy.equivalence import NodeClass
 from meta.policy.fairshare import FairShare
 from meta.policy.feasibility import Verdict, evaluate
 from meta.policy.fragmentation import report
 from meta.policy.gang import Pick
+from meta.policy.inventory import inventory_for
 from meta.policy.ordering import is_aged, is_urgent, ordered
 from meta.policy.placement import fit, gang_candidates
 from meta.policy.plan import (
@@ -76,13 +77,14 @@ class Cycle:
 
     def __init__(self, snapshot: Snapshot, config: SchedulerConfig) -> None:
         self.snap, self.cfg, self.now = snapshot, config, snapshot.now
-        self.classes, node_class = build_classes(snapshot.nodes)
-        self.cap = Capacity(snapshot.nodes, self.classes, node_class, snapshot.reservations, snapshot.switch_parent)
-        self.initial = self.cap.snapshot_copy()
-        self.fair = FairShare(snapshot, config)
-        self.quota = QuotaLedger(snapshot)
+        self.inv = inventory_for(snapshot.nodes, snapshot.switch_parent)
+        self.classes = self.inv.classes
+        self.cap = Capacity(self.inv, snapshot.reservations)
+        self._initial: Capacity | None = None
+        self.fair = FairShare(snapshot.tenants, config, self.inv, self.cap.usage)
+        self.quota = QuotaLedger(snapshot.tenants, self.cap.usage)
         self.plan = Plan(inventory_version=snapshot.inventory_version)
-        self.verdicts: dict[Shape, Verdict] = {}
+        self.verdicts: dict[Shape, Verdict] = self.inv.verdicts  # filters depend on the inventory only
         self.failed: dict[object, float] = {}  # shape -> earliest end that already failed to fit
         self.diagnoses: dict[object, PendingReason | None] = {}
         self.releases: list[Release] | None = None
@@ -94,6 +96,13 @@ class Cycle:
         self.holds_made = 0  # backfill holds, including keep-from-gangs marks
         self.preempt_failed: set[tuple] = set()
         self.any_preemptible = any(r.preemptible or r.stopping for r in snapshot.reservations)
+
+    @property
+    def initial(self) -> Capacity:
+        """initial is the cycle-start capacity, built only when a diagnosis needs it."""
+        if self._initial is None:
+            self._initial = self.cap.at_cycle_start()
+        return self._initial
 
     # --- the per-task pipeline ----------------------------------------------------------------
 

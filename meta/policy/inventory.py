@@ -1,0 +1,75 @@
+"""Inventory: the cycle-independent index of the nodes, built once per node tuple and reused.
+
+The daemon and the simulator hand the same node tuple to cycle after cycle; classes, names,
+switches and filter verdicts depend only on it, so they are memoised on its identity (a pure
+cache: the same input always gives the same index).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from meta.policy.equivalence import NodeClass, build_classes
+from meta.policy.snapshot import NodeState
+
+
+def leaf_name(switch: str | None) -> str:
+    """leaf_name maps nodes without topology information onto one flat switch."""
+    return switch or ""
+
+
+@dataclass(slots=True)
+class Inventory:
+    """Inventory holds per-node static facts in plain lists, and the classes they fall into."""
+
+    nodes: tuple[NodeState, ...]
+    parents: dict[str, str]
+    classes: list[NodeClass]
+    node_class: list[int]
+    names: list[str]
+    index: dict[str, int]
+    leaf: list[str]
+    spine: list[str]
+    gpu_type: list[str | None]
+    gpu: list[int]
+    cpu: list[float]
+    mem: list[int]
+    sto: list[int]
+    verdicts: dict = field(default_factory=dict)  # Shape -> Verdict, valid for this inventory
+
+
+def build_inventory(nodes: tuple[NodeState, ...], parents: Mapping[str, str]) -> Inventory:
+    """build_inventory indexes a node tuple (without memoising)."""
+    classes, node_class = build_classes(nodes)
+    leaf = [leaf_name(n.switch) for n in nodes]
+    return Inventory(
+        nodes=nodes,
+        parents=dict(parents),
+        classes=classes,
+        node_class=node_class,
+        names=[n.name for n in nodes],
+        index={n.name: i for i, n in enumerate(nodes)},
+        leaf=leaf,
+        spine=[parents.get(x, "") for x in leaf],
+        gpu_type=[classes[c].gpu_type for c in node_class],
+        gpu=[classes[c].gpus for c in node_class],
+        cpu=[classes[c].cpus for c in node_class],
+        mem=[classes[c].mem for c in node_class],
+        sto=[classes[c].sto for c in node_class],
+    )
+
+
+_CACHE: list[Inventory] = []
+_CACHE_SIZE = 4
+
+
+def inventory_for(nodes: tuple[NodeState, ...], parents: Mapping[str, str]) -> Inventory:
+    """inventory_for returns the memoised Inventory of this exact node tuple and switch tree."""
+    for inv in _CACHE:
+        if inv.nodes is nodes and inv.parents == parents:
+            return inv
+    inv = build_inventory(nodes, parents)
+    _CACHE.insert(0, inv)
+    del _CACHE[_CACHE_SIZE:]
+    return inv
