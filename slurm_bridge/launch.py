@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 
 from meta.policy.snapshot import JobKind
 from meta.resources import ZERO, ResourceVector
@@ -75,6 +76,9 @@ class LaunchRequest:
     secret_names: tuple[str, ...] = ()
     job_name: str = ""
     task_name: str = ""  # the task's name: an inference partition's shard name or index
+    # a file holding metasched's database URL, for the job's own `metasched checkpoint/commit`
+    # calls: the path travels in the script, the credentials never do
+    db_url_file: str | None = None
     checkpoint_dir: str | None = None
     output_dir: str | None = None
     resume_from: str | None = None
@@ -85,6 +89,8 @@ class LaunchRequest:
     stderr: str | None = None
 
     def __post_init__(self) -> None:
+        # A read-only copy: the request is validated once and must not change afterwards.
+        object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
         try:
             check_attempt_id(self.attempt_id)
         except ValueError as error:

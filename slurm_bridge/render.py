@@ -151,6 +151,7 @@ def _exports(request: LaunchRequest) -> Iterator[str]:
         "METASCHED_OUTPUT_DIR": request.output_dir,
         "METASCHED_RESUME_FROM": request.resume_from,
         "METASCHED_SECRET_NAMES": ",".join(request.secret_names),
+        "METASCHED_DB_FILE": request.db_url_file,
     }
     for name, value in ours.items():
         if value:

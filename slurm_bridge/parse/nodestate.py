@@ -7,7 +7,8 @@ from dataclasses import dataclass
 
 # Base states that already say "drained" or "failed" on their own (sinfo's long names).
 _DRAIN_BASES = {"DRAIN", "DRAINED", "DRAINING"}
-_UNHEALTHY_FLAGS = {"DOWN", "NOT_RESPONDING", "FAIL", "FAILING", "POWERED_DOWN", "POWER_DOWN", "INVALID_REG"}
+# POWERED_DOWN is not here: Slurm powers such nodes up on demand, so their capacity is real.
+_UNHEALTHY_FLAGS = {"DOWN", "NOT_RESPONDING", "FAIL", "FAILING", "INVALID_REG", "POWERING_DOWN"}
 _UNHEALTHY_BASES = {"DOWN", "FAIL", "FUTURE", "UNKNOWN", "ERROR"}
 
 

@@ -36,7 +36,7 @@ def test_cancel_with_signal(fake_binary, recorded_calls):
     client = client_with(scancel=fake_binary())
     client.cancel([12, "20+1"], signal="USR1")
     client.cancel([])
-    assert [c["argv"] for c in recorded_calls()] == [["--signal=USR1", "--full", "12", "20+1"]]
+    assert [c["argv"] for c in recorded_calls()] == [["--signal=USR1", "--batch", "12", "20+1"]]
 
 
 def test_cancel_of_finished_job_is_not_an_error(fake_binary):

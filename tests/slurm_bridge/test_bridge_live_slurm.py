@@ -117,6 +117,40 @@ def test_running_gang_is_seen_then_cancelled(client, tmp_path):
     assert record.observed.category == FailureCategory.CANCELLED
 
 
+def test_checkpoint_signal_reaches_every_task_once(client, tmp_path):
+    # Each task installs its trap, then says "ready"; the test signals only after both did.
+    handler = (
+        "n=0; trap 'n=$((n+1)); echo \"USR1 #$n task $SLURM_PROCID\"' USR1; "
+        "echo ready; for i in $(seq 240); do sleep 0.5; done"
+    )
+    request = launch(
+        tmp_path,
+        handler,
+        kind=JobKind.TRAINING,
+        num_nodes=2,
+        nodes=("a100n1", "a100n2"),
+        per_node=ResourceVector(cpus=1, memory="1G", gpus=1, gpu_type="a100"),
+    )
+    job_id = client.submit(render(request))
+    output = tmp_path / f"slurm-{job_id}.out"
+
+    def logged(word: str, count: int) -> list[str] | None:
+        text = output.read_text() if output.exists() else ""
+        return (
+            sorted(line for line in text.splitlines() if line.startswith(word))
+            if text.count(word) >= count
+            else None
+        )
+
+    try:
+        wait_for(lambda: logged("ready", 2), "both traps installed")
+        client.cancel([job_id], signal="USR1")
+        lines = wait_for(lambda: logged("USR1", 2), "both tasks to log the signal")
+        assert lines == ["USR1 #1 task 0", "USR1 #1 task 1"]
+    finally:
+        client.cancel([job_id])
+
+
 def test_unknown_outcome_is_resolved_by_lookup(client, tmp_path):
     faulty = FaultInjectingClient(client)
     faulty.inject("submit", FaultKind.TIMEOUT_AFTER)
