@@ -14,6 +14,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
 ENV_VAR = "METASCHED_DB"
+FILE_ENV_VAR = "METASCHED_DB_FILE"  # a file holding the URL: how jobs reach the store without secrets in scripts
 
 
 class DatabaseURLError(ValueError):
@@ -27,8 +28,8 @@ def default_sqlite_path() -> Path:
 
 
 def resolve_url(explicit: str | None = None) -> str:
-    """resolve_url picks --db, then METASCHED_DB, then the embedded SQLite file."""
-    url = explicit or os.environ.get(ENV_VAR)
+    """resolve_url picks --db, then METASCHED_DB, then the file METASCHED_DB_FILE, then embedded SQLite."""
+    url = explicit or os.environ.get(ENV_VAR) or _url_from_file(os.environ.get(FILE_ENV_VAR))
     if not url:
         return f"sqlite:///{default_sqlite_path()}"
     if url.startswith("postgresql://") or url.startswith("postgres://"):
@@ -41,6 +42,29 @@ def resolve_url(explicit: str | None = None) -> str:
     if parsed.get_backend_name() not in {"sqlite", "postgresql"}:
         raise DatabaseURLError(f"unsupported database {parsed.get_backend_name()!r}: use postgresql or sqlite")
     return url
+
+
+def _url_from_file(path: str | None) -> str | None:
+    """_url_from_file reads a database URL from a file (first non-empty line)."""
+    if not path:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as exc:
+        raise DatabaseURLError(f"cannot read {FILE_ENV_VAR}={path}: {exc.strerror}") from None
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        raise DatabaseURLError(f"{FILE_ENV_VAR}={path} is empty")
+    return lines[0]
+
+
+def write_url_file(url: str, path: Path) -> Path:
+    """write_url_file stores a database URL in a file only its owner can read (mode 0600)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(url + "\n")
+    return path
 
 
 def redact(url: str) -> str:
