@@ -1,1 +1,19 @@
-"""slurm_bridge package."""
+"""slurm_bridge: everything that speaks Slurm (22.05 and later) for metasched.
+
+Modules, one concept each:
+
+- ``runner``: run a Slurm CLI as an argv list with a timeout; typed errors; per-call observer.
+- ``classify``: which failure messages mean rejected, transient or unknown outcome.
+- ``errors``: ``SlurmRejected``, ``SlurmTransient``, ``SlurmUnknownOutcome``, ``SlurmFailed``, ...
+- ``observer``: ``CallRecord``, ``CallObserver`` protocol, ``CallCounter``.
+- ``client``: the ``SlurmClient`` protocol; ``commands.CliSlurmClient`` is the default implementation.
+- ``faults``: ``FaultInjectingClient`` for tests (drop, reject, timeout before / after delegating).
+- ``pyslurm_adapter``: optional stub; refuses unless a matching pyslurm is importable.
+- ``parse.*``: pure parsers (squeue/sinfo ``--json``, ``sacct -P``, ``scontrol -o``, topology, sdiag).
+- ``hostlist``: ``a100n[1-2],t4n1`` expand / compress.
+- ``states``: Slurm job state -> ``Outcome`` + ``FailureCategory``; ``observe``: group by attempt.
+- ``inventory``: sinfo + topology -> ``NodeState``s, inventory version, ``NodeUsage``.
+- ``tags``: job name / comment that carry the attempt id and fencing token.
+- ``launch`` + ``render``: ``LaunchRequest`` -> sbatch script.
+- ``reservations``: head-of-line holds, planned and applied idempotently by name.
+"""

@@ -6,6 +6,7 @@ Each call is timed and reported to the observer (and to the built-in per-command
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -22,6 +23,8 @@ from slurm_bridge.errors import (
     SlurmUnknownOutcome,
 )
 from slurm_bridge.observer import CallCounter, CallObserver, CallOutcome, CallRecord
+
+log = logging.getLogger(__name__)
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -121,7 +124,10 @@ class CommandRunner:
         record = CallRecord(command, tuple(argv), latency, outcome, returncode)
         self.counter.record(record)
         if self._observer is not None:
-            self._observer.record(record)
+            try:
+                self._observer.record(record)
+            except Exception:  # a broken metrics hook must not fail a Slurm call
+                log.exception("call observer failed for %s", command)
         return latency
 
 
