@@ -12,7 +12,78 @@ from collections.abc import Iterable
 from meta.policy.inventory import Inventory
 from meta.policy.snapshot import Reservation
 
-Usage = tuple[str, str | None, int, float, int]  # (tenant, GPU type, GPUs, cpus, memory MiB)
+TenantUsage = dict[str, list]  # tenant -> [{GPU type: GPUs}, cpus, memory MiB]
+_Entry = tuple[list[tuple[int, int, float, int, int]], str, str | None, int, float, int]
+
+
+class Ledger:
+    """Ledger is what live reservations hold, kept between cycles and updated by difference.
+
+    Cycles see mostly the same reservation objects; subtracting only the ones that came and
+    adding back the ones that went keeps the per-cycle cost proportional to the change.
+    """
+
+    def __init__(self, inv: Inventory) -> None:
+        self.inv = inv
+        self.held: dict[int, tuple[Reservation, _Entry]] = {}  # id -> (reservation kept alive, entry)
+        self.free = [list(inv.gpu), list(inv.cpu), list(inv.mem), list(inv.sto)]
+        self.tenants: TenantUsage = {}
+
+    def _entry(self, r: Reservation) -> _Entry:
+        """_entry flattens a reservation into per-node amounts and its totals."""
+        index, types = self.inv.index, self.inv.gpu_type
+        shares = []
+        gpus, cpus, mem, gpu_type = 0, 0.0, 0, None
+        for share in r.shares:
+            i = index.get(share.node)
+            if i is None:
+                continue
+            res = share.resources
+            shares.append((i, res.gpus, res.cpus, res.memory_mib, res.storage_gib))
+            gpus += res.gpus
+            cpus += res.cpus
+            mem += res.memory_mib
+            if res.gpus and gpu_type is None:
+                gpu_type = res.gpu_type or types[i]
+        return (shares, r.tenant, gpu_type, gpus, cpus, mem)
+
+    def _apply(self, entry: _Entry, sign: int) -> None:
+        """_apply subtracts (sign=1) or returns (sign=-1) a reservation's capacity and usage."""
+        gpu, cpu, mem, sto = self.free
+        shares, tenant, gpu_type, gpus, cpus, memory = entry
+        for i, g, c, m, s in shares:
+            gpu[i] -= sign * g
+            cpu[i] -= sign * c
+            mem[i] -= sign * m
+            sto[i] -= sign * s
+        usage = self.tenants.get(tenant)
+        if usage is None:
+            usage = self.tenants[tenant] = [{}, 0.0, 0]
+        if gpus:
+            usage[0][gpu_type] = usage[0].get(gpu_type, 0) + sign * gpus
+        usage[1] += sign * cpus
+        usage[2] += sign * memory
+
+    def update(self, reservations: Iterable[Reservation]) -> None:
+        """update brings the ledger to exactly this set of reservations."""
+        current = {id(r): r for r in reservations}
+        held = self.held
+        for key in [k for k in held if k not in current]:
+            self._apply(held.pop(key)[1], -1)
+        for key, r in current.items():
+            if key not in held:
+                entry = self._entry(r)
+                held[key] = (r, entry)
+                self._apply(entry, 1)
+
+
+def ledger_for(inv: Inventory, reservations: Iterable[Reservation]) -> Ledger:
+    """ledger_for returns the inventory's ledger brought up to date with these reservations."""
+    ledger = inv.ledger
+    if ledger is None:
+        ledger = inv.ledger = Ledger(inv)
+    ledger.update(reservations)
+    return ledger
 
 
 class Capacity:
@@ -22,9 +93,9 @@ class Capacity:
         self.inv = inv
         self.names, self.index, self.cls, self.classes = inv.names, inv.index, inv.node_class, inv.classes
         self.gpu_type, self.leaf, self.spine = inv.gpu_type, inv.leaf, inv.spine
-        self.gpu, self.cpu, self.mem, self.sto = list(inv.gpu), list(inv.cpu), list(inv.mem), list(inv.sto)
-        self._over: list[int] = []
-        self.usage: list[Usage] = [self._subtract(r) for r in reservations]
+        ledger = ledger_for(inv, reservations)
+        self.gpu, self.cpu, self.mem, self.sto = (list(a) for a in ledger.free)
+        self.usage: TenantUsage = {t: [dict(u[0]), u[1], u[2]] for t, u in ledger.tenants.items()}
         self._clamp()
         self.start = (list(self.gpu), list(self.cpu), list(self.mem), list(self.sto))
         self.buckets = self._buckets()
@@ -35,37 +106,13 @@ class Capacity:
         self.hold_job: list[str | None] = [None] * n
         self.gang_blocked: list[str | None] = [None] * n
 
-    def _subtract(self, r: Reservation) -> Usage:
-        """_subtract removes one live reservation and returns its totals for quota and fair share."""
-        index, gpu, cpu, mem, sto = self.index, self.gpu, self.cpu, self.mem, self.sto
-        gpus = 0
-        cpus = 0.0
-        memory = 0
-        gpu_type = None
-        for share in r.shares:
-            i = index.get(share.node)
-            if i is None:
-                continue
-            res = share.resources
-            gpu[i] -= res.gpus
-            cpu[i] -= res.cpus
-            mem[i] -= res.memory_mib
-            sto[i] -= res.storage_gib
-            if gpu[i] < 0 or cpu[i] < 0 or mem[i] < 0 or sto[i] < 0:
-                self._over.append(i)
-            gpus += res.gpus
-            cpus += res.cpus
-            memory += res.memory_mib
-            if res.gpus and gpu_type is None:
-                gpu_type = res.gpu_type or self.gpu_type[i]
-        return (r.tenant, gpu_type, gpus, cpus, memory)
-
     def _clamp(self) -> None:
         """_clamp treats an over-reserved node as full rather than negative."""
-        for i in self._over:
-            for arr in (self.gpu, self.cpu, self.mem, self.sto):
-                if arr[i] < 0:
-                    arr[i] = 0
+        for arr in (self.gpu, self.cpu, self.mem, self.sto):
+            if min(arr, default=0) < 0:
+                for i, v in enumerate(arr):
+                    if v < 0:
+                        arr[i] = 0
 
     def _free_by_type(self) -> dict[str | None, int]:
         """_free_by_type sums free GPUs per type on schedulable nodes, from the buckets."""

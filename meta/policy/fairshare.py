@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from meta.policy.capacity import Usage
+from meta.policy.capacity import TenantUsage
 from meta.policy.config import SchedulerConfig
 from meta.policy.inventory import Inventory
 from meta.policy.snapshot import TenantState
@@ -15,7 +15,7 @@ class FairShare:
     """FairShare holds each tenant's share and raises it as this cycle places the tenant's work."""
 
     def __init__(self, tenants: Iterable[TenantState], config: SchedulerConfig, inv: Inventory,
-                 usage: Iterable[Usage]) -> None:
+                 usage: TenantUsage) -> None:
         self._cfg = config
         self._costs: dict[str | None, float] = {}
         cost_total = cpu_total = mem_total = 0.0
@@ -34,13 +34,9 @@ class FairShare:
             self._usage[t.name] = t.decayed_usage
         self._current: dict[str, list[float]] = {}
         self._cache: dict[str, float] = {}
-        for tenant, gpu_type, gpus, cpus, mem in usage:
-            cur = self._current.get(tenant)
-            if cur is None:
-                cur = self._current[tenant] = [0.0, 0.0, 0.0]
-            cur[0] += self.cost(gpu_type) * gpus
-            cur[1] += cpus
-            cur[2] += mem
+        for tenant, (by_type, cpus, mem) in usage.items():
+            gpu_cost = sum(self.cost(t) * n for t, n in by_type.items())
+            self._current[tenant] = [gpu_cost, cpus, mem]
 
     def cost(self, gpu_type: str | None) -> float:
         """cost is the configured weight of one GPU of a type (memoised)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from meta.policy.capacity import Capacity
+from meta.policy.equivalence import NodeClass
 from meta.policy.plan import FragmentationReport
 from meta.policy.shape import Shape
 
@@ -13,26 +14,23 @@ def report(cap: Capacity, shapes: Iterable[Shape]) -> FragmentationReport:
     """report measures free GPUs on schedulable nodes after this cycle's placements."""
     worker_shapes = {(s.gpu_type, s.gpus, s.cpus, s.mem, s.sto, s.network, s.partition) for s in shapes if s.gpus}
     free_by_type: dict[str, int] = {}
-    stranded = 0
     usable_by_type: dict[str, int] = {}
-    seen: dict[tuple, bool] = {}
+    stranded = 0
     for c in cap.classes:
         if not c.schedulable or not c.gpus:
             continue
+        name = c.gpu_type or "gpu"
+        matching = _matching(worker_shapes, c)
         buckets = cap.buckets[c.id]
         for g in range(1, len(buckets)):
-            for i in buckets[g]:  # only nodes with free GPUs
-                key = (c.id, g, cap.cpu[i], cap.mem[i], cap.sto[i])
-                usable = seen.get(key)
-                if usable is None:
-                    usable = _any_fits(worker_shapes, c, g, cap.cpu[i], cap.mem[i], cap.sto[i])
-                    seen[key] = usable
-                name = c.gpu_type or "gpu"
-                free_by_type[name] = free_by_type.get(name, 0) + g
-                if usable:
-                    usable_by_type[name] = usable_by_type.get(name, 0) + g
-                else:
-                    stranded += g
+            nodes = buckets[g]
+            if not nodes:
+                continue
+            free_by_type[name] = free_by_type.get(name, 0) + g * len(nodes)
+            needs = _pareto([(cpus, mem, sto) for gpus, cpus, mem, sto in matching if gpus <= g])
+            usable = sum(g for i in nodes if _fits_any(needs, cap.cpu[i], cap.mem[i], cap.sto[i]))
+            usable_by_type[name] = usable_by_type.get(name, 0) + usable
+            stranded += g * len(nodes) - usable
     if not worker_shapes:
         stranded = 0  # an empty queue strands nothing
     largest = max(usable_by_type.values(), default=0) if worker_shapes else max(free_by_type.values(), default=0)
@@ -44,15 +42,33 @@ def report(cap: Capacity, shapes: Iterable[Shape]) -> FragmentationReport:
     )
 
 
-def _any_fits(shapes: set[tuple], c, g: int, cpu: float, mem: int, sto: int) -> bool:
-    """_any_fits tells whether any pending worker shape fits the free part of a node of class c."""
-    for gpu_type, gpus, cpus, m, s, network, partition in shapes:
+def _matching(shapes: set[tuple], c: NodeClass) -> list[tuple[int, float, int, int]]:
+    """_matching keeps the worker shapes whose type, network and partition fit class c."""
+    out = []
+    for gpu_type, gpus, cpus, mem, sto, network, partition in shapes:
         if gpu_type is not None and gpu_type != c.gpu_type:
             continue
         if network is not None and network != c.network:
             continue
         if partition is not None and partition not in c.partitions:
             continue
-        if gpus <= g and cpus <= cpu + 1e-9 and m <= mem and s <= sto:
+        out.append((gpus, cpus, mem, sto))
+    return out
+
+
+def _pareto(needs: list[tuple[float, int, int]]) -> list[tuple[float, int, int]]:
+    """_pareto drops needs that another need undercuts in every dimension."""
+    needs = sorted(set(needs))
+    out: list[tuple[float, int, int]] = []
+    for n in needs:
+        if not any(o[0] <= n[0] and o[1] <= n[1] and o[2] <= n[2] for o in out):
+            out.append(n)
+    return out
+
+
+def _fits_any(needs: list[tuple[float, int, int]], cpu: float, mem: int, sto: int) -> bool:
+    """_fits_any tells whether any (cpus, memory, storage) need fits the free amounts."""
+    for cpus, m, s in needs:
+        if cpus <= cpu + 1e-9 and m <= mem and s <= sto:
             return True
     return False

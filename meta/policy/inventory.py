@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 from meta.policy.equivalence import NodeClass, build_classes
 from meta.policy.snapshot import NodeState
@@ -37,6 +38,7 @@ class Inventory:
     mem: list[int]
     sto: list[int]
     verdicts: dict = field(default_factory=dict)  # Shape -> Verdict, valid for this inventory
+    ledger: Any = None  # capacity.Ledger: reservations of the last cycle on these nodes
 
 
 def build_inventory(nodes: tuple[NodeState, ...], parents: Mapping[str, str]) -> Inventory:

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
-from meta.policy.capacity import Usage
+from meta.policy.capacity import TenantUsage
 from meta.policy.snapshot import TenantState
 
 ANY = "*"
@@ -18,19 +18,20 @@ ANY = "*"
 class QuotaLedger:
     """QuotaLedger tracks GPUs in use per tenant and type, against guarantees and limits."""
 
-    def __init__(self, tenants: Iterable[TenantState], usage: Iterable[Usage]) -> None:
+    def __init__(self, tenants: Iterable[TenantState], usage: TenantUsage) -> None:
         self.used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.guaranteed: dict[str, dict[str, int]] = {}
         self.limit: dict[str, dict[str, int]] = {}
         for t in tenants:
             self.guaranteed[t.name] = t.guaranteed
             self.limit[t.name] = t.limit
-        for tenant, gpu_type, gpus, _, _ in usage:
-            if gpus:
-                used = self.used[tenant]
-                if gpu_type:
-                    used[gpu_type] += gpus
-                used[ANY] += gpus
+        for tenant, (by_type, _, _) in usage.items():
+            used = self.used[tenant]
+            for gpu_type, gpus in by_type.items():
+                if gpus:
+                    if gpu_type:
+                        used[gpu_type] += gpus
+                    used[ANY] += gpus
 
     def charge(self, tenant: str, gpu_type: str | None, gpus: int) -> None:
         """charge counts GPUs against the tenant (running, placed or about to be placed)."""

@@ -68,7 +68,7 @@ def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None) -> Plan:
     cycle = Cycle(snapshot, config or SchedulerConfig())
     for task in ordered(snapshot.pending, cycle.fair, cycle.cfg, snapshot.now):
         cycle.schedule_one(task)
-    cycle.plan.fragmentation = report(cycle.cap, (shape_of(t) for t in snapshot.pending))
+    cycle.plan.fragmentation = report(cycle.cap, cycle.shapes.values())
     return cycle.plan
 
 
@@ -84,6 +84,7 @@ class Cycle:
         self.fair = FairShare(snapshot.tenants, config, self.inv, self.cap.usage)
         self.quota = QuotaLedger(snapshot.tenants, self.cap.usage)
         self.plan = Plan(inventory_version=snapshot.inventory_version)
+        self.shapes: dict[str, Shape] = {}
         self.verdicts: dict[Shape, Verdict] = self.inv.verdicts  # filters depend on the inventory only
         self.failed: dict[object, float] = {}  # shape -> earliest end that already failed to fit
         self.diagnoses: dict[object, PendingReason | None] = {}
@@ -108,7 +109,7 @@ class Cycle:
 
     def schedule_one(self, task: PendingTask) -> None:
         """schedule_one runs filters, quota, fit and the fallbacks for one pending task."""
-        shape = shape_of(task)
+        shape = self.shapes[task.task_id] = shape_of(task)
         verdict = self._verdict(shape)
         if verdict.reason is not None:
             self.plan.reasons[task.task_id] = verdict.reason
