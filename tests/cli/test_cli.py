@@ -321,6 +321,19 @@ class TestJobFlow:
         assert {t["state"] for t in status["task_list"]} == {"pending"}
         assert job_ids(run, "--state", "pending") == [short_id]
 
+    def test_cancel_and_retry_cycles(self, run: Run) -> None:
+        short_id = ok(run("submit", "-f", EVAL)).strip()
+        for _ in range(3):  # each cycle is a new intent: new stimulus ids, no clash with the last one
+            assert ok(run("cancel", short_id)).strip() == f"job {short_id}: cancelled"
+            assert ok(run("retry", short_id)).strip() == "retrying 1 task(s): 0:0"
+        status = as_json(run("status", short_id, "--json"))
+        assert status["state"] == "pending" and status["cancel_requested"] is False
+        moves = [
+            (t["from_state"], t["to_state"]) for t in status["recent_transitions"] if t["entity"] == "task"
+        ]
+        assert moves.count(("pending", "cancelled")) == 3
+        assert moves.count(("cancelled", "pending")) == 3
+
     def test_retry_one_task(self, run: Run) -> None:
         short_id = ok(run("submit", "-f", INFER)).strip()
         ok(run("cancel", short_id))
