@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import click
 
+from cli.checkpoint_cmd import checkpoint_group
 from cli.context import CliState
 from cli.db_cmd import db
 from cli.explain_cmd import explain
 from cli.jobs_cmd import cancel, list_jobs, retry, status, submit
+from cli.outputs_cmd import commit_cmd, outputs
 from cli.serve_cmd import serve
 
 
@@ -33,7 +35,7 @@ def cli(ctx: click.Context, db_url: str | None, tenant: str | None) -> None:
     ctx.obj = CliState(db_url=db_url, tenant=tenant)
 
 
-for command in (submit, status, list_jobs, cancel, retry, explain, serve, db):
+for command in (submit, status, list_jobs, cancel, retry, explain, outputs, commit_cmd, checkpoint_group, serve, db):
     cli.add_command(command)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from pathlib import Path
 from types import FrameType
 
 import click
@@ -16,6 +17,7 @@ from meta.daemon import Daemon, DaemonConfig
 from meta.launch_plan import LaunchSettings
 from meta.metrics import Metrics
 from meta.reconciler import ReconcileSettings
+from meta.store.db import write_url_file
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.runner import CommandRunner
 
@@ -55,13 +57,14 @@ def serve(
     """Run the scheduler daemon against Slurm until SIGTERM or SIGINT."""
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     service = state.service()  # opens the store and brings the schema to head
+    url_file = write_url_file(service.db.url, Path(log_dir) / ".metasched-db-url")
     metrics = Metrics()
     client = CliSlurmClient(CommandRunner(bin_dir=slurm_bin_dir, observer=metrics))
     config = DaemonConfig(
         period_s=period,
         leader_lease_s=leader_lease,
         submit_timeout_s=submit_timeout,
-        launch=LaunchSettings(log_dir=log_dir, grace_s=grace),
+        launch=LaunchSettings(log_dir=log_dir, grace_s=grace, db_url_file=str(url_file)),
         reconcile=ReconcileSettings(unknown_window_s=unknown_window, lost_grace_s=lost_grace),
     )
     if holder:

@@ -29,6 +29,7 @@ from meta.inventory_store import save_inventory
 from meta.launch_plan import LaunchSettings
 from meta.leader import Leadership, NotLeader, release, try_acquire
 from meta.metrics import Metrics
+from meta.outputs import commit_on_success, finalize_jobs
 from meta.policy.config import SchedulerConfig
 from meta.policy.scheduler import schedule
 from meta.policy.snapshot import NodeState
@@ -125,7 +126,10 @@ class Daemon:
         self.config = config
         self.metrics = metrics or Metrics()
         self.specs = SpecCache()
-        self.reconciler = Reconciler(db, client, config.reconcile)
+        self.reconciler = Reconciler(
+            db, client, config.reconcile, on_success=lambda session, a: commit_on_success(session, a, self.specs)
+        )
+        self._finalized: set[str] = set()
         self.actuator = Actuator(
             db, client, self.specs, config.launch, submit_timeout_s=config.submit_timeout_s
         )
@@ -163,6 +167,8 @@ class Daemon:
             self._reconcile(report)
             self._cycle(inventory, report)
             self._actuate(report)
+            with self.db.session() as session:
+                finalize_jobs(session, self.specs, self._finalized)
             self._gauges()
         except NotLeader as exc:
             log.warning("lost leadership: %s", exc)

@@ -20,6 +20,7 @@ class LaunchSettings:
 
     log_dir: str = "/tmp/metasched/logs"
     grace_s: int = 60
+    db_url_file: str | None = None  # lets jobs run `metasched checkpoint/commit` against the store
 
 
 def staging_dir(spec: InferenceSpec, attempt_id: str) -> str:
@@ -76,6 +77,7 @@ def launch_request(
         "resume_from": resume_from,
         "grace_s": settings.grace_s,
         "stdout": log,
+        "db_url_file": settings.db_url_file,
     }
     if len(groups) <= 1:
         workers, members = next(iter(groups.items())) if groups else (1, [])

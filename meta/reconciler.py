@@ -17,11 +17,12 @@ Jobs tagged by metasched with no live attempt are orphans and are cancelled (I2)
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from sqlalchemy import select, update
+from sqlalchemy.orm import Session
 
 from meta.durations import utcnow
 from meta.leader import Leadership, fence
@@ -38,6 +39,7 @@ from slurm_bridge.states import Observed, Outcome, map_state
 from slurm_bridge.tags import parse_tag
 
 log = logging.getLogger("metasched.reconciler")
+SuccessHook = Callable[[Session, Attempt], None]
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
 
 
@@ -124,10 +126,18 @@ def observe(client: SlurmClient, since: datetime) -> Observation:
 class Reconciler:
     """Reconciler moves attempts through their state machine from Slurm's reports."""
 
-    def __init__(self, db: Database, client: SlurmClient, settings: ReconcileSettings | None = None):
+    def __init__(
+        self,
+        db: Database,
+        client: SlurmClient,
+        settings: ReconcileSettings | None = None,
+        on_success: SuccessHook | None = None,
+    ):
         self.db = db
         self.client = client
         self.settings = settings or ReconcileSettings()
+        # called inside the transaction, before an attempt moves to succeeded (e.g. commit outputs)
+        self.on_success = on_success
 
     def since(self) -> datetime:
         """since is where the sacct window starts: before the oldest live attempt was launched."""
@@ -208,6 +218,8 @@ class Reconciler:
         values = {}
         if sighting.observed.exit_code is not None:
             values["exit_code"] = sighting.observed.exit_code
+        if target == AttemptState.SUCCEEDED and self.on_success is not None:
+            self.on_success(session, attempt)
         stimulus = f"slurm:{sighting.slurm_job_id}:{sighting.observed.slurm_state}:{target.value}"
         attempt_event(
             session,

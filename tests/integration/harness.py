@@ -15,6 +15,7 @@ from meta.reconciler import ReconcileSettings
 from meta.service import Service
 from meta.spec import spec_from_dict
 from meta.states import JobState
+from meta.store.db import write_url_file
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.runner import CommandRunner
 
@@ -102,7 +103,11 @@ class DaemonHarness:
             leader_lease_s=30.0,
             holder="test-harness",
             submit_timeout_s=float(config.get("submit_timeout_s", 20.0)),
-            launch=LaunchSettings(log_dir=str(tmp_path / "logs"), grace_s=int(config.get("grace_s", 5))),
+            launch=LaunchSettings(
+                log_dir=str(tmp_path / "logs"),
+                grace_s=int(config.get("grace_s", 5)),
+                db_url_file=str(write_url_file(service.db.url, tmp_path / "db-url")),
+            ),
             reconcile=ReconcileSettings(
                 unknown_window_s=float(config.get("unknown_window_s", 4.0)),
                 lost_grace_s=float(config.get("lost_grace_s", 60.0)),

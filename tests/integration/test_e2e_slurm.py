@@ -4,6 +4,9 @@ token; cancel reaches Slurm."""
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
 from meta.states import AttemptState, JobState
@@ -27,7 +30,7 @@ INFER = {
     "tenant": "tenant-b",
     "partitions": 4,
     "resources": {"cpus": 1, "memory": "1G", "gpus": 1, "gpu_type": "t4"},
-    "output": "/tmp/metasched-e2e-out",
+    "output": "/tmp/replaced-per-test",
     "time_limit": "5m",
     "command": 'echo "partition $METASCHED_PARTITION" > "$METASCHED_OUTPUT_DIR/part.txt"',
 }
@@ -71,6 +74,14 @@ def test_three_kinds_run_through_slurm_and_failures_retry(harness: DaemonHarness
     assert len(gang) == 1 and sorted(gang[0].nodes) == ["a100n1", "a100n2"]
     infer = _attempts(harness, jobs["infer"])
     assert len(infer) == 4 and all(n.startswith("t4n") for a in infer for n in a.nodes)
+
+    manifest = json.loads((tmp_path / "out" / "_manifest.json").read_text())
+    assert manifest["complete"] and len(manifest["partitions"]) == 4
+    for partition in manifest["partitions"]:
+        files = partition["manifest"]["files"]
+        assert [f["path"] for f in files] == ["part.txt"]
+        text = (Path(partition["manifest"]["root"]) / "part.txt").read_text()
+        assert text == f"partition {partition['name']}\n"
 
     failed = _attempts(harness, jobs["fails"])
     assert [a.state for a in failed] == [AttemptState.FAILED, AttemptState.FAILED]

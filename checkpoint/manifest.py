@@ -1,0 +1,141 @@
+"""Exactly-once inference outputs: attempt-private staging, then one atomic manifest commit.
+
+Each partition attempt writes under ``<output>/_attempts/<attempt>/`` and commits a manifest
+(files, sizes, sha256) carrying its fencing token. The commit table's primary key is the task,
+so a partition has at most one visible output (I1); only the task's current attempt, within its
+lease, may commit. A late or duplicate worker is refused and its staging is garbage-collected.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session
+
+from checkpoint.fencing import current_attempt
+from meta.durations import utcnow
+from meta.errors import Conflict, InvalidRequest, NotFound
+from meta.states import LIVE_ATTEMPT_STATES
+from meta.store.models import Attempt, Job, PartitionCommit, Task
+
+STAGING = "_attempts"
+JOB_MANIFEST = "_manifest.json"
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def build_manifest(staging_dir: str | Path) -> dict[str, Any]:
+    """build_manifest lists every file under the staging dir with its size and sha256."""
+    root = Path(staging_dir)
+    if not root.is_dir():
+        raise InvalidRequest(f"staging directory {root} does not exist")
+    files = [
+        {"path": str(p.relative_to(root)), "size": p.stat().st_size, "sha256": _sha256(p)}
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    ]
+    return {"root": str(root), "files": files, "bytes": sum(f["size"] for f in files)}
+
+
+def commit(
+    session: Session, attempt_id: str, token: int, manifest: dict[str, Any], now: datetime | None = None
+) -> PartitionCommit:
+    """commit makes an attempt's manifest the partition's one visible output (idempotent per attempt)."""
+    moment = now or utcnow()
+    attempt = current_attempt(session, attempt_id, token, moment, need_lease=True)
+    existing = session.get(PartitionCommit, attempt.task_id)
+    if existing is not None:
+        if existing.attempt_id == attempt.id and existing.manifest == manifest:
+            return existing  # the same commit again: a retried call, same result
+        raise Conflict(f"partition already committed by attempt {existing.attempt_id}")
+    row = PartitionCommit(
+        task_id=attempt.task_id,
+        job_id=attempt.job_id,
+        attempt_id=attempt.id,
+        fencing_token=token,
+        manifest=manifest,
+        committed_at=moment,
+    )
+    try:
+        with session.begin_nested():
+            session.add(row)
+            session.flush()
+    except IntegrityError as exc:  # a concurrent commit for the same partition won
+        raise Conflict("partition already committed by a concurrent attempt") from exc
+    return row
+
+
+def committed(session: Session, job_id: str) -> list[PartitionCommit]:
+    """committed lists a job's committed partition outputs."""
+    return list(session.scalars(select(PartitionCommit).where(PartitionCommit.job_id == job_id)))
+
+
+def job_manifest(session: Session, job_id: str) -> dict[str, Any]:
+    """job_manifest has exactly one entry per partition (None where nothing is committed yet)."""
+    job = session.get(Job, job_id)
+    if job is None:
+        raise NotFound(f"job {job_id} not found")
+    commits = {c.task_id: c for c in committed(session, job_id)}
+    tasks = session.scalars(select(Task).where(Task.job_id == job_id).order_by(Task.index))
+    partitions = []
+    for task in tasks:
+        c = commits.get(task.id)
+        partitions.append(
+            {
+                "index": task.index,
+                "name": task.name,
+                "attempt": c.attempt_id if c else None,
+                "fencing_token": c.fencing_token if c else None,
+                "committed_at": c.committed_at.isoformat() if c else None,
+                "manifest": c.manifest if c else None,
+            }
+        )
+    complete = all(p["attempt"] for p in partitions)
+    return {"job": job.short_id, "job_id": job.id, "complete": complete, "partitions": partitions}
+
+
+def write_atomically(path: Path, data: dict[str, Any]) -> None:
+    """write_atomically writes JSON to a temp file, fsyncs it and renames it into place."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temp = tempfile.mkstemp(prefix=".manifest-", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            json.dump(data, handle, indent=2, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def gc_staging(session: Session, job_id: str, output_dir: str | Path) -> list[str]:
+    """gc_staging removes staging dirs of ended attempts whose output is not the committed one."""
+    root = Path(output_dir) / STAGING
+    if not root.is_dir():
+        return []
+    keep = {c.attempt_id for c in committed(session, job_id)}
+    attempts = {a.id: a.state for a in session.scalars(select(Attempt).where(Attempt.job_id == job_id))}
+    removed = []
+    for entry in root.iterdir():
+        state = attempts.get(entry.name)
+        if state is None or entry.name in keep or state in {s.value for s in LIVE_ATTEMPT_STATES}:
+            continue  # not ours, committed, or still running: leave it
+        shutil.rmtree(entry, ignore_errors=True)
+        removed.append(entry.name)
+    return removed

@@ -1,0 +1,67 @@
+"""Inference outputs in the daemon: commit on success, write the job manifest, collect garbage.
+
+A partition's program may commit its own manifest (``metasched commit``); when it exits 0
+without doing so, the reconciler commits the attempt's staging directory on its behalf —
+before the attempt leaves its live state, so the usual fence (current attempt, token, lease)
+applies to both paths alike.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from checkpoint.manifest import (
+    JOB_MANIFEST,
+    build_manifest,
+    commit,
+    gc_staging,
+    job_manifest,
+    write_atomically,
+)
+from meta.errors import MetaschedError
+from meta.launch_plan import staging_dir
+from meta.snapshot_source import SpecCache
+from meta.spec import InferenceSpec
+from meta.states import TaskState
+from meta.store.models import Attempt, Job, PartitionCommit, Task
+
+log = logging.getLogger("metasched.outputs")
+
+
+def commit_on_success(session: Session, attempt: Attempt, specs: SpecCache) -> None:
+    """commit_on_success commits a succeeded inference attempt's staging dir unless it committed itself."""
+    spec = specs.get(session, attempt.job_id)
+    if not isinstance(spec, InferenceSpec) or session.get(PartitionCommit, attempt.task_id) is not None:
+        return
+    staging = Path(staging_dir(spec, attempt.id))
+    try:
+        manifest = build_manifest(staging) if staging.is_dir() else {"root": str(staging), "files": [], "bytes": 0}
+        commit(session, attempt.id, attempt.fencing_token, manifest)
+    except MetaschedError as exc:
+        log.warning("could not commit output of attempt %s: %s", attempt.id, exc)
+
+
+def finalize_jobs(session: Session, specs: SpecCache, done: set[str]) -> list[str]:
+    """finalize_jobs writes the job manifest of succeeded inference jobs and removes stale staging."""
+    finished = []
+    jobs = session.scalars(select(Job).where(Job.kind == "inference", Job.id.not_in(done) if done else True))
+    for job in jobs:
+        states = set(session.scalars(select(Task.state).where(Task.job_id == job.id)))
+        if states != {TaskState.SUCCEEDED.value}:
+            continue
+        spec = specs.get(session, job.id)
+        assert isinstance(spec, InferenceSpec)
+        manifest = job_manifest(session, job.id)
+        try:
+            write_atomically(Path(spec.output) / JOB_MANIFEST, manifest)
+            gc_staging(session, job.id, spec.output)
+        except OSError as exc:  # the output dir may live where this host cannot write
+            log.warning("cannot finalize outputs of job %s in %s: %s", job.short_id, spec.output, exc)
+            continue
+        done.add(job.id)
+        finished.append(job.id)
+    return finished
