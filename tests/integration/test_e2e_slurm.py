@@ -57,11 +57,10 @@ def _attempts(h: DaemonHarness, job: str):
     return [a for t in h.service.status(job).tasks for a in t.attempts]
 
 
-def test_three_kinds_run_through_slurm_and_failures_retry(harness: DaemonHarness) -> None:
-    jobs = {
-        name: harness.submit(spec)
-        for name, spec in [("gang", GANG), ("infer", INFER), ("eval", EVAL), ("fails", FAILS)]
-    }
+def test_three_kinds_run_through_slurm_and_failures_retry(harness: DaemonHarness, tmp_path: Path) -> None:
+    infer_spec = dict(INFER, output=str(tmp_path / "out"))
+    specs = [("gang", GANG), ("infer", infer_spec), ("eval", EVAL), ("fails", FAILS)]
+    jobs = {name: harness.submit(spec) for name, spec in specs}
     periods = harness.run_until(harness.all_finished(list(jobs.values())), timeout_s=180)
     print(f"\nall four jobs finished after {periods} periods")
 
