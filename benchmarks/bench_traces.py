@@ -43,7 +43,7 @@ class Setup:
 
 
 SETUPS = (
-    Setup("philly", "philly/philly_2017-10-09_to_10-16.csv", "150x8",
+    Setup("philly", "philly/philly_2017-10-09_to_10-16.csv", "philly150",
           why="Philly week on 150 × 8-GPU nodes (1,200 GPUs): most jobs wait under FIFO (traces README)"),
     Setup("crux", "alibaba_crux2023/crux2023_jobs_days00-10.csv", "crux", scale=0.15,
           why="Crux ToR layout scaled to 15% (127 hosts): gangs of ≥ 64 GPUs contend, the 744-GPU job still fits"),

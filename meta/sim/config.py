@@ -29,6 +29,9 @@ class SimConfig:
     gang_topology: Topology = Topology.PREFER_SAME_SWITCH
     priority_class: str = ""  # "" = the job kind names the class (training, inference, …)
     tenant_weights: dict[str, float] = field(default_factory=dict)  # overrides the preset's
+    # Guaranteed quota per tenant = this fraction of the cluster's GPUs split by tenant weight
+    # (Philly's VC quotas); 0 = no guarantees. Slurm-like ignores guarantees (no preemption).
+    guarantee_fraction: float = 0.0
     strict: bool = True  # an invalid placement raises instead of being dropped and counted
     max_cycles_per_instant: int = 3  # re-run the policy after preemptions, at most this often
 

@@ -26,7 +26,7 @@ from meta.sim.cluster import ClusterSpec, gang_shape
 from meta.sim.config import SimConfig, runtime_estimate
 from meta.sim.job import JobState, SimJob
 from meta.sim.trace import TraceJob
-from meta.sim.usage import UsageLedger
+from meta.sim.usage import UsageLedger, guarantees_from_weights
 
 COMPLETE, CHECKPOINT = 0, 1  # completions sort before checkpoints at the same instant
 
@@ -90,7 +90,8 @@ class Engine:
         self.jobs = self._make_jobs(trace, origin_submits)
         self.window = self._window()
         weights = dict(cluster.tenants) | dict(self.config.tenant_weights)
-        self.ledger = UsageLedger(self.config.usage_half_life_s, self.window, weights)
+        guarantees = guarantees_from_weights(weights, self.capacity_gpus, self.config.guarantee_fraction)
+        self.ledger = UsageLedger(self.config.usage_half_life_s, self.window, weights, guarantees)
         self.pending: dict[int, PendingTask] = {}
         self.running: dict[int, Reservation] = {}
         self.by_attempt: dict[str, int] = {}

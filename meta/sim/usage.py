@@ -8,6 +8,14 @@ from dataclasses import dataclass, field
 from meta.policy.snapshot import TenantState
 
 
+def guarantees_from_weights(weights: dict[str, float], capacity_gpus: int, fraction: float) -> dict[str, int]:
+    """guarantees_from_weights splits ``fraction`` of the GPUs into per-tenant guarantees by weight."""
+    total = sum(weights.values())
+    if fraction <= 0 or total <= 0:
+        return {}
+    return {name: int(fraction * capacity_gpus * weight / total) for name, weight in weights.items()}
+
+
 @dataclass(slots=True)
 class UsageLedger:
     """UsageLedger integrates each tenant's running GPUs over time (decayed and windowed)."""
@@ -15,6 +23,7 @@ class UsageLedger:
     half_life_s: float
     window: tuple[float, float]
     weights: dict[str, float]
+    guarantees: dict[str, int] = field(default_factory=dict)  # tenant -> GPUs of any type
     running_gpus: dict[str, int] = field(default_factory=dict)
     decayed: dict[str, float] = field(default_factory=dict)
     in_window: dict[str, float] = field(default_factory=dict)
@@ -52,6 +61,11 @@ class UsageLedger:
         """tenant_states renders the tenants for a snapshot (known weights, decayed usage)."""
         names = set(self.weights) | set(self.decayed) | set(self.running_gpus)
         return tuple(
-            TenantState(name=name, weight=self.weights.get(name, 1.0), decayed_usage=self.decayed.get(name, 0.0))
+            TenantState(
+                name=name,
+                weight=self.weights.get(name, 1.0),
+                guaranteed={"*": self.guarantees[name]} if name in self.guarantees else {},
+                decayed_usage=self.decayed.get(name, 0.0),
+            )
             for name in sorted(names)
         )
