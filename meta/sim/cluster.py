@@ -1,9 +1,10 @@
 """Cluster specs: node groups with GPUs and switch layout, loaded from YAML presets or files.
 
-A spec is given as a preset name (``philly``, ``pai2023``, ``crux``), a YAML file path, or a
-uniform shorthand ``NxG`` (e.g. ``150x8`` = 150 nodes of 8 untyped GPUs, one leaf switch per
-16 nodes). ``scaled(s)`` multiplies every group's node count by ``s`` (rounded, groups that
-round to zero vanish) to make a cluster contended without touching the trace.
+A spec is given as a preset name (``philly``, ``philly150``, ``pai2023``, ``crux``), a YAML file
+path, or a uniform shorthand ``NxG`` (e.g. ``150x8`` = 150 nodes of 8 untyped GPUs, one leaf
+switch per 16 nodes). ``scaled(s)`` makes a cluster contended without touching the trace: it
+multiplies every group's node count by ``s`` (rounded; groups that round to zero vanish), or,
+when every group is one leaf switch (Crux), keeps evenly spread whole switches.
 """
 
 from __future__ import annotations
@@ -93,16 +94,38 @@ class ClusterSpec(BaseModel):
         return totals
 
     def scaled(self, factor: float) -> ClusterSpec:
-        """scaled multiplies every group's node count by ``factor`` (at least one node survives)."""
+        """scaled shrinks (or grows) the cluster by ``factor``: whole switches when groups are switches."""
         if factor <= 0:
             raise ClusterError("cluster scale must be positive")
         if factor == 1:
             return self
-        groups = [g.model_copy(update={"count": int(round(g.count * factor))}) for g in self.node_groups]
+        if factor < 1 and all(g.switch for g in self.node_groups):
+            groups = self._whole_switches(factor)
+        else:
+            groups = [g.model_copy(update={"count": int(round(g.count * factor))}) for g in self.node_groups]
         if not any(g.count for g in groups):
             biggest = max(range(len(groups)), key=lambda i: self.node_groups[i].count)
             groups[biggest] = groups[biggest].model_copy(update={"count": 1})
-        return self.model_copy(update={"node_groups": groups, "scale": self.scale * factor})
+        return self.model_copy(update={"node_groups": [g for g in groups if g.count], "scale": self.scale * factor})
+
+    def _whole_switches(self, factor: float) -> list[NodeGroup]:
+        """_whole_switches keeps evenly spread whole leaf switches until ``factor`` of the nodes remain.
+
+        Rounding each small ToR's host count would leave one host per switch and destroy the
+        topology that gang placement is judged on; dropping whole switches keeps it.
+        """
+        target = round(self.node_count() * factor)
+        groups = self.node_groups
+        stride = max(1, round(1 / factor))
+        order = [i for start in range(stride) for i in range(start, len(groups), stride)]
+        kept: list[int] = []
+        total = 0
+        for i in order:
+            if total >= target:
+                break
+            kept.append(i)
+            total += groups[i].count
+        return [groups[i] for i in sorted(kept)]
 
     def iter_nodes(self) -> Iterator[NodeState]:
         """iter_nodes yields one NodeState per node, named ``<group>-<index>``."""

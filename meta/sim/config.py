@@ -32,6 +32,9 @@ class SimConfig:
     # Guaranteed quota per tenant = this fraction of the cluster's GPUs split by tenant weight
     # (Philly's VC quotas); 0 = no guarantees. Slurm-like ignores guarantees (no preemption).
     guarantee_fraction: float = 0.0
+    # A fresh attempt may not be preempted before this much run time (Reservation.min_runtime_s),
+    # so reclaimed capacity is not bounced between tenants cycle after cycle.
+    min_runtime_s: float = 0.0
     strict: bool = True  # an invalid placement raises instead of being dropped and counted
     max_cycles_per_instant: int = 3  # re-run the policy after preemptions, at most this often
 

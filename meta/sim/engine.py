@@ -319,6 +319,7 @@ class Engine:
             priority_class=task.priority_class, shares=placement.shares, start_time=now,
             expected_end=now + restore + max(job.estimate_s - job.saved_s, remaining),
             restore_cost_s=task.restore_cost_s, preemptible=task.preemptible, kind=task.kind,
+            min_runtime_s=self.config.min_runtime_s,
             deadline=task.deadline,
         )
         job.reservation = reservation

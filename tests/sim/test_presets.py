@@ -31,8 +31,22 @@ def test_crux_topology():
     assert spec.node_count() == 847 and spec.total_gpus() == 847 * 8
     tree = spec.switch_tree()
     leaves = {node.switch for node in spec.iter_nodes()}
-    assert len(leaves) == 48 and all(tree[leaf] in {"P8", "P10", "P12"} for leaf in leaves)
+    # ASW names repeat under each PSW: a leaf is the (PSW, ASW) pair, 119 of them.
+    assert len(leaves) == 119 and all(tree[leaf] in {"P8", "P10", "P12"} for leaf in leaves)
     assert tree["P10"] == "G6"
+
+
+def test_node_names_are_unique():
+    for preset in list_presets():
+        names = [node.name for node in load_cluster(preset).iter_nodes()]
+        assert len(names) == len(set(names)), preset
+
+
+def test_scaling_a_switch_cluster_keeps_whole_switches():
+    full = {g.switch: g.count for g in load_cluster("crux").node_groups}
+    small = load_cluster("crux", scale=0.15)
+    assert abs(small.node_count() - 0.15 * 847) <= 8
+    assert all(full[g.switch] == g.count for g in small.node_groups)
 
 
 def test_scale_and_uniform():
