@@ -254,11 +254,13 @@ class Reconciler:
             return None, None, ""
         if outcome == Outcome.UNKNOWN:
             return None, None, ""
+        if attempt.stop_reason == "preempt" or outcome == Outcome.PREEMPTED:
+            # asked to stop for a preemption: however it ended (it may checkpoint on USR1 and exit 0),
+            # the task is not done — it goes back to pending and resumes from its checkpoint
+            return AttemptState.PREEMPTED, FailureCategory.PREEMPTED, f"{where} after preemption"
         if outcome == Outcome.SUCCEEDED:
             return AttemptState.SUCCEEDED, None, f"{where} exit 0"
-        if outcome in (Outcome.CANCELLED, Outcome.PREEMPTED):
-            if attempt.stop_reason == "preempt" or outcome == Outcome.PREEMPTED:
-                return AttemptState.PREEMPTED, FailureCategory.PREEMPTED, where
+        if outcome == Outcome.CANCELLED:
             requested = "as requested" if attempt.cancel_requested else "outside metasched"
             return AttemptState.CANCELLED, FailureCategory.CANCELLED, f"{where} ({requested})"
         code = f" exit {observed.exit_code}" if observed.exit_code is not None else ""
