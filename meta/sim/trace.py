@@ -25,6 +25,10 @@ _KIND_MAP = {
     "training": JobKind.TRAINING,
     "best_effort": JobKind.TRAINING,  # PAI BE pods: batch, likely training/offline
     "latency_sensitive": JobKind.INFERENCE,  # PAI LS pods: likely online inference
+    # PAI's Kubernetes QoS classes for the few remaining pods: long-running, service-like pods
+    # that ask for fixed resources; treated as (non-checkpointing, non-preemptible) inference.
+    "guaranteed": JobKind.INFERENCE,
+    "burstable": JobKind.INFERENCE,
     "inference": JobKind.INFERENCE,
     "evaluation": JobKind.EVALUATION,
 }
