@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from datetime import UTC, datetime
 from typing import Any
@@ -17,6 +18,8 @@ def parse_duration_s(value: Any) -> float:
     if isinstance(value, bool):
         raise ValueError("a duration must be a number of seconds or a string such as 30m or 4h")
     if isinstance(value, int | float):
+        if not math.isfinite(value):
+            raise ValueError("a duration must be finite (there is no unlimited time limit)")
         if value < 0:
             raise ValueError("a duration must not be negative")
         return float(value)
@@ -24,7 +27,10 @@ def parse_duration_s(value: Any) -> float:
         raise ValueError("a duration must be a number of seconds or a string such as 30m or 4h")
     match = _UNITS.match(value)
     if match:
-        return float(match.group(1)) * _UNIT_SECONDS[(match.group(2) or "s").lower()]
+        seconds = float(match.group(1)) * _UNIT_SECONDS[(match.group(2) or "s").lower()]
+        if not math.isfinite(seconds):
+            raise ValueError(f"duration {value!r} is too large")
+        return seconds
     if ":" in value or "-" in value:
         return parse_slurm_time_s(value)
     raise ValueError(f"cannot parse duration {value!r} (use e.g. 90, 30m, 4h, 2d or 1-12:00:00)")

@@ -7,6 +7,7 @@ no GPUs (or an untyped pool, as in traces that do not name the model).
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any
 
@@ -31,6 +32,7 @@ _MEMORY_UNITS = {
     "ti": 1024 * 1024,
     "tib": 1024 * 1024,
 }
+_MAX_MIB = 1024**4  # 1024 PiB: anything larger is a typo, and int() of it must not overflow
 _QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
 
 
@@ -39,6 +41,8 @@ def parse_memory_mib(value: Any) -> int:
     if isinstance(value, bool):
         raise ValueError("memory must be a size such as 4000M or 256Gi, not a boolean")
     if isinstance(value, int | float):
+        if not math.isfinite(value) or value > _MAX_MIB:
+            raise ValueError("memory must be a finite size (at most 1024 PiB)")
         if value < 0:
             raise ValueError("memory must not be negative")
         return int(value)
@@ -47,7 +51,10 @@ def parse_memory_mib(value: Any) -> int:
     match = _QUANTITY.match(value)
     if not match or match.group(2).lower() not in _MEMORY_UNITS:
         raise ValueError(f"cannot parse memory size {value!r} (use e.g. 4000M, 16G, 256Gi)")
-    return int(float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()])
+    mib = float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()]
+    if not math.isfinite(mib) or mib > _MAX_MIB:
+        raise ValueError(f"memory size {value!r} is too large")
+    return int(mib)
 
 
 def format_memory(mib: int) -> str:
@@ -68,7 +75,7 @@ class ResourceVector(BaseModel):
 
     cpus: float = Field(default=0, ge=0, description="CPU cores")
     memory_mib: int = Field(default=0, ge=0, alias="memory", description="host memory in MiB")
-    gpus: int = Field(default=0, ge=0, description="GPU count")
+    gpus: int = Field(default=0, ge=0, strict=True, description="GPU count")
     gpu_type: str | None = Field(default=None, description="GPU model, None = any type")
     storage_gib: int = Field(default=0, ge=0, alias="storage", description="local scratch in GiB")
     network: str | None = Field(default=None, description="network class such as 'ib'")
@@ -84,7 +91,9 @@ class ResourceVector(BaseModel):
     @classmethod
     def _parse_storage(cls, value: Any) -> int:
         if isinstance(value, str):
-            return parse_memory_mib(value) // 1024
+            text = value.strip()
+            # a bare number means GiB here, as for the numeric form
+            return parse_memory_mib(text + "Gi" if text.replace(".", "", 1).isdigit() else text) // 1024
         return value
 
     @field_validator("gpu_type")
@@ -114,8 +123,12 @@ class ResourceVector(BaseModel):
         )
 
     def __sub__(self, other: ResourceVector) -> ResourceVector:
-        """__sub__ removes ``other`` from this vector; it never goes below zero."""
-        gpu_type = self._gpu_type_with(other)
+        """__sub__ removes ``other`` from this vector; it never goes below zero.
+
+        An untyped request (any GPU type) taken from typed capacity keeps the capacity's type,
+        as ``fits_in`` lets it fit there.
+        """
+        gpu_type = self.gpu_type if other.gpu_type is None else self._gpu_type_with(other)
         result = {
             "cpus": self.cpus - other.cpus,
             "memory_mib": self.memory_mib - other.memory_mib,

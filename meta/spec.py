@@ -20,6 +20,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    Strict,
     TypeAdapter,
     ValidationError,
     field_validator,
@@ -62,6 +63,8 @@ def _seconds(value: Any) -> float:
 
 
 Duration = Annotated[float, Field(ge=0)]
+# a count must be written as a number: YAML's true/false are not 1/0 here
+StrictCount = Annotated[int, Strict()]
 
 
 class _Frozen(BaseModel):
@@ -73,7 +76,7 @@ class _Frozen(BaseModel):
 class RetryPolicy(_Frozen):
     """RetryPolicy says how many attempts a task gets and which failures earn a retry."""
 
-    max_attempts: int = Field(default=3, ge=1, le=100)
+    max_attempts: StrictCount = Field(default=3, ge=1, le=100)
     backoff_s: Duration = Field(default=30.0, alias="backoff")
     on: tuple[FailureCategory, ...] = (
         FailureCategory.NODE_FAILURE,
@@ -142,12 +145,18 @@ class _CommonSpec(_Frozen):
         bad = [name for name in value if not _ENV_NAME.match(name)]
         if bad:
             raise ValueError("secrets are references by name (e.g. WANDB_API_KEY), not values")
+        reserved = [name for name in value if name.startswith("METASCHED_")]
+        if reserved:
+            raise ValueError(f"reserved secret name(s): {', '.join(sorted(reserved))}")
         return value
 
     @model_validator(mode="after")
     def _one_entrypoint(self) -> _CommonSpec:
         if bool(self.command) == bool(self.script):
             raise ValueError("give exactly one of 'command' or 'script'")
+        clash = sorted(set(self.secrets) & set(self.env))
+        if clash:
+            raise ValueError(f"secret(s) also given as plain env: {', '.join(clash)}")
         return self
 
     def effective_priority_class(self) -> PriorityClass:
@@ -182,7 +191,7 @@ class TrainingSpec(_CommonSpec):
     """TrainingSpec is a gang of identical workers that start and stop together."""
 
     kind: Literal[JobKind.TRAINING] = JobKind.TRAINING
-    workers: int = Field(default=1, ge=1, le=4096)
+    workers: StrictCount = Field(default=1, ge=1, le=4096)
     resources: ResourceVector
     topology: Topology = Topology.NONE
     checkpoint: CheckpointSpec | None = None
@@ -218,11 +227,11 @@ class InferenceSpec(_CommonSpec):
     """InferenceSpec is a batch job split into independently retried input partitions."""
 
     kind: Literal[JobKind.INFERENCE] = JobKind.INFERENCE
-    partitions: int | tuple[str, ...]
+    partitions: StrictCount | tuple[str, ...]
     resources: ResourceVector
     output: str
     deadline: datetime | None = None
-    max_parallel: int | None = Field(default=None, ge=1)
+    max_parallel: StrictCount | None = Field(default=None, ge=1)
     preemptible: bool = True
 
     @field_validator("deadline", mode="before")
@@ -241,6 +250,8 @@ class InferenceSpec(_CommonSpec):
                 raise ValueError("the list of input shards is empty")
             if len(set(value)) != len(value):
                 raise ValueError("input shards must be unique")
+            if any(not shard.strip() for shard in value):
+                raise ValueError("input shard names must not be empty")
         return value
 
     def _default_priority_class(self) -> PriorityClass:
@@ -297,6 +308,10 @@ class SpecError(ValueError):
         self.problems = problems
 
 
+# pydantic's own labels inside an error location (a union branch or validator), not field names
+_PYDANTIC_LABEL = re.compile(r"^(?:int|str|float|bool|tuple\[.*\]|list\[.*\]|dict\[.*\]|function-[a-z-]+\[.*\]|tagged-union\[.*\])$")
+
+
 def _field_path(location: tuple[Any, ...]) -> str:
     """_field_path renders pydantic's error location without the union tag noise."""
     parts: list[str] = []
@@ -305,7 +320,7 @@ def _field_path(location: tuple[Any, ...]) -> str:
             continue  # the discriminator's branch name
         if isinstance(item, int):
             parts.append(f"[{item}]")
-        elif str(item).startswith(("function-", "tagged-union", "int", "tuple")):
+        elif _PYDANTIC_LABEL.match(str(item)):
             continue
         else:
             parts.append(("." if parts else "") + str(item))
@@ -319,7 +334,7 @@ def spec_from_dict(data: Any) -> AnySpec:
     kinds = ", ".join(kind.value for kind in JobKind)
     if "kind" not in data:
         raise SpecError([f"kind: missing (one of {kinds})"])
-    if data["kind"] not in {kind.value for kind in JobKind}:
+    if not isinstance(data["kind"], str) or data["kind"] not in {kind.value for kind in JobKind}:
         raise SpecError([f"kind: {data['kind']!r} is not one of {kinds}"])
     try:
         return _JOB_SPEC.validate_python(data)

@@ -119,10 +119,10 @@ def derive_job_state(task_states: Iterable[TaskState], cancel_requested: bool = 
     if not states:
         return JobState.PENDING
     live = any(s in {T.SCHEDULED, T.RUNNING} for s in states)
+    if all(s == T.SUCCEEDED for s in states):
+        return JobState.SUCCEEDED  # a finished job stays finished, even if cancel came late
     if cancel_requested:
         return JobState.CANCELLING if live else JobState.CANCELLED
-    if all(s == T.SUCCEEDED for s in states):
-        return JobState.SUCCEEDED
     if live:
         return JobState.RUNNING
     if T.PENDING in states:

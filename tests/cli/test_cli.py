@@ -459,13 +459,6 @@ def test_malformed_task_reference(run_sqlite: Run) -> None:
     assert result.exit_code == 1 and "not found" in result.stderr
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: invalid job files that crash validation (meta/spec.py spec_from_dict: unhashable kind; "
-    "meta/resources.py parse_memory_mib: OverflowError on .inf) exit 1 with 'internal error' instead of "
-    "exit 2 naming the field",
-)
 @pytest.mark.parametrize(
     ("text", "field"),
     [

@@ -81,12 +81,6 @@ def test_parse_duration_negative_message() -> None:
         parse_duration_s(-5)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pytest.fail.Exception,
-    reason="BUG: meta/durations.py parse_duration_s returns inf/nan for non-finite floats, so YAML "
-    "`time_limit: .inf` is an accepted unlimited time limit (and format_slurm_time(inf) overflows)",
-)
 @pytest.mark.parametrize("value", [float("inf"), float("nan")])
 def test_parse_duration_refuses_non_finite(value: float) -> None:
     with pytest.raises(ValueError):

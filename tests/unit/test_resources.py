@@ -89,12 +89,6 @@ def test_memory_validation_error_names_the_field() -> None:
     assert info.value.errors()[0]["loc"] == ("memory",)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=OverflowError,
-    reason="BUG: meta/resources.py parse_memory_mib: int(float('inf')) raises OverflowError, which "
-    "pydantic does not turn into a ValidationError (YAML `memory: .inf` crashes the CLI)",
-)
 def test_memory_infinity_is_a_validation_error() -> None:
     with pytest.raises(ValidationError):
         rv(memory=float("inf"))
@@ -151,12 +145,6 @@ def test_storage_accepts_sizes_in_gib() -> None:
     assert rv(storage="500Gi").storage_gib == 500
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: meta/resources.py _parse_storage: a unitless string is parsed as MiB and divided by "
-    "1024, so storage: '100' is 0 GiB while storage: 100 is 100 GiB",
-)
 def test_storage_unitless_string_means_the_same_as_the_number() -> None:
     assert rv(storage="100").storage_gib == rv(storage=100).storage_gib
 
@@ -241,12 +229,6 @@ def test_subtracting_other_gpu_type_raises() -> None:
         rv(gpus=8, gpu_type="h100") - rv(gpus=1, gpu_type="a100")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=ResourceError,
-    reason="BUG: meta/resources.py _gpu_type_with: an untyped GPU request fits a typed capacity "
-    "(fits_in) but capacity - request raises 'cannot combine h100 and None GPUs'",
-)
 def test_untyped_request_can_be_taken_from_typed_capacity() -> None:
     capacity = rv(cpus=64, gpus=8, gpu_type="h100")
     request = rv(cpus=8, gpus=2)

@@ -217,12 +217,6 @@ def test_unknown_kind(kind: Any) -> None:
     assert "is not one of training, inference, evaluation" in problem
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="BUG: meta/spec.py spec_from_dict tests `data['kind'] not in {...}`: an unhashable kind "
-    "(`kind: [training]`) raises TypeError instead of SpecError (the CLI reports an internal error, exit 1)",
-)
 @pytest.mark.parametrize("kind", [["training"], {"training": 1}])
 def test_unhashable_kind_is_a_spec_error(kind: Any) -> None:
     (problem,) = problems(training(kind=kind))
@@ -275,13 +269,6 @@ def test_secret_values_are_refused_and_never_echoed(value: str) -> None:
     assert value not in repr(info.value)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pytest.fail.Exception,
-    reason="BUG: meta/spec.py _secret_names accepts reserved METASCHED_* names and names also given in "
-    "env, which slurm_bridge/launch.py LaunchRequest._check_env refuses: the job is accepted at submit "
-    "and can only fail at launch",
-)
 @pytest.mark.parametrize(
     "data",
     [training(secrets=["METASCHED_JOB_ID"]), training(secrets=["HF_TOKEN"], env={"HF_TOKEN": "plain"})],
@@ -369,12 +356,6 @@ def test_inference_partitions_invalid(partitions: Any, message: str) -> None:
     assert problems(inference(partitions=partitions)) == [f"partitions: {message}"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pytest.fail.Exception,
-    reason="BUG: meta/spec.py InferenceSpec._partitions accepts an empty shard name; "
-    "slurm_bridge/render.py exports METASCHED_PARTITION only when truthy, so that task never learns its shard",
-)
 def test_inference_shard_names_are_not_empty() -> None:
     problems(inference(partitions=["a", ""]))
 
@@ -384,13 +365,6 @@ def test_inference_needs_partitions_and_output() -> None:
     assert sorted(found) == ["output: Field required", "partitions: Field required"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pytest.fail.Exception,
-    reason="BUG: meta/spec.py / meta/resources.py: integer counts accept YAML booleans (pydantic lax "
-    "mode), so `partitions: true` is 1 partition and `gpus: true` is 1 GPU, while memory and "
-    "durations refuse booleans",
-)
 @pytest.mark.parametrize(
     "data",
     [
@@ -632,13 +606,6 @@ def test_every_problem_is_reported_at_once() -> None:
     assert paths == ["resources.memory", "retry.on[0]", "time_limit", "workers"]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="BUG: meta/spec.py _field_path drops every location part that starts with 'int' or 'tuple' "
-    "(meant for pydantic's union tags), so 'checkpoint.interval' renders as 'checkpoint' and an "
-    "unknown field 'interval' as '(job)'",
-)
 @pytest.mark.parametrize(
     ("data", "expected"),
     [
@@ -655,12 +622,6 @@ def test_field_paths_that_start_like_pydantic_tags(data: dict[str, Any], expecte
     assert problems(data) == [expected]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=pytest.fail.Exception,
-    reason="BUG: meta/durations.py parse_duration_s accepts float('inf'): YAML `time_limit: .inf` "
-    "is an unlimited time limit (stored as non-standard JSON 'Infinity')",
-)
 def test_infinite_time_limit_is_refused() -> None:
     with pytest.raises(SpecError):
         load_spec_text(YAML_12 + "time_limit: .inf\n")
