@@ -10,44 +10,21 @@ fit in what the holder leaves spare (see ``placement.node_slots``).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from meta.policy.capacity import Capacity
 from meta.policy.equivalence import NodeClass
 from meta.policy.gang import Pick, select
 from meta.policy.shape import Shape
-from meta.policy.snapshot import Reservation, Topology
+from meta.policy.snapshot import Topology
+
+Release = tuple[float, int, int, float, int, int]  # (end, node index, gpus, cpus, memory, storage)
 
 
-@dataclass(frozen=True, slots=True)
-class Release:
-    """Release is capacity coming back on one node at a known time."""
-
-    end: float
-    node: int
-    gpu: int
-    cpu: float
-    mem: int
-    sto: int
-
-
-def releases_of(reservations: Iterable[Reservation], cap: Capacity, now: float) -> list[Release]:
-    """releases_of turns reservations with a known expected end into per-node releases."""
-    out: list[Release] = []
-    for r in reservations:
-        if r.stopping:
-            end = now  # being stopped: its capacity comes back first
-        elif r.expected_end is None:
-            continue  # unknown end: conservatively never
-        else:
-            end = max(r.expected_end, now)  # overdue work may end any moment
-        for share in r.shares:
-            i = cap.index.get(share.node)
-            if i is not None:
-                res = share.resources
-                out.append(Release(end, i, res.gpus, res.cpus, res.memory_mib, res.storage_gib))
-    return out
+def releases_of(cap: Capacity) -> list[Release]:
+    """releases_of lists per-node capacity returns of running work with a known (or stopping) end."""
+    return [x for per in cap.ledger.releases.values() for x in per]
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,18 +58,19 @@ def earliest_start(
         leaf_total[cap.leaf[i]] += n
     total = sum(slots.values())
     need_leaf = shape.topology is Topology.REQUIRE_SAME_SWITCH and shape.workers > 1
-    ordered = sorted((r for r in releases if r.node in future), key=lambda r: r.end)
-    for k, r in enumerate(ordered):
-        f = future[r.node]
-        f[0] += r.gpu
-        f[1] += r.cpu
-        f[2] += r.mem
-        f[3] += r.sto
+    # Overdue work may end any moment, and stopping work ends first: both count as "now".
+    ordered = sorted((max(r[0], now), *r[1:]) for r in releases if r[1] in future)
+    for k, (end, node, g, c, m, st) in enumerate(ordered):
+        f = future[node]
+        f[0] += g
+        f[1] += c
+        f[2] += m
+        f[3] += st
         new = shape.slots(int(f[0]), f[1], int(f[2]), int(f[3]), shape.workers)
-        total += new - slots[r.node]
-        leaf_total[cap.leaf[r.node]] += new - slots[r.node]
-        slots[r.node] = new
-        if k + 1 < len(ordered) and ordered[k + 1].end == r.end:
+        total += new - slots[node]
+        leaf_total[cap.leaf[node]] += new - slots[node]
+        slots[node] = new
+        if k + 1 < len(ordered) and ordered[k + 1][0] == end:
             continue  # apply every release of the same instant first
         enough = max(leaf_total.values()) >= shape.workers if need_leaf else total >= shape.workers
         if not enough:
@@ -104,7 +82,7 @@ def earliest_start(
                 f = future[i]
                 spare[i] = [f[0] - count * shape.gpus, f[1] - count * shape.cpus,
                             f[2] - count * shape.mem, f[3] - count * shape.sto]
-            return Hold(r.end, picks, spare)
+            return Hold(end, picks, spare)
     return None
 
 

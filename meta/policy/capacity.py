@@ -28,6 +28,9 @@ class Ledger:
         self.held: dict[int, tuple[Reservation, _Entry]] = {}  # id -> (reservation kept alive, entry)
         self.free = [list(inv.gpu), list(inv.cpu), list(inv.mem), list(inv.sto)]
         self.tenants: TenantUsage = {}
+        # Known capacity returns: id -> [(end, node, gpus, cpus, memory, storage)]; stopping work
+        # returns at -inf (that is, now), work without an expected end never.
+        self.releases: dict[int, list[tuple[float, int, int, float, int, int]]] = {}
 
     def _entry(self, r: Reservation) -> _Entry:
         """_entry flattens a reservation into per-node amounts and its totals."""
@@ -70,11 +73,15 @@ class Ledger:
         held = self.held
         for key in [k for k in held if k not in current]:
             self._apply(held.pop(key)[1], -1)
+            self.releases.pop(key, None)
         for key, r in current.items():
             if key not in held:
                 entry = self._entry(r)
                 held[key] = (r, entry)
                 self._apply(entry, 1)
+                end = float("-inf") if r.stopping else r.expected_end
+                if end is not None:
+                    self.releases[key] = [(end, i, g, c, m, st) for i, g, c, m, st in entry[0]]
 
 
 def ledger_for(inv: Inventory, reservations: Iterable[Reservation]) -> Ledger:
@@ -93,7 +100,7 @@ class Capacity:
         self.inv = inv
         self.names, self.index, self.cls, self.classes = inv.names, inv.index, inv.node_class, inv.classes
         self.gpu_type, self.leaf, self.spine = inv.gpu_type, inv.leaf, inv.spine
-        ledger = ledger_for(inv, reservations)
+        ledger = self.ledger = ledger_for(inv, reservations)
         self.gpu, self.cpu, self.mem, self.sto = (list(a) for a in ledger.free)
         self.usage: TenantUsage = {t: [dict(u[0]), u[1], u[2]] for t, u in ledger.tenants.items()}
         self._clamp()
@@ -105,6 +112,10 @@ class Capacity:
         self.hold_spare: list[list[float] | None] = [None] * n
         self.hold_job: list[str | None] = [None] * n
         self.gang_blocked: list[str | None] = [None] * n
+
+    def shares_of(self, r: Reservation) -> list[tuple[int, int, float, int, int]]:
+        """shares_of is a live reservation's (node index, gpus, cpus, memory, storage) per share."""
+        return self.ledger.held[id(r)][1][0]
 
     def _clamp(self) -> None:
         """_clamp treats an over-reserved node as full rather than negative."""

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import heapq
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from meta.policy.config import SchedulerConfig
 from meta.policy.fairshare import FairShare
@@ -40,7 +40,8 @@ def _tenant_key(task: PendingTask, config: SchedulerConfig) -> tuple:
 
 
 def ordered(
-    pending: Sequence[PendingTask], fair: FairShare, config: SchedulerConfig, now: float
+    pending: Sequence[PendingTask], fair: FairShare, config: SchedulerConfig, now: float,
+    rank_of: Callable[[PendingTask], int] | None = None,
 ) -> Iterator[PendingTask]:
     """ordered yields pending tasks in scheduling order; fair share is re-read lazily as it changes."""
     aged: list[PendingTask] = []
@@ -52,7 +53,7 @@ def ordered(
         elif is_urgent(task, now, config):
             urgent.append(task)
         else:
-            rank = config.rank(task.priority_class, task.kind, task.deadline)
+            rank = rank_of(task) if rank_of else config.rank(task.priority_class, task.kind, task.deadline)
             by_rank[rank][task.tenant].append(task)
     # Aging bounds every wait: past max_wait, plain submit order wins over everything else.
     aged.sort(key=lambda t: (t.submit_time, t.task_id))

@@ -9,7 +9,7 @@ touched, and a gang is evicted whole (one Reservation at a time).
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from meta.policy.capacity import Capacity
@@ -39,63 +39,91 @@ def lost_work(r: Reservation, now: float) -> float:
     return gpus * max(0.0, now - since) + r.restore_cost_s * gpus
 
 
-def _why(task: PendingTask, rank: int, r: Reservation, reclaim: bool, urgent: bool,
-         quota: QuotaLedger, gpu_type: str | None, config: SchedulerConfig, now: float) -> str | None:
+Share = tuple[int, int, float, int, int]  # (node index, gpus, cpus, memory, storage)
+
+
+@dataclass(slots=True)
+class Evictable:
+    """Evictable is a running reservation that rules allow to be evicted at all, with its cost."""
+
+    res: Reservation
+    rank: int
+    lost: float
+    gpu_type: str | None
+    shares: list[Share]
+
+
+def evictable(
+    reservations: Sequence[Reservation], shares_of: Callable[[Reservation], list[Share]],
+    rank_of: Callable[[Reservation], int], gpu_type_of: Callable[[int], str | None], now: float,
+) -> tuple[list[Evictable], list[Evictable]]:
+    """evictable splits running work into evictable (least lost work first) and already stopping."""
+    pool: list[Evictable] = []
+    leaving: list[Evictable] = []
+    for r in reservations:
+        if r.stopping:
+            shares = shares_of(r)
+            leaving.append(Evictable(r, 0, 0.0, gpu_type_of(shares[0][0]) if shares else None, shares))
+        elif r.preemptible and now - r.start_time >= r.min_runtime_s:
+            shares = shares_of(r)
+            pool.append(Evictable(r, rank_of(r), lost_work(r, now),
+                                  gpu_type_of(shares[0][0]) if shares else None, shares))
+    pool.sort(key=lambda e: (e.lost, e.res.attempt_id))
+    return pool, leaving
+
+
+def _why(task: PendingTask, rank: int, e: Evictable, reclaim: bool, urgent: bool,
+         quota: QuotaLedger, config: SchedulerConfig) -> str | None:
     """_why returns the reason this reservation may be evicted for the task, or None."""
-    victim_rank = config.rank(r.priority_class, r.kind, r.deadline)
-    if victim_rank < rank:
+    if e.rank < rank:
         return f"higher priority class ({config.class_name(task.priority_class, task.kind, task.deadline)})"
-    if reclaim and r.tenant != task.tenant and quota.borrowing(r.tenant, gpu_type):
-        return f"{task.tenant} reclaims its guaranteed quota from borrower {r.tenant}"
-    victim_endangered = r.deadline is not None and r.deadline - now <= config.deadline_urgency_s
-    if urgent and victim_rank <= rank and not victim_endangered and r.deadline is None:
+    if reclaim and e.res.tenant != task.tenant and quota.borrowing(e.res.tenant, e.gpu_type):
+        return f"{task.tenant} reclaims its guaranteed quota from borrower {e.res.tenant}"
+    if urgent and e.rank <= rank and e.res.deadline is None:
         return "deadline of the beneficiary is in danger"
     return None
 
 
 def candidates(
-    task: PendingTask, rank: int, reclaim: bool, urgent: bool, reservations: Sequence[Reservation],
-    taken: set[str], cap: Capacity, feasible: set[int], quota: QuotaLedger, config: SchedulerConfig, now: float,
+    task: PendingTask, rank: int, reclaim: bool, urgent: bool, pool: Sequence[Evictable],
+    taken: set[str], feasible: set[int], quota: QuotaLedger, config: SchedulerConfig,
 ) -> list[Victim]:
-    """candidates lists evictable reservations on feasible nodes, least lost work first."""
+    """candidates lists evictable reservations on feasible nodes for this task, least lost work first."""
+    if not reclaim and not urgent and all(e.rank >= rank for e in pool):
+        return []  # only a higher class could evict, and nothing running is lower
     out: list[Victim] = []
-    for r in reservations:
-        if r.stopping or not r.preemptible or r.attempt_id in taken or now - r.start_time < r.min_runtime_s:
+    for e in pool:
+        if e.res.attempt_id in taken:
             continue
-        gpu_type, freed = _freed(r, cap, feasible)
-        if not freed:
+        why = _why(task, rank, e, reclaim, urgent, quota, config)
+        if why is None:
             continue
-        why = _why(task, rank, r, reclaim, urgent, quota, gpu_type, config, now)
-        if why is not None:
-            out.append(Victim(r, lost_work(r, now), why, gpu_type, freed))
-    out.sort(key=lambda v: (v.lost, v.res.attempt_id))
-    return out[: config.max_victims_considered]
+        freed = _freed(e.shares, feasible)
+        if freed:
+            out.append(Victim(e.res, e.lost, why, e.gpu_type, freed))
+            if len(out) >= config.max_victims_considered:
+                break
+    return out
 
 
-def _freed(r: Reservation, cap: Capacity, feasible: set[int]) -> tuple[str | None, dict[int, tuple]]:
-    """_freed sums what a reservation would give back on each feasible node, and its GPU type."""
+def _freed(shares: Sequence[Share], feasible: set[int]) -> dict[int, tuple[int, float, int, int]]:
+    """_freed sums what a reservation would give back on each feasible node."""
     freed: dict[int, tuple[int, float, int, int]] = {}
-    gpu_type = None
-    for share in r.shares:
-        i = cap.index.get(share.node)
-        if i is None:
-            continue
-        gpu_type = gpu_type or cap.gpu_type[i]
+    for i, g, c, m, s in shares:
         if i in feasible:
-            res = share.resources
-            g, c, m, s = freed.get(i, (0, 0.0, 0, 0))
-            freed[i] = (g + res.gpus, c + res.cpus, m + res.memory_mib, s + res.storage_gib)
-    return gpu_type, freed
+            g0, c0, m0, s0 = freed.get(i, (0, 0.0, 0, 0))
+            freed[i] = (g0 + g, c0 + c, m0 + m, s0 + s)
+    return freed
 
 
-def stopping(reservations: Sequence[Reservation], taken: set[str], cap: Capacity, feasible: set[int]) -> list[Victim]:
+def stopping(leaving: Sequence[Evictable], taken: set[str], feasible: set[int]) -> list[Victim]:
     """stopping lists reservations already on their way out: their capacity is as good as free."""
     out = []
-    for r in reservations:
-        if r.stopping and r.attempt_id not in taken:
-            gpu_type, freed = _freed(r, cap, feasible)
+    for e in leaving:
+        if e.res.attempt_id not in taken:
+            freed = _freed(e.shares, feasible)
             if freed:
-                out.append(Victim(r, 0.0, "already stopping", gpu_type, freed))
+                out.append(Victim(e.res, 0.0, "already stopping", e.gpu_type, freed))
     return out
 
 
@@ -164,12 +192,14 @@ def choose(
     else:
         return None
     # Minimise: try dropping the costliest victims first; keep only those the fit needs.
+    dropped: set[int] = set()
     for v in sorted(chosen, key=lambda v: -v.lost):
         trial.apply(v, -1)
         if trial.enough() and trial.picks():
-            chosen.remove(v)
+            dropped.add(id(v))
         else:
             trial.apply(v, 1)
+    chosen = [v for v in chosen if id(v) not in dropped]
     picks = trial.picks()
     used = {i for i, _ in picks}
     chosen = [v for v in chosen if used & v.freed.keys()]

@@ -45,10 +45,10 @@ from meta.policy.plan import (
     Preemption,
     ReasonCode,
 )
-from meta.policy.preemption import candidates, choose, stopping
+from meta.policy.preemption import Evictable, candidates, choose, evictable, stopping
 from meta.policy.quota import QuotaLedger
 from meta.policy.shape import Shape, shape_of
-from meta.policy.snapshot import NodeShare, PendingTask, Snapshot, Topology
+from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot, Topology
 from meta.resources import ResourceVector
 
 # Reasons after which a task may still preempt or get a held start: it is short of capacity,
@@ -66,7 +66,7 @@ _CAPACITY_CODES = frozenset({
 def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None) -> Plan:
     """schedule decides one cycle: placements, preemptions, held nodes and a reason per waiter."""
     cycle = Cycle(snapshot, config or SchedulerConfig())
-    for task in ordered(snapshot.pending, cycle.fair, cycle.cfg, snapshot.now):
+    for task in ordered(snapshot.pending, cycle.fair, cycle.cfg, snapshot.now, cycle.rank):
         cycle.schedule_one(task)
     cycle.plan.fragmentation = report(cycle.cap, cycle.shapes.values())
     return cycle.plan
@@ -85,6 +85,10 @@ class Cycle:
         self.quota = QuotaLedger(snapshot.tenants, self.cap.usage)
         self.plan = Plan(inventory_version=snapshot.inventory_version)
         self.shapes: dict[str, Shape] = {}
+        self._ranks: dict[tuple, int] = {}
+        self._pool: tuple[list[Evictable], list[Evictable]] | None = None
+        self._lowest_victim_rank: int | None = None
+        self._attributions: dict[tuple, PendingReason] = {}
         self.verdicts: dict[Shape, Verdict] = self.inv.verdicts  # filters depend on the inventory only
         self.failed: dict[object, float] = {}  # shape -> earliest end that already failed to fit
         self.diagnoses: dict[object, PendingReason | None] = {}
@@ -96,7 +100,16 @@ class Cycle:
         self.preempt_attempts = 0
         self.holds_made = 0  # backfill holds, including keep-from-gangs marks
         self.preempt_failed: set[tuple] = set()
-        self.any_preemptible = any(r.preemptible or r.stopping for r in snapshot.reservations)
+        self._any_stopping = any(r.stopping for r in snapshot.reservations)
+        self.any_preemptible = self._any_stopping or any(r.preemptible for r in snapshot.reservations)
+
+    def rank(self, task: PendingTask | Reservation) -> int:
+        """rank is a task's (or reservation's) class rank, memoised per (class, kind, has deadline)."""
+        key = (task.priority_class, task.kind, task.deadline is not None)
+        value = self._ranks.get(key)
+        if value is None:
+            value = self._ranks[key] = self.cfg.rank(task.priority_class, task.kind, task.deadline)
+        return value
 
     @property
     def initial(self) -> Capacity:
@@ -179,7 +192,7 @@ class Cycle:
     def _place(self, task: PendingTask, shape: Shape, picks: list[Pick], end: float) -> None:
         """_place commits a fit to the working capacity, quota, fair share and the plan."""
         cap = self.cap
-        rank = self.cfg.rank(task.priority_class, task.kind, task.deadline)
+        rank = self.rank(task)
         share_before = self.fair.share(task.tenant)
         shares: list[NodeShare] = []
         gpu_type = cap.gpu_type[picks[0][0]] if shape.gpus else None
@@ -187,7 +200,7 @@ class Cycle:
         for i, count in picks:
             g, c, m, s = count * shape.gpus, count * shape.cpus, count * shape.mem, count * shape.sto
             cap.take(i, g, c, m, s, end)
-            self.placed.append(Release(end, i, g, c, m, s))
+            self.placed.append((end, i, g, c, m, s))
             shares.extend([NodeShare(cap.names[i], vec)] * count)
             self.consumers.setdefault(cap.cls[i], {})[task.tenant] = (rank, share_before, task.job_id)
         self.quota.charge(task.tenant, gpu_type, shape.total_gpus)
@@ -252,7 +265,15 @@ class Cycle:
 
     def _attribute(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass]) -> PendingReason:
         """_attribute names who took the capacity the task would have had at the start of the cycle."""
-        rank = self.cfg.rank(task.priority_class, task.kind, task.deadline)
+        rank = self.rank(task)
+        memo = (shape, task.tenant, rank, len(self.plan.placements))
+        reason = self._attributions.get(memo)
+        if reason is None:
+            reason = self._attributions[memo] = self._attribute_uncached(task, rank, classes)
+        return reason
+
+    def _attribute_uncached(self, task: PendingTask, rank: int, classes: Sequence[NodeClass]) -> PendingReason:
+        """_attribute_uncached looks through who placed work on the task's classes this cycle."""
         others = [(t, info) for c in classes for t, info in self.consumers.get(c.id, {}).items() if t != task.tenant]
         higher = [(t, info) for t, info in others if info[0] > rank]
         if higher:
@@ -274,21 +295,28 @@ class Cycle:
         """_try_preempt evicts the least lost work when a reason allows it, and holds the freed nodes."""
         if not (self.cfg.preemption_enabled and self.any_preemptible):
             return False
+        if self._lowest_victim_rank is None:
+            self._lowest_victim_rank = min(
+                (self.rank(r) for r in self.snap.reservations if r.preemptible or r.stopping), default=1 << 30)
         if self.preempt_attempts >= self.cfg.max_preemption_attempts:
             return False
-        rank = self.cfg.rank(task.priority_class, task.kind, task.deadline)
+        rank = self.rank(task)
         gpu_type = shape.gpu_type
         reclaim = self.quota.below_guarantee(task.tenant, gpu_type, shape.total_gpus)
         urgent = is_urgent(task, self.now, self.cfg)
+        if not reclaim and not urgent and rank <= self._lowest_victim_rank and not self._any_stopping:
+            return False  # no rule allows evicting anything for this task
         key = (shape, rank, reclaim, urgent, task.tenant if reclaim else "")
         if key in self.preempt_failed:
             return False
         self.preempt_attempts += 1
+        if self._pool is None:
+            self._pool = evictable(self.snap.reservations, self.cap.shares_of, self.rank,
+                                   self.cap.gpu_type.__getitem__, self.now)
+        pool, leaving_pool = self._pool
         feasible = {i for c in classes for i in c.nodes}
-        reservations = self.snap.reservations
-        victims = candidates(task, rank, reclaim, urgent, reservations, self.victims, self.cap, feasible,
-                             self.quota, self.cfg, self.now)
-        leaving = stopping(reservations, self.victims, self.cap, feasible)
+        victims = candidates(task, rank, reclaim, urgent, pool, self.victims, feasible, self.quota, self.cfg)
+        leaving = stopping(leaving_pool, self.victims, feasible)
         chosen = choose(self.cap, shape, classes, victims, leaving) if victims or leaving else None
         if not chosen:
             self.preempt_failed.add(key)
@@ -321,7 +349,7 @@ class Cycle:
             return False
         self.holds_made += 1
         if self.releases is None:
-            self.releases = releases_of(self.snap.reservations, self.cap, self.now)
+            self.releases = releases_of(self.cap)
         found = earliest_start(self.cap, shape, classes, self.releases + self.placed, self.now)
         if found is None:
             return self._keep_from_gangs(task, shape, classes, reason)

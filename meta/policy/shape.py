@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from meta.policy.snapshot import PendingTask, Topology
 
 
-@dataclass(frozen=True, slots=True)
-class Shape:
-    """Shape is what one task asks for per worker, how many workers, and where they may go."""
+class Shape(NamedTuple):
+    """Shape is what one task asks for per worker, how many workers, and where they may go.
+
+    A named tuple, so that hashing and comparing shapes (the cycle's cache keys) runs in C.
+    """
 
     gpu_type: str | None
     gpus: int
