@@ -25,6 +25,7 @@ from sqlalchemy import func, select
 from meta.actuator import ActuationResult, Actuator
 from meta.apply import apply_plan
 from meta.durations import utcnow
+from meta.health import evict_from_unusable_nodes
 from meta.inventory_store import save_inventory
 from meta.launch_plan import LaunchSettings
 from meta.leader import Leadership, NotLeader, release, try_acquire
@@ -165,6 +166,9 @@ class Daemon:
             # reconcile first, every period: a new leader never schedules on a stale picture, and
             # if Slurm cannot be read the period ends here (SlurmError) without scheduling
             self._reconcile(report)
+            with self.db.session() as session:
+                evicted = evict_from_unusable_nodes(session, self.leadership, inventory.nodes)
+            report.preempting += len(evicted)
             self._cycle(inventory, report)
             self._actuate(report)
             with self.db.session() as session:
@@ -281,7 +285,8 @@ class Daemon:
         self.metrics.placements.inc(len(result.created))
         self.metrics.preemptions.inc(len(result.preempting))
         self.metrics.stranded_gpus.set(plan.fragmentation.stranded_gpus)
-        report.placed, report.preempting = len(result.created), len(result.preempting)
+        report.placed = len(result.created)
+        report.preempting += len(result.preempting)
 
     def _actuate(self, report: PeriodReport) -> None:
         assert self.leadership is not None

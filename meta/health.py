@@ -1,0 +1,54 @@
+"""Node health: evict whole attempts from nodes that were drained or went down.
+
+A gang is all-or-nothing: if one of its nodes is drained or lost, the whole attempt is stopped
+like a preemption (USR1, checkpoint grace, cancel) and its task is retried elsewhere from its
+latest checkpoint — never half a gang left running. The bad node is added to the task's
+avoid list so the next attempt does not land there.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from meta.leader import Leadership, fence
+from meta.lifecycle import attempt_event
+from meta.policy.snapshot import NodeState
+from meta.states import AttemptState
+from meta.store.models import Attempt, Task
+
+_EVICTABLE = [AttemptState.RUNNING.value, AttemptState.LAUNCHING.value]
+
+
+def unusable_nodes(nodes: Sequence[NodeState]) -> set[str]:
+    """unusable_nodes are nodes that may not keep running work: drained, down or not responding."""
+    return {node.name for node in nodes if not node.schedulable()}
+
+
+def evict_from_unusable_nodes(session: Session, leadership: Leadership, nodes: Sequence[NodeState]) -> list[str]:
+    """evict_from_unusable_nodes marks every live attempt touching a bad node for stopping."""
+    bad = unusable_nodes(nodes)
+    if not bad:
+        return []
+    fence(session, leadership)
+    evicted = []
+    for attempt in session.scalars(select(Attempt).where(Attempt.state.in_(_EVICTABLE))):
+        hit = sorted(bad & set(attempt.nodes()))
+        if not hit:
+            continue
+        task = session.get(Task, attempt.task_id)
+        assert task is not None
+        task.avoid_nodes = sorted(set(task.avoid_nodes or ()) | set(hit))
+        attempt_event(
+            session,
+            attempt.id,
+            AttemptState.STOPPING,
+            f"evict:{attempt.id}:{','.join(hit)}",
+            reason=f"node {','.join(hit)} drained or down: stopping the whole attempt",
+            actor="health",
+            values={"stop_reason": "preempt"},
+        )
+        evicted.append(attempt.id)
+    return evicted
