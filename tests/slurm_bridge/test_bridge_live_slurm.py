@@ -32,7 +32,7 @@ pytestmark = pytest.mark.slurm
 T = TypeVar("T")
 
 
-def wait_for(probe: Callable[[], T | None], what: str, limit_s: float = 90.0) -> T:
+def wait_for(probe: Callable[[], T | None], what: str, limit_s: float = 120.0) -> T:
     """wait_for polls ``probe`` until it returns something truthy."""
     deadline = time.monotonic() + limit_s
     while time.monotonic() < deadline:
@@ -40,7 +40,9 @@ def wait_for(probe: Callable[[], T | None], what: str, limit_s: float = 90.0) ->
         if result:
             return result
         time.sleep(0.5)
-    raise AssertionError(f"gave up waiting for {what}")
+    # The dev cluster is shared: say what the queue looked like, e.g. a job someone else cancelled.
+    mine = [(j.job_id, j.name, j.state, j.state_reason) for j in CliSlurmClient().squeue() if j.tag]
+    raise AssertionError(f"gave up waiting for {what}; metasched-tagged jobs now: {mine}")
 
 
 @pytest.fixture
@@ -67,6 +69,36 @@ def launch(tmp_path, command: str, **changes) -> LaunchRequest:
     return LaunchRequest(**fields)
 
 
+def quiet_nodes(client: CliSlurmClient, count: int) -> tuple[str, ...]:
+    """quiet_nodes picks ``count`` idle nodes of one GPU type that no reservation covers.
+
+    Other engineers share the dev cluster (captures leave reservations behind), so the tests
+    choose their nodes instead of hard-coding them.
+    """
+    soon = datetime.now(UTC) + timedelta(minutes=10)  # our jobs end long before a later reservation
+    reserved = {
+        node
+        for r in client.reservations()
+        if r.state == "ACTIVE" or (r.start and r.start < soon)
+        for node in r.nodes
+    }
+    groups: dict[str, list[str]] = {}
+    for node in sorted(client.sinfo(), key=lambda n: n.name):
+        used = sum(g.count for g in node.gres_used)
+        if node.schedulable and not used and node.name not in reserved and node.gres:
+            groups.setdefault(node.gres[0].type or "", []).append(node.name)
+    for names in groups.values():
+        if len(names) >= count:
+            return tuple(names[:count])
+    pytest.skip(f"no {count} idle, unreserved nodes of one GPU type on the shared dev cluster right now")
+
+
+def gpus_of(client: CliSlurmClient, node: str) -> ResourceVector:
+    """gpus_of is a node's whole GPU complement as a per-node request."""
+    (state,) = [n for n in build_inventory(client.sinfo()).nodes if n.name == node]
+    return ResourceVector(cpus=1, memory="1G", gpus=state.capacity.gpus, gpu_type=state.capacity.gpu_type)
+
+
 def find(client: CliSlurmClient, attempt_id: str):
     """find looks an attempt up in squeue by its tag, the way the reconciler does."""
     return [job for job in client.squeue() if job.tag and job.tag.attempt_id == attempt_id]
@@ -91,14 +123,10 @@ def test_failing_job_is_seen_as_user_error(client, tmp_path):
 
 
 def test_running_gang_is_seen_then_cancelled(client, tmp_path):
+    nodes = quiet_nodes(client, 2)
+    per_node = gpus_of(client, nodes[0]).model_copy(update={"gpus": 2})
     request = launch(
-        tmp_path,
-        "sleep 120",
-        kind=JobKind.TRAINING,
-        num_nodes=2,
-        nodes=("a100n1", "a100n2"),
-        per_node=ResourceVector(cpus=1, memory="1G", gpus=2, gpu_type="a100"),
-        grace_s=10,
+        tmp_path, "sleep 120", kind=JobKind.TRAINING, num_nodes=2, nodes=nodes, per_node=per_node
     )
     job_id = client.submit(render(request))
     try:
@@ -106,7 +134,7 @@ def test_running_gang_is_seen_then_cancelled(client, tmp_path):
             lambda: [j for j in find(client, request.attempt_id) if j.observed.outcome == Outcome.RUNNING],
             "running",
         )
-        assert job.nodes == ("a100n1", "a100n2") and job.tres_alloc.gpus_by_type == {"a100": 4}
+        assert job.nodes == nodes and job.tres_alloc.gpus_by_type == {per_node.gpu_type: 4}
         assert job.account == "tenant-a"
     finally:
         client.cancel([job_id])
@@ -123,14 +151,9 @@ def test_checkpoint_signal_reaches_every_task_once(client, tmp_path):
         "n=0; trap 'n=$((n+1)); echo \"USR1 #$n task $SLURM_PROCID\"' USR1; "
         "echo ready; for i in $(seq 240); do sleep 0.5; done"
     )
-    request = launch(
-        tmp_path,
-        handler,
-        kind=JobKind.TRAINING,
-        num_nodes=2,
-        nodes=("a100n1", "a100n2"),
-        per_node=ResourceVector(cpus=1, memory="1G", gpus=1, gpu_type="a100"),
-    )
+    nodes = quiet_nodes(client, 2)
+    per_node = gpus_of(client, nodes[0]).model_copy(update={"gpus": 1})
+    request = launch(tmp_path, handler, kind=JobKind.TRAINING, num_nodes=2, nodes=nodes, per_node=per_node)
     job_id = client.submit(render(request))
     output = tmp_path / f"slurm-{job_id}.out"
 
@@ -149,6 +172,30 @@ def test_checkpoint_signal_reaches_every_task_once(client, tmp_path):
         assert lines == ["USR1 #1 task 0", "USR1 #1 task 1"]
     finally:
         client.cancel([job_id])
+
+
+def test_preempted_job_is_seen_as_preempted(client, tmp_path):
+    # QOS high preempts low on the dev cluster; with --no-requeue the victim ends PREEMPTED.
+    (node,) = quiet_nodes(client, 1)
+    whole = gpus_of(client, node)
+    victim = launch(tmp_path, "sleep 120", nodes=(node,), per_node=whole, qos="low")
+    victim_id = client.submit(render(victim))
+    wait_for(
+        lambda: [j for j in find(client, victim.attempt_id) if j.observed.outcome == Outcome.RUNNING],
+        "victim",
+    )
+    winner = launch(tmp_path, "true", nodes=(node,), per_node=whole, qos="high")
+    winner_id = client.submit(render(winner))
+    try:
+        (job,) = wait_for(
+            lambda: [j for j in find(client, victim.attempt_id) if j.observed.terminal], "preemption"
+        )
+        assert job.observed.outcome == Outcome.PREEMPTED
+        assert job.observed.category == FailureCategory.PREEMPTED
+        record = wait_for(lambda: sacct_record(client, victim_id), "sacct record")
+        assert record.observed.outcome == Outcome.PREEMPTED
+    finally:
+        client.cancel([victim_id, winner_id])
 
 
 def test_unknown_outcome_is_resolved_by_lookup(client, tmp_path):
