@@ -58,6 +58,12 @@ def parse_job_id(output: str) -> int:
     return int(match.group(1))
 
 
+def _only_already_gone(stderr: str) -> bool:
+    """_only_already_gone: every error line says the job already ended (so the cancel is done)."""
+    errors = [line for line in stderr.splitlines() if "error" in line.lower()]
+    return bool(errors) and all(_ALREADY_GONE.search(line) for line in errors)
+
+
 def slurm_time(moment: datetime) -> str:
     """slurm_time renders a datetime as local time without offset, as sacct -S/-E expect."""
     local = moment.astimezone() if moment.tzinfo else moment
@@ -95,7 +101,7 @@ class CliSlurmClient:
         try:
             self.runner.run("scancel", args + ids, timeout_s=self.timeouts.cancel, mutating=True)
         except SlurmRejected as error:
-            if not _ALREADY_GONE.search(str(error) + error.stderr):
+            if not _only_already_gone(error.stderr or str(error)):
                 raise
 
     def squeue(self) -> list[SqueueJob]:

@@ -23,10 +23,14 @@ class TaggedJob(Protocol):
     """TaggedJob is any parsed job record with a metasched tag and an observed state."""
 
     @property
-    def tag(self) -> AttemptTag | None: ...
+    def tag(self) -> AttemptTag | None:
+        """tag is the attempt the record belongs to, if any."""
+        ...
 
     @property
-    def observed(self) -> Observed: ...
+    def observed(self) -> Observed:
+        """observed is the record's mapped state."""
+        ...
 
 
 J = TypeVar("J", bound=TaggedJob)

@@ -44,6 +44,15 @@ def test_cancel_of_finished_job_is_not_an_error(fake_binary):
     client_with(scancel=fake_binary(stderr=stderr, exit_code=1)).cancel([12])
 
 
+def test_cancel_mixed_errors_still_raise(fake_binary):
+    stderr = (
+        "scancel: error: Kill job error on job id 12: Job/step already completing or completed\n"
+        "scancel: error: Kill job error on job id 13: Access/permission denied\n"
+    )
+    with pytest.raises(SlurmRejected):
+        client_with(scancel=fake_binary(stderr=stderr, exit_code=1)).cancel([12, 13])
+
+
 def test_cancel_rejects_non_ids():
     with pytest.raises(ValueError):
         client_with().cancel(["12; rm -rf /"])

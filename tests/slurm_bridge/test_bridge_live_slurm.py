@@ -22,7 +22,8 @@ from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.errors import SlurmRejected, SlurmTransient, SlurmUnknownOutcome
 from slurm_bridge.faults import FaultInjectingClient, FaultKind
 from slurm_bridge.inventory import build_inventory
-from slurm_bridge.launch import LaunchRequest
+from slurm_bridge.launch import LaunchRequest, Role
+from slurm_bridge.observe import combined
 from slurm_bridge.render import render
 from slurm_bridge.reservations import ActionKind, ReservationSpec, apply_reservations
 from slurm_bridge.runner import CommandRunner
@@ -50,7 +51,7 @@ def client():
     return CliSlurmClient()
 
 
-def launch(tmp_path, command: str, **changes) -> LaunchRequest:
+def launch(tmp_path, command: str | None, **changes) -> LaunchRequest:
     fields = dict(
         attempt_id=f"test-{uuid.uuid4()}",
         attempt_number=1,
@@ -196,6 +197,26 @@ def test_preempted_job_is_seen_as_preempted(client, tmp_path):
         assert record.observed.outcome == Outcome.PREEMPTED
     finally:
         client.cancel([victim_id, winner_id])
+
+
+def test_het_job_roles_run_as_components(client, tmp_path):
+    roles = (
+        Role("trainer", ResourceVector(cpus=1, memory="1G", gpus=1), 'echo "role=$METASCHED_ROLE"'),
+        Role("evaluator", ResourceVector(cpus=1, memory="1G"), 'echo "role=$METASCHED_ROLE"'),
+    )
+    request = launch(tmp_path, None, kind=JobKind.TRAINING, per_node=ResourceVector(), roles=roles)
+    job_id = client.submit(render(request))
+
+    def both_ended():
+        jobs = find(client, request.attempt_id)
+        return jobs if len(jobs) == 2 and all(j.observed.terminal for j in jobs) else None
+
+    components = wait_for(both_ended, "both het components to end")
+    assert {j.het_job_id for j in components} == {job_id}
+    assert sorted(j.het_job_offset for j in components) == [0, 1]
+    assert combined([j.observed for j in components]).outcome == Outcome.SUCCEEDED
+    output = (tmp_path / f"slurm-{job_id}.out").read_text()
+    assert "role=trainer" in output and "role=evaluator" in output
 
 
 def test_unknown_outcome_is_resolved_by_lookup(client, tmp_path):
