@@ -35,6 +35,7 @@ from slurm_bridge.runner import CommandRunner
 @click.option("--lost-grace", default=120.0, show_default=True, type=float, help="Silence before an attempt is lost (s).")
 @click.option("--holder", default=None, help="Replica name for leader election (default host:pid).")
 @click.option("--once", is_flag=True, help="Run a single period and print its report.")
+@click.option("--exit-when-idle", is_flag=True, help="Exit once no task waits and no attempt is live.")
 @click.option("--log-level", default="INFO", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 @pass_state
 @handle_errors
@@ -52,6 +53,7 @@ def serve(
     lost_grace: float,
     holder: str | None,
     once: bool,
+    exit_when_idle: bool,
     log_level: str,
 ) -> None:
     """Run the scheduler daemon against Slurm until SIGTERM or SIGINT."""
@@ -84,4 +86,4 @@ def serve(
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     logging.getLogger("metasched.serve").info("serving as %s, period %.1fs", config.holder, period)
-    daemon.run(stop)
+    daemon.run(stop, exit_when_idle=exit_when_idle)

@@ -141,19 +141,32 @@ class Daemon:
 
     # --- the loop ------------------------------------------------------------------------------
 
-    def run(self, stop: threading.Event) -> None:
-        """run repeats periods until ``stop`` is set, then releases leadership."""
+    def run(self, stop: threading.Event, exit_when_idle: bool = False) -> None:
+        """run repeats periods until ``stop`` is set (or, if asked, no work is left), then releases leadership."""
+        idle_periods = 0
         while not stop.is_set():
             started = time.monotonic()
             report = self.period()
             if report.error:
                 log.warning("period error: %s", report.error)
+            idle_periods = idle_periods + 1 if exit_when_idle and not report.error and self.idle() else 0
+            if idle_periods >= 2:  # twice in a row: nothing was in flight between the two reads
+                log.info("no pending or live work left: exiting")
+                break
             stop.wait(max(0.0, self.config.period_s - (time.monotonic() - started)))
         if self.leadership is not None:
             try:
                 release(self.db, self.leadership)
             except Exception as exc:  # noqa: BLE001 - shutdown must finish even if the DB is gone
                 log.warning("could not release leadership: %s", exc)
+
+    def idle(self) -> bool:
+        """idle tells whether no task waits and no attempt is live."""
+        with self.db.session() as session:
+            busy = session.scalar(
+                select(func.count()).select_from(Task).where(Task.state.in_(["pending", "scheduled", "running"]))
+            )
+        return not busy
 
     def period(self) -> PeriodReport:
         """period runs one leader-fenced round; errors end the round, never the daemon."""

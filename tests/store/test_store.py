@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select, text
 
-from meta.errors import Conflict, ConcurrentModification, InvalidRequest, NotFound, StaleFencingToken
+from meta.errors import ConcurrentModification, Conflict, InvalidRequest, NotFound, StaleFencingToken
 from meta.lifecycle import attempt_event, create_attempt
 from meta.service import Service
 from meta.spec import FailureCategory, spec_from_dict
