@@ -30,8 +30,9 @@ class SimConfig:
     priority_class: str = ""  # "" = the job kind names the class (training, inference, …)
     tenant_weights: dict[str, float] = field(default_factory=dict)  # overrides the preset's
     # Guaranteed quota per tenant = this fraction of the cluster's GPUs split by tenant weight
-    # (Philly's VC quotas); 0 = no guarantees. Slurm-like ignores guarantees (no preemption).
-    guarantee_fraction: float = 0.0
+    # (Philly's VC quotas); 0 = no guarantees. Only presets with tenant weights get any.
+    # The baselines ignore guarantees (they never preempt); metasched may reclaim them.
+    guarantee_fraction: float = 1.0
     # A fresh attempt may not be preempted before this much run time (Reservation.min_runtime_s),
     # so reclaimed capacity is not bounced between tenants cycle after cycle.
     min_runtime_s: float = 0.0
