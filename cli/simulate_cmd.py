@@ -42,6 +42,7 @@ def _progress(total: int, enabled: bool) -> tuple[Callable[[int], None] | None, 
     seen = [0]
 
     def update(done: int) -> None:
+        """update advances the bar to ``done`` arrivals, at most ~200 redraws per run."""
         if done - seen[0] >= max(total // 200, 1) or done == total:
             bar.update(done - seen[0])
             seen[0] = done

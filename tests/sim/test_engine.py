@@ -1,0 +1,71 @@
+"""Engine behaviour: warm-up, rejection at submit, gangs, load compression, cycle grid, metrics."""
+
+from __future__ import annotations
+
+import pytest
+
+from meta.policy import fifo
+from meta.sim.cluster import load_cluster
+from meta.sim.config import SimConfig, runtime_estimate
+from meta.sim.engine import Engine
+from meta.sim.job import JobState
+from meta.sim.metrics import compute, utilization
+from meta.sim.trace import TraceJob
+
+EXACT = SimConfig(estimate="noise", noise_factor=1.0, warmup_hours=0.0)
+
+
+def _run(trace, cluster="2x4", config=EXACT, originals=None):
+    return Engine(trace, load_cluster(cluster), fifo.schedule, None, config, originals).run()
+
+
+def test_warmup_excludes_early_arrivals_from_metrics():
+    # Warm-up 1 h: the job at t=0 runs but is not measured; the window starts at 3600.
+    trace = [TraceJob("early", 0, 100, 1), TraceJob("late", 3600, 100, 1), TraceJob("last", 7200, 50, 1)]
+    result = _run(trace, config=SimConfig(warmup_hours=1.0, estimate="noise", noise_factor=1.0))
+    assert [j.measured for j in result.jobs] == [False, True, True]
+    assert result.window == (3600, 7200)
+    assert compute(result, {})["jobs"]["measured"] == 2
+
+
+def test_job_larger_than_the_cluster_is_rejected_at_submit():
+    trace = [TraceJob("huge", 0, 100, 16), TraceJob("ok", 0, 100, 8)]
+    result = _run(trace)
+    assert [j.state for j in result.jobs] == [JobState.REJECTED, JobState.DONE]
+    assert compute(result, {})["jobs"]["rejected"] == 1
+
+
+def test_gang_spans_nodes_and_holds_both():
+    # 8 GPUs on 2 × 4-GPU nodes: a gang of 2 workers × 4; the 1-GPU job waits for it.
+    trace = [TraceJob("gang", 0, 100, 8), TraceJob("one", 10, 10, 1)]
+    result = _run(trace)
+    gang, one = result.jobs
+    assert (gang.workers, gang.gpus_per_worker) == (2, 4)
+    assert one.first_start == 100 and one.queue_s == 90
+
+
+def test_cycle_grid_batches_events():
+    # With a 60 s grid, the job arriving at t=10 starts at the next grid point, t=60.
+    result = _run([TraceJob("a", 10, 100, 1)], config=SimConfig(cycle_interval_s=60, warmup_hours=0))
+    assert result.jobs[0].first_start == 60 and result.cycles == 1
+
+
+def test_load_compression_keeps_warmup_on_original_times():
+    # Arrivals compressed ×2: the job originally at 7200 s arrives at 3600 s but is judged
+    # against the 1 h warm-up on its original time, so it is measured.
+    trace = [TraceJob("a", 0, 10, 1), TraceJob("b", 3600, 10, 1)]
+    result = _run(trace, config=SimConfig(warmup_hours=1.5), originals=[0, 7200])
+    assert [j.measured for j in result.jobs] == [False, True]
+
+
+def test_utilization_integrates_busy_steps():
+    # 4 of 8 GPUs busy over half of the window [0, 100]: 25%.
+    assert utilization([(0, 4), (50, 0)], (0, 100), 8) == pytest.approx(0.25)
+
+
+def test_runtime_estimate_buckets_never_undershoot():
+    config = SimConfig()
+    assert runtime_estimate(66, config) == 1800
+    assert runtime_estimate(2607, config) == 3600
+    assert runtime_estimate(5_185_940, config) >= 5_185_940
+    assert runtime_estimate(100, SimConfig(estimate="noise", noise_factor=2.0)) == 200
