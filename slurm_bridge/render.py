@@ -71,55 +71,46 @@ def _options(request: LaunchRequest) -> list[str]:
         # B: signals the batch shell, which execs srun; srun forwards USR1 to every task.
         tail.append(f"--signal=B:{CHECKPOINT_SIGNAL}@{request.grace_s}")
     tail += _io_options(request)
-    if not request.roles:
-        shape = _shape(
-            request,
-            request.partition,
-            request.per_node,
-            request.num_nodes,
-            request.nodes,
-            request.ntasks_per_node,
-        )
-        return head + shape + tail
-    options = head + _role_shape(request, request.roles[0]) + tail
-    for role in request.roles[1:]:
-        options += ["hetjob"] + _role_shape(request, role)
+    first, *others = _components(request)
+    options = head + _shape(request, first) + tail
+    for role in others:
+        options += ["hetjob"] + _shape(request, role)
     return options
 
 
-def _role_shape(request: LaunchRequest, role: Role) -> list[str]:
-    """_role_shape is one het component's options (account and QOS repeated per component)."""
-    return _shape(
-        request,
-        role.partition or request.partition,
-        role.per_node,
-        role.num_nodes,
-        role.nodes,
-        role.ntasks_per_node,
+def _components(request: LaunchRequest) -> tuple[Role, ...]:
+    """_components are the het-job roles, or the request's own shape as a single component."""
+    if request.roles:
+        return request.roles
+    single = Role(
+        name="main",
+        per_node=request.per_node,
+        command=request.command or request.script or "",
+        num_nodes=request.num_nodes,
+        nodes=request.nodes,
+        ntasks_per_node=request.ntasks_per_node,
+        partition=request.partition,
     )
+    return (single,)
 
 
-def _shape(
-    request: LaunchRequest,
-    partition: str | None,
-    per_node: ResourceVector,
-    num_nodes: int,
-    nodes: tuple[str, ...],
-    ntasks_per_node: int,
-) -> list[str]:
-    """_shape lists account, QOS, partition, reservation, node and per-node resource options."""
+def _shape(request: LaunchRequest, role: Role) -> list[str]:
+    """_shape lists one component's account, QOS, partition, reservation, nodes and resources."""
+    # Account, QOS and reservation are repeated in every het component rather than relying on
+    # inheritance between components.
+    partition = role.partition or request.partition
     options = [f"--account={request.tenant}"]
     options += [f"--qos={request.qos}"] if request.qos else []
     options += [f"--partition={partition}"] if partition else []
     options += [f"--reservation={request.reservation}"] if request.reservation else []
-    options.append(f"--nodes={num_nodes}")
-    options += [f"--nodelist={hostlist.compress(nodes)}"] if nodes else []
-    options.append(f"--ntasks-per-node={ntasks_per_node}")
-    if per_node.cpus:
-        options.append(f"--cpus-per-task={math.ceil(per_node.cpus / ntasks_per_node)}")
-    if per_node.memory_mib:
-        options.append(f"--mem={format_memory(per_node.memory_mib)}")
-    gres = gres_option(per_node)
+    options.append(f"--nodes={role.num_nodes}")
+    options += [f"--nodelist={hostlist.compress(role.nodes)}"] if role.nodes else []
+    options.append(f"--ntasks-per-node={role.ntasks_per_node}")
+    if role.per_node.cpus:
+        options.append(f"--cpus-per-task={math.ceil(role.per_node.cpus / role.ntasks_per_node)}")
+    if role.per_node.memory_mib:
+        options.append(f"--mem={format_memory(role.per_node.memory_mib)}")
+    gres = gres_option(role.per_node)
     options += [f"--gres={gres}"] if gres else []
     options.append(f"--time={format_time_limit(request.time_limit_s)}")
     return options

@@ -1,6 +1,8 @@
 """CommandRunner: argv only, timeouts, typed failure classification, observer and counters."""
 
+import json
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -125,7 +127,7 @@ def test_user_strings_stay_single_argv_elements(tmp_path):
     runner = CommandRunner(binaries={"scontrol": printer})
     nasty = "x; rm -rf / && echo $(whoami) `id` | cat > /tmp/pwned"
     result = runner.run("scontrol", ["show", nasty])
-    assert result.stdout.strip() == '["show", ' + __import__("json").dumps(nasty) + "]"
+    assert json.loads(result.stdout) == ["show", nasty]
     assert not (tmp_path / "pwned").exists()
 
 
@@ -177,3 +179,12 @@ REAL_REJECTIONS = [
 @pytest.mark.parametrize("message", REAL_REJECTIONS)
 def test_real_rejections(message):
     assert classify_message(message, mutating=True) == CallOutcome.REJECTED
+
+
+def test_no_shell_anywhere_in_slurm_bridge():
+    # Every Slurm call goes through CommandRunner with an argv list; nothing may reach a shell.
+    source = Path(__file__).resolve().parents[2] / "slurm_bridge"
+    for path in source.rglob("*.py"):
+        text = path.read_text()
+        for forbidden in ("shell=True", "os.system(", "os.popen(", "getoutput("):
+            assert forbidden not in text, f"{forbidden} in {path}"
