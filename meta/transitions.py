@@ -10,8 +10,8 @@ Every move of a task or attempt goes through ``transition_task`` / ``transition_
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Any
 
 from sqlalchemy import select, update
@@ -19,13 +19,7 @@ from sqlalchemy.orm import Session
 
 from meta.durations import utcnow
 from meta.errors import ConcurrentModification, NotFound, StaleFencingToken
-from meta.states import (
-    AttemptState,
-    IllegalTransition,
-    TaskState,
-    attempt_can,
-    task_can,
-)
+from meta.states import AttemptState, IllegalTransition, TaskState, attempt_can, task_can
 from meta.store.models import Attempt, Task, Transition
 
 
@@ -50,31 +44,67 @@ def recorded(session: Session, entity: str, entity_id: str, stimulus_id: str) ->
     )
 
 
-def _log(
+@dataclass(frozen=True)
+class _Move:
+    """_Move is one requested transition of one row, with everything the log line needs."""
+
+    entity: str
+    model: type[Attempt] | type[Task]
+    row_id: str
+    target: str
+    stimulus_id: str
+    reason: str
+    actor: str
+    values: dict[str, Any]
+
+
+def _apply(
     session: Session,
-    entity: str,
-    entity_id: str,
-    job_id: str,
-    stimulus_id: str,
-    from_state: str,
-    to_state: str,
-    reason: str,
-    actor: str,
-    at: datetime,
-) -> None:
+    move: _Move,
+    allowed: Callable[[str, str], bool],
+    check: Callable[[Any], None] | None = None,
+    same_state_is_noop: bool = False,
+) -> TransitionResult:
+    """_apply runs the four steps of the module docstring for one row."""
+    prior = recorded(session, move.entity, move.row_id, move.stimulus_id)
+    if prior is not None:
+        return TransitionResult(move.row_id, prior.from_state, prior.to_state, applied=False)
+    row = session.get(move.model, move.row_id, populate_existing=True)
+    if row is None:
+        raise NotFound(f"{move.entity} {move.row_id} not found")
+    if check is not None:
+        check(row)
+    current = row.state
+    if same_state_is_noop and current == move.target:
+        return TransitionResult(move.row_id, current, move.target, applied=False)
+    if not allowed(current, move.target):
+        raise IllegalTransition(move.entity, move.row_id, current, move.target)
+    now = utcnow()
+    model = move.model
+    result = session.execute(
+        update(model)
+        .where(model.id == move.row_id, model.state == current, model.version == row.version)
+        .values(state=move.target, version=row.version + 1, updated_at=now, **move.values)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != 1:
+        raise ConcurrentModification(f"{move.entity} {move.row_id} changed underneath (was {current})")
     session.add(
         Transition(
-            entity=entity,
-            entity_id=entity_id,
-            job_id=job_id,
-            stimulus_id=stimulus_id,
-            from_state=from_state,
-            to_state=to_state,
-            reason=reason,
-            actor=actor,
-            at=at,
+            entity=move.entity,
+            entity_id=move.row_id,
+            job_id=row.job_id,
+            stimulus_id=move.stimulus_id,
+            from_state=current,
+            to_state=move.target,
+            reason=move.reason,
+            actor=move.actor,
+            at=now,
         )
     )
+    session.flush()
+    session.expire(row)
+    return TransitionResult(move.row_id, current, move.target, applied=True)
 
 
 def transition_attempt(
@@ -90,35 +120,17 @@ def transition_attempt(
     values: dict[str, Any] | None = None,
 ) -> TransitionResult:
     """transition_attempt moves an attempt to ``target`` once per stimulus, fenced and CAS-guarded."""
-    prior = recorded(session, "attempt", attempt_id, stimulus_id)
-    if prior is not None:
-        return TransitionResult(attempt_id, prior.from_state, prior.to_state, applied=False)
-    attempt = session.get(Attempt, attempt_id, populate_existing=True)
-    if attempt is None:
-        raise NotFound(f"attempt {attempt_id} not found")
-    if fencing_token is not None and fencing_token != attempt.fencing_token:
-        raise StaleFencingToken(
-            f"attempt {attempt_id}: fencing token {fencing_token} is stale (current {attempt.fencing_token})"
-        )
-    current = AttemptState(attempt.state)
-    if expected is not None and current != expected:
-        raise ConcurrentModification(f"attempt {attempt_id} is {current}, expected {expected}")
-    if not attempt_can(current, target):
-        raise IllegalTransition("attempt", attempt_id, current, target)
-    now = utcnow()
-    changes = {"state": target.value, "version": attempt.version + 1, "updated_at": now, **(values or {})}
-    result = session.execute(
-        update(Attempt)
-        .where(Attempt.id == attempt_id, Attempt.state == current.value, Attempt.version == attempt.version)
-        .values(**changes)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:
-        raise ConcurrentModification(f"attempt {attempt_id} changed underneath (was {current})")
-    _log(session, "attempt", attempt_id, attempt.job_id, stimulus_id, current, target, reason, actor, now)
-    session.flush()
-    session.expire(attempt)
-    return TransitionResult(attempt_id, current.value, target.value, applied=True)
+
+    def check(attempt: Attempt) -> None:
+        if fencing_token is not None and fencing_token != attempt.fencing_token:
+            raise StaleFencingToken(
+                f"attempt {attempt_id}: fencing token {fencing_token} is stale (current {attempt.fencing_token})"
+            )
+        if expected is not None and attempt.state != expected:
+            raise ConcurrentModification(f"attempt {attempt_id} is {attempt.state}, expected {expected}")
+
+    move = _Move("attempt", Attempt, attempt_id, target.value, stimulus_id, reason, actor, dict(values or {}))
+    return _apply(session, move, lambda a, b: attempt_can(AttemptState(a), AttemptState(b)), check)
 
 
 def transition_task(
@@ -131,36 +143,9 @@ def transition_task(
     actor: str = "",
     values: dict[str, Any] | None = None,
 ) -> TransitionResult:
-    """transition_task moves a task to ``target`` once per stimulus, CAS-guarded and logged."""
-    prior = recorded(session, "task", task_id, stimulus_id)
-    if prior is not None:
-        return TransitionResult(task_id, prior.from_state, prior.to_state, applied=False)
-    task = session.get(Task, task_id, populate_existing=True)
-    if task is None:
-        raise NotFound(f"task {task_id} not found")
-    current = TaskState(task.state)
-    if current == target:
-        # already there by another stimulus (e.g. a duplicate path): nothing to move, nothing to log
-        return TransitionResult(task_id, current.value, target.value, applied=False)
-    if not task_can(current, target):
-        raise IllegalTransition("task", task_id, current, target)
-    now = utcnow()
-    changes = {
-        "state": target.value,
-        "version": task.version + 1,
-        "updated_at": now,
-        "reason": reason,
-        **(values or {}),
-    }
-    result = session.execute(
-        update(Task)
-        .where(Task.id == task_id, Task.state == current.value, Task.version == task.version)
-        .values(**changes)
-        .execution_options(synchronize_session=False)
-    )
-    if result.rowcount != 1:
-        raise ConcurrentModification(f"task {task_id} changed underneath (was {current})")
-    _log(session, "task", task_id, task.job_id, stimulus_id, current, target, reason, actor, now)
-    session.flush()
-    session.expire(task)
-    return TransitionResult(task_id, current.value, target.value, applied=True)
+    """transition_task moves a task to ``target`` once per stimulus, CAS-guarded and logged.
+
+    A task already in ``target`` (moved there by another path) is left alone: nothing to log.
+    """
+    move = _Move("task", Task, task_id, target.value, stimulus_id, reason, actor, {"reason": reason, **(values or {})})
+    return _apply(session, move, lambda a, b: task_can(TaskState(a), TaskState(b)), same_state_is_noop=True)
