@@ -100,10 +100,10 @@ def sdiag_reset() -> None:
 
 
 def sdiag_rpcs() -> dict[str, int]:
-    """sdiag_rpcs reads slurmctld's RPC counts by message type."""
-    return parse_sdiag(
-        subprocess.run(["sdiag"], check=True, capture_output=True, text=True).stdout
-    ).rpc_counts
+    """sdiag_rpcs reads slurmctld's RPC counts by message type (not the per-user section)."""
+    out = subprocess.run(["sdiag"], check=True, capture_output=True, text=True, timeout=30).stdout
+    section = out.split("statistics by message type", 1)[-1].split("statistics by user", 1)[0]
+    return parse_sdiag("Server thread count: 1\n" + section).rpc_counts
 
 
 def sacct_times(job_ids: list[str]) -> dict[str, tuple[str, datetime | None, datetime | None]]:

@@ -82,7 +82,7 @@ def _row(r: dict[str, Any]) -> list[str]:
     q, big = m["queue"], m["big_jobs"]
     big_cell = f"{big['queue']['max']:,.0f} ({big['n']})" if big["n"] else "–"
     return [
-        r["setup"], f"{r['cluster']['nodes']} × / {r['cluster']['gpus']:,}", _knobs(r), r["policy"],
+        r["setup"], f"{r['cluster']['nodes']} / {r['cluster']['gpus']:,}", _knobs(r), r["policy"],
         f"{m['jobs']['completed_measured']:,}", f"{q['mean']:,.0f}", f"{q['p50']:,.0f}", f"{q['p99']:,.0f}",
         f"{q['max']:,.0f}", big_cell, f"{m['jct']['mean']:,.0f}", f"{100 * m['utilization']:.1f}",
         f"{m['fairness']['jain']:.4f}", f"{m['preemptions']} / {m['lost_gpu_hours']:,.0f}",
@@ -164,6 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     for setup in SETUPS:
         if setup.name in wanted:
             print(f"- **{setup.name}**: {setup.why}")
+    print("- Jain's index is 1.0 on Crux and PAI: they carry no tenants (every job is 'unknown')")
     print(f"- cycles every {SIM.cycle_interval_s:g} s of simulated time; warm-up per preset (Philly 150x8: 24 h); "
           "runtime estimate = duration rounded up to a time-limit bucket, the same for every policy")
     print(f"- metasched: SchedulerConfig defaults with {TUNED} (meta/sim/tuning.py); "

@@ -61,13 +61,15 @@ def test_jct_is_queue_plus_duration_without_preemption(tiny_trace):
 
 
 def test_metasched_fair_turns_holds_and_backfill(tiny_trace):
+    # Config = meta.sim.tuning: short_job_weight 10, so inside a tenant the turn key is
+    # submit + 10 × estimate (C: 10 + 1000 = 1010, D: 20 + 600 = 620 → D before C).
     # One priority class (training), so tenants take turns by lowest share (usage + held now);
-    # preemption has no reason to fire (same class, no guarantees).
+    # preemption has no reason to fire (same class, no guarantees without tenant weights).
     # t=0   A, B (x) start on the two nodes.
     # t=10  C (y) does not fit; it gets a held start at A's end, 300, on both nodes.
-    # t=100 B ends. y and z both have no usage; y first (name order): C still does not fit and
-    #       is held at 300; D ends at 160 ≤ 300, so it may use the held node: D 100–160.
-    #       E (z) would run past 300 on a held node: it waits.
+    # t=20  D (y) does not fit either (no free GPU); t=30 E (z) likewise.
+    # t=100 B ends: node 1 free. y and z have no usage; y goes first (name order) with D, which
+    #       fits now: D 100–160. z's E finds no free GPU. C is held again at 300.
     # t=160 D ends; y now has usage, z none: E goes first and fits now, 160–560.
     #       C's held start moves to E's end: C runs 560–660.
     times, _ = _times(tiny_trace, "metasched")
