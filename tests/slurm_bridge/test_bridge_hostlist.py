@@ -45,3 +45,26 @@ def test_round_trip_keeps_zero_padding():
 def test_garbage_raises(garbage):
     with pytest.raises(HostlistError):
         expand(garbage)
+
+
+try:
+    from hypothesis import given
+    from hypothesis import strategies as st
+except ImportError:  # hypothesis is a test extra; the examples above still run without it
+    given = None
+
+if given is not None:
+    _hosts = st.lists(
+        st.builds(
+            lambda prefix, number, width: f"{prefix}{str(number).zfill(width)}",
+            st.sampled_from(["n", "a100n", "gpu-", "rack1-n"]),
+            st.integers(0, 120),
+            st.integers(0, 3),
+        ),
+        max_size=30,
+    )
+
+    @given(_hosts)
+    def test_compress_then_expand_gives_the_same_hosts(hosts):
+        expanded = expand(compress(hosts))
+        assert sorted(expanded) == sorted(set(hosts))
