@@ -5,7 +5,6 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
 
 from meta.policy.snapshot import JobKind
 from meta.resources import ZERO, ResourceVector
@@ -89,8 +88,9 @@ class LaunchRequest:
     stderr: str | None = None
 
     def __post_init__(self) -> None:
-        # A read-only copy: the request is validated once and must not change afterwards.
-        object.__setattr__(self, "env", MappingProxyType(dict(self.env)))
+        # A private copy: the caller's dict changing later must not change a validated request
+        # (a plain dict, so that asdict/pickle/deepcopy keep working).
+        object.__setattr__(self, "env", dict(self.env))
         try:
             check_attempt_id(self.attempt_id)
         except ValueError as error:
