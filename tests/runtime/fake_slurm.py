@@ -1,0 +1,363 @@
+"""FakeSlurm: an in-memory SlurmClient for runtime unit tests and fault injection (never for real-Slurm suites).
+
+It keeps the jobs it was given, reads the identity back from the rendered script
+(``--job-name=ms-<attempt>``, ``--comment``, ``--nodelist``), and answers squeue/sacct/sinfo with
+the same parsed types the command adapters return. Tests drive it: ``start``/``finish`` move a
+job, ``advance`` moves every job one step, and fault switches make the next calls fail.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+
+from slurm_bridge import hostlist
+from slurm_bridge.errors import SlurmRejected, SlurmTransient, SlurmUnknownOutcome
+from slurm_bridge.parse.nodestate import node_condition
+from slurm_bridge.parse.sacct import SacctJob
+from slurm_bridge.parse.sinfo import SinfoNode
+from slurm_bridge.parse.squeue import SqueueJob
+from slurm_bridge.parse.topology import Switch
+from slurm_bridge.parse.tres import Gres, Tres
+from slurm_bridge.states import map_state
+
+ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED"}
+# the submit faults a test can queue
+UNKNOWN_BEFORE = "unknown_before"  # sbatch timed out before slurmctld took the job
+UNKNOWN_AFTER = "unknown_after"  # slurmctld took the job, the reply was lost
+REJECTED = "rejected"
+TRANSIENT = "transient"
+
+_OPTION = re.compile(r"^#SBATCH\s+(\S+)\s*$")
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class FakeJob:
+    """FakeJob is one job (all its het components) as the fake controller holds it."""
+
+    job_id: int
+    name: str
+    comment: str
+    script: str
+    account: str
+    components: list[tuple[str, ...]]  # nodes per het component (one entry for a plain job)
+    submitted_at: datetime
+    state: str = "PENDING"
+    exit_code: int | None = None
+    signal: int | None = None
+    started_at: datetime | None = None
+    ended_at: datetime | None = None
+    signals: list[str] = field(default_factory=list)  # signals sent with scancel -s
+    in_squeue: bool = True  # squeue still lists it (ended jobs linger for MinJobAge)
+    in_sacct: bool = True  # slurmdbd has its record
+    ticks: int = 0
+
+    @property
+    def nodes(self) -> tuple[str, ...]:
+        """nodes are all nodes of the job, every component included."""
+        return tuple(node for component in self.components for node in component)
+
+    @property
+    def active(self) -> bool:
+        """active tells whether the job still holds (or waits for) nodes."""
+        return self.state in ACTIVE
+
+    @property
+    def attempt_id(self) -> str:
+        """attempt_id is read back from the ``ms-<attempt>`` name."""
+        return self.name.removeprefix("ms-")
+
+
+def parse_script(script: str) -> tuple[str, str, str, list[tuple[str, ...]]]:
+    """parse_script reads job name, comment, account and nodes per component from #SBATCH lines."""
+    name = comment = account = ""
+    components: list[tuple[str, ...]] = [()]
+    for line in script.splitlines():
+        match = _OPTION.match(line.strip())
+        if not match:
+            continue
+        option = match.group(1)
+        if option == "hetjob":
+            components.append(())
+            continue
+        key, _, value = option.partition("=")
+        if key == "--job-name":
+            name = value
+        elif key == "--comment":
+            comment = value
+        elif key == "--account" and not account:
+            account = value
+        elif key == "--nodelist":
+            components[-1] = tuple(hostlist.expand(value))
+    return name, comment, account, components
+
+
+def sinfo_node(
+    name: str,
+    *,
+    gpus: int = 8,
+    gpu_type: str = "a100",
+    cpus: int = 64,
+    memory_mib: int = 512 * 1024,
+    state: str = "IDLE",
+    flags: Sequence[str] = (),
+    partitions: tuple[str, ...] = ("gpu",),
+) -> SinfoNode:
+    """sinfo_node builds one SinfoNode of a GPU node."""
+    return SinfoNode(
+        name=name,
+        state=state,
+        condition=node_condition(state, flags),
+        gres=(Gres("gpu", gpu_type, gpus),) if gpus else (),
+        gres_used=(),
+        cpus=cpus,
+        alloc_cpus=0,
+        real_memory_mib=memory_mib,
+        alloc_memory_mib=0,
+        partitions=partitions,
+        features=frozenset({gpu_type}) if gpus else frozenset(),
+        reason="",
+    )
+
+
+def small_cluster(count: int = 4, **kw: object) -> list[SinfoNode]:
+    """small_cluster is ``count`` nodes node1..nodeN with 8 A100 each (by default)."""
+    return [sinfo_node(f"node{i}", **kw) for i in range(1, count + 1)]  # type: ignore[arg-type]
+
+
+class FakeSlurm:
+    """FakeSlurm implements the SlurmClient methods the daemon uses, in memory."""
+
+    def __init__(self, nodes: Sequence[SinfoNode] | None = None, *, first_job_id: int = 1000):
+        self.nodes: dict[str, SinfoNode] = {n.name: n for n in (nodes if nodes is not None else small_cluster())}
+        self.jobs: dict[int, FakeJob] = {}
+        self._next_id = first_job_id
+        self.switches: dict[str, Switch] = {}
+        # calls, for assertions
+        self.submitted_scripts: list[str] = []  # every script handed to submit (accepted or not)
+        self.cancels: list[tuple[str, str | None]] = []  # (job id, signal)
+        self.calls: dict[str, int] = {"submit": 0, "cancel": 0, "squeue": 0, "sacct": 0, "sinfo": 0}
+        # faults
+        self.submit_faults: deque[str] = deque()
+        self.squeue_fault: Exception | None = None
+        self.sacct_fault: Exception | None = None
+        # how a job ends when advance() finishes it: (state, exit code) by attempt id
+        self.outcome: Callable[[FakeJob], tuple[str, int]] = lambda job: ("COMPLETED", 0)
+        self.run_ticks = 1  # advance() calls a job stays RUNNING before it ends
+
+    # --- SlurmClient ------------------------------------------------------------------------
+
+    def submit(self, script: str, *, timeout_s: float | None = None) -> int:
+        """submit records the job (or fails as the next queued fault says) and returns its id."""
+        self.calls["submit"] += 1
+        self.submitted_scripts.append(script)
+        fault = self.submit_faults.popleft() if self.submit_faults else None
+        if fault == UNKNOWN_BEFORE:
+            raise SlurmUnknownOutcome("sbatch timed out", command="sbatch")
+        if fault == REJECTED:
+            raise SlurmRejected("sbatch: error: Invalid account or account/partition combination", command="sbatch")
+        if fault == TRANSIENT:
+            raise SlurmTransient("sbatch: error: Slurm controller not responding", command="sbatch")
+        job = self._record(script)
+        if fault == UNKNOWN_AFTER:
+            raise SlurmUnknownOutcome("sbatch reply lost", command="sbatch")
+        return job.job_id
+
+    def cancel(self, job_ids: Sequence[int | str], signal: str | None = None) -> None:
+        """cancel signals jobs (``signal``) or cancels them; ended or unknown jobs are no error."""
+        self.calls["cancel"] += 1
+        for raw in job_ids:
+            self.cancels.append((str(raw), signal))
+            job = self.jobs.get(int(raw))
+            if job is None or not job.active:
+                continue
+            if signal:
+                job.signals.append(signal)
+            else:
+                self._end(job, "CANCELLED", 0, signal=15)
+
+    def squeue(self) -> list[SqueueJob]:
+        """squeue lists the jobs the controller still knows, het components separately."""
+        self.calls["squeue"] += 1
+        if self.squeue_fault is not None:
+            raise self.squeue_fault
+        out: list[SqueueJob] = []
+        for job in self.jobs.values():
+            if job.in_squeue:
+                out.extend(self._squeue_records(job))
+        return out
+
+    def sacct(self, since: datetime, until: datetime | None = None) -> list[SacctJob]:
+        """sacct lists allocation records (and a .batch step) of jobs active in the window."""
+        self.calls["sacct"] += 1
+        if self.sacct_fault is not None:
+            raise self.sacct_fault
+        out: list[SacctJob] = []
+        for job in self.jobs.values():
+            if not job.in_sacct:
+                continue
+            if job.ended_at is not None and job.ended_at < since:
+                continue
+            if until is not None and job.submitted_at > until:
+                continue
+            out.extend(self._sacct_records(job))
+        return out
+
+    def sinfo(self) -> list[SinfoNode]:
+        """sinfo lists every node once."""
+        self.calls["sinfo"] += 1
+        return list(self.nodes.values())
+
+    def topology(self) -> dict[str, Switch]:
+        """topology is the configured switch tree ({} by default)."""
+        return dict(self.switches)
+
+    # --- test controls ------------------------------------------------------------------------
+
+    def fail_next_submits(self, *faults: str) -> None:
+        """fail_next_submits queues faults for the next submit calls, in order."""
+        self.submit_faults.extend(faults)
+
+    def jobs_for(self, attempt_id: str) -> list[FakeJob]:
+        """jobs_for lists the jobs named for an attempt (ideally exactly one)."""
+        return [job for job in self.jobs.values() if job.name == f"ms-{attempt_id}"]
+
+    def job_of(self, attempt_id: str) -> FakeJob:
+        """job_of is the one job of an attempt."""
+        found = self.jobs_for(attempt_id)
+        assert len(found) == 1, f"attempt {attempt_id} has {len(found)} Slurm jobs"
+        return found[0]
+
+    def start(self, job_id: int) -> None:
+        """start moves a pending job to RUNNING."""
+        job = self.jobs[job_id]
+        job.state, job.started_at = "RUNNING", _now()
+
+    def finish(self, job_id: int, state: str = "COMPLETED", exit_code: int = 0, signal: int | None = None) -> None:
+        """finish ends a job with a Slurm state and exit code."""
+        self._end(self.jobs[job_id], state, exit_code, signal)
+
+    def advance(self) -> None:
+        """advance moves every job one step: PENDING → RUNNING → (after run_ticks) its outcome."""
+        for job in list(self.jobs.values()):
+            if job.state == "PENDING":
+                self.start(job.job_id)
+            elif job.state == "RUNNING":
+                job.ticks += 1
+                if job.ticks >= self.run_ticks:
+                    state, code = self.outcome(job)
+                    self._end(job, state, code)
+
+    def set_node(self, name: str, state: str = "IDLE", flags: Sequence[str] = ()) -> None:
+        """set_node changes a node's state (e.g. ``set_node("node2", "IDLE", ["DRAIN"])``)."""
+        self.nodes[name] = replace(self.nodes[name], state=state, condition=node_condition(state, flags))
+
+    def add_job(self, name: str, comment: str = "", state: str = "RUNNING", nodes: tuple[str, ...] = ("node1",)) -> FakeJob:
+        """add_job puts a job into Slurm as if submitted by someone else (orphans, duplicates)."""
+        script = f"#!/bin/bash\n#SBATCH --job-name={name}\n"
+        if comment:
+            script += f"#SBATCH --comment={comment}\n"
+        if nodes:
+            script += f"#SBATCH --nodelist={hostlist.compress(nodes)}\n"
+        job = self._record(script)
+        job.state = state
+        if state == "RUNNING":
+            job.started_at = _now()
+        return job
+
+    def active_jobs(self) -> list[FakeJob]:
+        """active_jobs are the jobs that still hold or wait for nodes."""
+        return [job for job in self.jobs.values() if job.active]
+
+    # --- internals --------------------------------------------------------------------------
+
+    def _record(self, script: str) -> FakeJob:
+        name, comment, account, components = parse_script(script)
+        job_id = self._next_id
+        self._next_id += len(components)  # het components take consecutive ids
+        job = FakeJob(job_id, name, comment, script, account, components, _now())
+        self.jobs[job_id] = job
+        return job
+
+    def _end(self, job: FakeJob, state: str, exit_code: int, signal: int | None = None) -> None:
+        job.state, job.exit_code, job.signal, job.ended_at = state, exit_code, signal, _now()
+
+    def _squeue_records(self, job: FakeJob) -> list[SqueueJob]:
+        het = len(job.components) > 1
+        records = []
+        for offset, nodes in enumerate(job.components):
+            running = job.state != "PENDING"
+            records.append(
+                SqueueJob(
+                    job_id=job.job_id + offset,
+                    name=job.name,
+                    comment=job.comment,
+                    state=job.state,
+                    account=job.account,
+                    qos="normal",
+                    partition="gpu",
+                    nodelist=hostlist.compress(nodes) if running and nodes else "",
+                    nodes=nodes if running else (),
+                    tres_alloc=Tres(),
+                    tres_per_node=(),
+                    gres_detail=(),
+                    raw_exit_status=None,
+                    exit_code=job.exit_code,
+                    signal=job.signal,
+                    het_job_id=job.job_id if het else None,
+                    het_job_offset=offset if het else None,
+                    array_job_id=None,
+                    array_task_id=None,
+                    reservation=None,
+                    state_reason="None",
+                    restart_count=0,
+                    submit_time=job.submitted_at,
+                    start_time=job.started_at,
+                    end_time=job.ended_at,
+                )
+            )
+        return records
+
+    def _sacct_records(self, job: FakeJob) -> list[SacctJob]:
+        het = len(job.components) > 1
+        records = []
+        for offset, nodes in enumerate(job.components):
+            job_id = f"{job.job_id}+{offset}" if het else str(job.job_id)
+            records.append(self._sacct(job, job_id, offset if het else None, None, nodes))
+        if job.state != "PENDING":
+            records.append(self._sacct(job, f"{job.job_id}.batch", None, "batch", job.components[0]))
+        return records
+
+    @staticmethod
+    def _sacct(job: FakeJob, job_id: str, het: int | None, step: str | None, nodes: tuple[str, ...]) -> SacctJob:
+        return SacctJob(
+            job_id=job_id,
+            base_job_id=job.job_id,
+            het_offset=het,
+            array_task_id=None,
+            step=step,
+            name=job.name if step is None else step,
+            comment=job.comment if step is None else "",
+            state=job.state,
+            state_by_uid=0 if job.state == "CANCELLED" else None,
+            exit_code=job.exit_code if job.exit_code is not None else 0,
+            signal=job.signal if job.signal is not None else 0,
+            reservation=None,
+            alloc_tres=Tres(),
+            nodes=nodes,
+            account=job.account,
+            start=job.started_at,
+            end=job.ended_at,
+        )
+
+
+def observed_state(job: FakeJob) -> str:
+    """observed_state is the metasched outcome the job maps to (handy in assertions)."""
+    return map_state(job.state, job.exit_code, job.signal).outcome.value
