@@ -52,6 +52,8 @@ def write_plot(outcomes: Sequence[RunOutcome], path: str | Path) -> Path:
     left.set(xscale="log", xlabel="queue delay (s, ≥1)", ylabel="fraction of jobs", title="Queue delay CDF")
     window = outcomes[0].raw.window
     right.axvspan(window[0] / 3600, window[1] / 3600, color="grey", alpha=0.1, label="measured window")
+    # The drain after the last arrival can last weeks (long jobs); show the window and a margin.
+    right.set_xlim(0, 1.15 * window[1] / 3600 or None)
     right.set(xlabel="simulated time (h)", ylabel="allocated GPUs / capacity", title="GPU utilization", ylim=(0, 1.05))
     for axis in (left, right):
         axis.grid(alpha=0.3)
