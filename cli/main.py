@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import click
 
+from cli.audit_cmd import audit_cmd
 from cli.checkpoint_cmd import checkpoint_group
 from cli.context import CliState
 from cli.db_cmd import db
@@ -36,7 +37,7 @@ def cli(ctx: click.Context, db_url: str | None, tenant: str | None) -> None:
     ctx.obj = CliState(db_url=db_url, tenant=tenant)
 
 
-for command in (submit, status, list_jobs, cancel, retry, explain, outputs, commit_cmd, checkpoint_group, tenant_group, serve, db):
+for command in (submit, status, list_jobs, cancel, retry, explain, outputs, commit_cmd, checkpoint_group, tenant_group, audit_cmd, serve, db):
     cli.add_command(command)
 
 

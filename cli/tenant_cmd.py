@@ -45,6 +45,7 @@ def set_cmd(
         view = set_tenant(
             session,
             name,
+            actor=state.principal().name,
             weight=weight,
             guaranteed=parse_quotas(guaranteed) if guaranteed else None,
             limits=parse_quotas(limits) if limits else None,

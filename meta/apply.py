@@ -18,6 +18,7 @@ from datetime import datetime
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from meta import audit
 from meta.durations import utcnow
 from meta.errors import Conflict
 from meta.leader import Leadership, fence
@@ -26,7 +27,7 @@ from meta.policy.plan import Plan
 from meta.policy.snapshot import NodeShare, NodeState
 from meta.snapshot_source import placement_shares, share_to_json
 from meta.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition, TaskState
-from meta.store.models import Attempt, CycleRecord, Task, TaskReason
+from meta.store.models import Attempt, CycleRecord, Job, Task, TaskReason
 from meta.store.upsert import insert_ignore
 
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
@@ -123,6 +124,17 @@ def apply_plan(
     for preemption in plan.preemptions:
         if _preempt(session, preemption.attempt_id, preemption.reason, record.id):
             result.preempting.append(preemption.attempt_id)
+            audit.record(
+                session,
+                f"scheduler/epoch-{leadership.epoch}",
+                "preempt",
+                preemption.attempt_id,
+                tenant=_tenant_of_attempt(session, preemption.attempt_id),
+                reason=preemption.reason,
+                for_task=preemption.for_task,
+                lost_gpu_seconds=round(preemption.lost_gpu_seconds, 1),
+                cycle=record.id,
+            )
     _store_reasons(session, plan, record.id, job_of_task or {})
     record.placed, record.preempted = len(result.created), len(result.preempting)
     return result
@@ -182,6 +194,12 @@ def _preempt(session: Session, attempt_id: str, reason: str, cycle_id: int) -> b
         values={"stop_reason": "preempt"},
     )
     return True
+
+
+def _tenant_of_attempt(session: Session, attempt_id: str) -> str | None:
+    attempt = session.get(Attempt, attempt_id)
+    job = session.get(Job, attempt.job_id) if attempt else None
+    return job.tenant if job else None
 
 
 def _store_reasons(session: Session, plan: Plan, cycle_id: int, job_of_task: Mapping[str, str]) -> None:

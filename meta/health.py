@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from meta import audit
 from meta.leader import Leadership, fence
 from meta.lifecycle import attempt_event
 from meta.policy.snapshot import NodeState
@@ -50,5 +51,6 @@ def evict_from_unusable_nodes(session: Session, leadership: Leadership, nodes: S
             actor="health",
             values={"stop_reason": "preempt"},
         )
+        audit.record(session, "health", "evict", attempt.id, nodes=hit, reason="node drained or down")
         evicted.append(attempt.id)
     return evicted

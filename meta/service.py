@@ -15,6 +15,7 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
+from meta import audit
 from meta.durations import utcnow
 from meta.errors import ConcurrentModification, Conflict, InvalidRequest, NotFound, Unschedulable
 from meta.ids import looks_like_uuid, new_short_job_id, new_uuid
@@ -115,6 +116,8 @@ class Service:
 
         def work(session: Session) -> JobStatus:
             job = _find_job(session, job_ref, principal)
+            if not job.cancel_requested:
+                audit.record(session, principal.name, "job.cancel", job.short_id, tenant=job.tenant)
             _cancel(session, job, principal.name)
             return _status(session, job)
 
@@ -125,7 +128,13 @@ class Service:
 
         def work(session: Session) -> list[TaskView]:
             tasks = _find_tasks(session, ref, principal)
-            return _retry(session, tasks, principal.name)
+            retried = _retry(session, tasks, principal.name)
+            job = session.get(Job, tasks[0].job_id)
+            assert job is not None
+            audit.record(
+                session, principal.name, "job.retry", job.short_id, tenant=job.tenant, tasks=[t.index for t in retried]
+            )
+            return retried
 
         return self._unit(work)
 

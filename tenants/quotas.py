@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from meta import audit
 from meta.durations import utcnow
 from meta.errors import InvalidRequest, NotFound
 from meta.store.models import Tenant, TenantUsage
@@ -43,6 +44,7 @@ def set_tenant(
     session: Session,
     name: str,
     *,
+    actor: str = "admin",
     weight: float | None = None,
     guaranteed: dict[str, int] | None = None,
     limits: dict[str, int] | None = None,
@@ -66,7 +68,11 @@ def set_tenant(
     if limits is not None:
         tenant.limits = limits
     session.flush()
-    return _view(session, tenant)
+    view = _view(session, tenant)
+    audit.record(
+        session, actor, "tenant.set", name, tenant=name, weight=view.weight, guaranteed=view.guaranteed, limits=view.limits
+    )
+    return view
 
 
 def list_tenants(session: Session) -> list[TenantView]:

@@ -20,6 +20,7 @@ from meta.store.migrate import upgrade
 
 DEFAULT_PG_URL = "postgresql+psycopg://metasched:metasched@127.0.0.1:5432/metasched_test"
 _TABLES = (
+    "audit_events",
     "inventory",
     "partition_commits",
     "checkpoints",

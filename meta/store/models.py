@@ -283,6 +283,20 @@ class InventoryRecord(Base):
     at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class AuditEvent(Base):
+    """AuditEvent is one policy decision or human override, kept append-only (never secrets)."""
+
+    __tablename__ = "audit_events"
+    __table_args__ = (Index("ix_audit_events_at", "at"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    actor: Mapped[str] = mapped_column(String(256))
+    action: Mapped[str] = mapped_column(String(64))  # e.g. preempt, tenant.set, job.cancel, job.retry
+    tenant: Mapped[str | None] = mapped_column(String(128))
+    subject: Mapped[str] = mapped_column(String(256))  # the job, task, attempt or tenant acted on
+    detail: Mapped[dict[str, Any]] = mapped_column(JSONText, default=dict)
+
+
 class ImmutableRowError(Exception):
     """ImmutableRowError is raised when code tries to change a row that is write-once."""
 
@@ -290,6 +304,7 @@ class ImmutableRowError(Exception):
 @event.listens_for(JobSpecRow, "before_update")
 @event.listens_for(Transition, "before_update")
 @event.listens_for(PartitionCommit, "before_update")
+@event.listens_for(AuditEvent, "before_update")
 def _refuse_update(mapper: Any, connection: Any, target: Any) -> None:
     raise ImmutableRowError(f"{type(target).__name__} rows are write-once")
 
@@ -297,5 +312,6 @@ def _refuse_update(mapper: Any, connection: Any, target: Any) -> None:
 @event.listens_for(JobSpecRow, "before_delete")
 @event.listens_for(Transition, "before_delete")
 @event.listens_for(PartitionCommit, "before_delete")
+@event.listens_for(AuditEvent, "before_delete")
 def _refuse_delete(mapper: Any, connection: Any, target: Any) -> None:
     raise ImmutableRowError(f"{type(target).__name__} rows are never deleted")

@@ -1,0 +1,57 @@
+"""The audit trail: who decided or overrode what, and why — append-only, and never a secret.
+
+Details are built from ids, names, counts and reasons only; specs carry secret *names*, never
+values, and nothing here copies environment values or database URLs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from meta.durations import utcnow
+from meta.store.models import AuditEvent
+
+
+@dataclass(frozen=True)
+class AuditView:
+    """AuditView is one audit line as shown to people and scripts."""
+
+    at: str
+    actor: str
+    action: str
+    tenant: str | None
+    subject: str
+    detail: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        """to_dict renders the line for --json."""
+        return asdict(self)
+
+
+def record(
+    session: Session, actor: str, action: str, subject: str, *, tenant: str | None = None, **detail: Any
+) -> None:
+    """record appends one audit line in the caller's transaction."""
+    session.add(
+        AuditEvent(at=utcnow(), actor=actor, action=action, tenant=tenant, subject=subject, detail=detail)
+    )
+
+
+def read(
+    session: Session, *, tenant: str | None = None, since: datetime | None = None, limit: int = 200
+) -> list[AuditView]:
+    """read returns the newest audit lines, optionally for one tenant and after a time."""
+    query = select(AuditEvent).order_by(AuditEvent.id.desc()).limit(limit)
+    if tenant is not None:
+        query = query.where(AuditEvent.tenant == tenant)
+    if since is not None:
+        query = query.where(AuditEvent.at >= since)
+    return [
+        AuditView(e.at.isoformat(), e.actor, e.action, e.tenant, e.subject, dict(e.detail or {}))
+        for e in session.scalars(query)
+    ]
