@@ -4,6 +4,7 @@ Skipped without a cluster; with METASCHED_REQUIRE_SLURM=1 they fail instead (see
 Polling waits for Slurm to get there; nothing asserts on how long it took.
 """
 
+import functools
 import os
 import re
 import shutil
@@ -100,9 +101,35 @@ def gpus_of(client: CliSlurmClient, node: str) -> ResourceVector:
     return ResourceVector(cpus=1, memory="1G", gpus=state.capacity.gpus, gpu_type=state.capacity.gpu_type)
 
 
-def find(client: CliSlurmClient, attempt_id: str):
+class CancelledElsewhere(Exception):
+    """CancelledElsewhere: another process on the shared cluster cancelled our job (e.g. an orphan sweep)."""
+
+
+def find(client: CliSlurmClient, attempt_id: str, *, expect_cancel: bool = False):
     """find looks an attempt up in squeue by its tag, the way the reconciler does."""
-    return [job for job in client.squeue() if job.tag and job.tag.attempt_id == attempt_id]
+    jobs = [job for job in client.squeue() if job.tag and job.tag.attempt_id == attempt_id]
+    if not expect_cancel and any(job.observed.outcome == Outcome.CANCELLED for job in jobs):
+        raise CancelledElsewhere(f"attempt {attempt_id} was cancelled by someone else: {jobs}")
+    return jobs
+
+
+def retried(test: Callable[..., None]) -> Callable[..., None]:
+    """retried reruns a live test whose job another process cancelled, then skips saying so.
+
+    Other suites run daemons against the same dev cluster, and their reconcilers cancel
+    metasched-tagged jobs that have no attempt in *their* store.
+    """
+
+    @functools.wraps(test)
+    def run(*args, **kwargs) -> None:
+        for _ in range(3):
+            try:
+                return test(*args, **kwargs)
+            except CancelledElsewhere:
+                continue
+        pytest.skip("our job was cancelled by another process on the shared dev cluster three times")
+
+    return run
 
 
 def sacct_record(client: CliSlurmClient, job_id: int):
@@ -110,6 +137,7 @@ def sacct_record(client: CliSlurmClient, job_id: int):
     return next((r for r in client.sacct(since) if r.base_job_id == job_id and r.observed.terminal), None)
 
 
+@retried
 def test_failing_job_is_seen_as_user_error(client, tmp_path):
     request = launch(tmp_path, 'echo "attempt=$METASCHED_ATTEMPT_ID name=$METASCHED_JOB_NAME"; exit 3')
     job_id = client.submit(render(request))
@@ -123,6 +151,7 @@ def test_failing_job_is_seen_as_user_error(client, tmp_path):
     assert f"attempt={request.attempt_id} name=live; rm -rf /" in output
 
 
+@retried
 def test_running_gang_is_seen_then_cancelled(client, tmp_path):
     nodes = quiet_nodes(client, 2)
     per_node = gpus_of(client, nodes[0]).model_copy(update={"gpus": 2})
@@ -139,13 +168,17 @@ def test_running_gang_is_seen_then_cancelled(client, tmp_path):
         assert job.account == "tenant-a"
     finally:
         client.cancel([job_id])
-    (job,) = wait_for(lambda: [j for j in find(client, request.attempt_id) if j.observed.terminal], "cancel")
+    (job,) = wait_for(
+        lambda: [j for j in find(client, request.attempt_id, expect_cancel=True) if j.observed.terminal],
+        "cancel",
+    )
     assert job.observed.outcome == Outcome.CANCELLED
     client.cancel([job_id])  # cancelling again is not an error
     record = wait_for(lambda: sacct_record(client, job_id), "sacct record")
     assert record.observed.category == FailureCategory.CANCELLED
 
 
+@retried
 def test_checkpoint_signal_reaches_every_task_once(client, tmp_path):
     # Each task installs its trap, then says "ready"; the test signals only after both did.
     handler = (
@@ -159,6 +192,7 @@ def test_checkpoint_signal_reaches_every_task_once(client, tmp_path):
     output = tmp_path / f"slurm-{job_id}.out"
 
     def logged(word: str, count: int) -> list[str] | None:
+        find(client, request.attempt_id)  # raises if someone else cancelled the job
         text = output.read_text() if output.exists() else ""
         return (
             sorted(line for line in text.splitlines() if line.startswith(word))
@@ -175,6 +209,7 @@ def test_checkpoint_signal_reaches_every_task_once(client, tmp_path):
         client.cancel([job_id])
 
 
+@retried
 def test_preempted_job_is_seen_as_preempted(client, tmp_path):
     # QOS high preempts low on the dev cluster; with --no-requeue the victim ends PREEMPTED.
     (node,) = quiet_nodes(client, 1)
@@ -199,6 +234,7 @@ def test_preempted_job_is_seen_as_preempted(client, tmp_path):
         client.cancel([victim_id, winner_id])
 
 
+@retried
 def test_het_job_roles_run_as_components(client, tmp_path):
     roles = (
         Role("trainer", ResourceVector(cpus=1, memory="1G", gpus=1), 'echo "role=$METASCHED_ROLE"'),
@@ -225,7 +261,7 @@ def test_unknown_outcome_is_resolved_by_lookup(client, tmp_path):
     request = launch(tmp_path, "sleep 60")
     with pytest.raises(SlurmUnknownOutcome):
         faulty.submit(render(request))
-    (job,) = wait_for(lambda: find(client, request.attempt_id), "the lost submission in squeue")
+    (job,) = wait_for(lambda: find(client, request.attempt_id, expect_cancel=True), "the lost submission")
     client.cancel([job.job_id])
 
 
