@@ -1,0 +1,122 @@
+"""build_snapshot: pending tasks (backoff, cancel, max_parallel), reservations, checkpoints, tenants."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+from meta.durations import utcnow
+from meta.policy.snapshot import JobKind
+from meta.service import Service
+from meta.snapshot_source import SpecCache, build_snapshot
+from meta.states import AttemptState
+from meta.store.models import Checkpoint, Job, Task, Tenant, TenantUsage
+from tests.runtime.support import checkpointing, inference, node_state, place, share, submit, training
+
+NODES = [node_state("node1"), node_state("node2")]
+
+
+def _snapshot(service: Service, now=None):
+    with service.db.session() as session:
+        return build_snapshot(session, NODES, SpecCache(), inventory_version=7, now=now)
+
+
+def test_pending_tasks_describe_the_spec(service: Service) -> None:
+    job, (t,) = submit(service, training(workers=2, topology="prefer-same-switch"))
+    snap = _snapshot(service)
+    (pending,) = snap.pending
+    assert (pending.task_id, pending.job_id, pending.tenant) == (t, job, "acme")
+    assert pending.kind == JobKind.TRAINING and pending.workers == 2
+    assert pending.per_worker.gpus == 2 and pending.per_worker.gpu_type == "a100"
+    assert snap.inventory_version == 7 and [n.name for n in snap.nodes] == ["node1", "node2"]
+
+
+def test_pending_respects_retry_backoff(service: Service) -> None:
+    _, (t,) = submit(service, training())
+    later = utcnow() + timedelta(seconds=60)
+    with service.db.session() as session:
+        session.get(Task, t).not_before = later
+    assert _snapshot(service).pending == ()
+    assert [p.task_id for p in _snapshot(service, now=later + timedelta(seconds=1)).pending] == [t]
+
+
+def test_pending_skips_tasks_of_a_job_being_cancelled(service: Service) -> None:
+    job, _ = submit(service, training("cancelled"))
+    _, (keep,) = submit(service, training("kept"))
+    with service.db.session() as session:
+        session.get(Job, job).cancel_requested = True  # a task still pending while the cancel lands
+    assert [p.task_id for p in _snapshot(service).pending] == [keep]
+
+
+def test_inference_max_parallel_counts_live_attempts(service: Service, tmp_path: Path) -> None:
+    _, tasks = submit(service, inference(str(tmp_path / "out"), partitions=5, max_parallel=2))
+    assert [p.task_id for p in _snapshot(service).pending] == tasks[:2]
+    place(service.db, tasks[0], [share("node1", gpus=1)], AttemptState.RUNNING)
+    assert [p.task_id for p in _snapshot(service).pending] == tasks[1:2]
+    place(service.db, tasks[1], [share("node1", gpus=1)], AttemptState.LAUNCHING)
+    assert _snapshot(service).pending == ()
+
+
+def test_reservations_include_every_live_attempt_with_its_shares(service: Service) -> None:
+    db = service.db
+    ids = {}
+    for state in (
+        AttemptState.CREATED,
+        AttemptState.LAUNCHING,
+        AttemptState.LAUNCH_UNKNOWN,
+        AttemptState.RUNNING,
+        AttemptState.STOPPING,
+        AttemptState.SUCCEEDED,
+    ):
+        _, (t,) = submit(service, checkpointing(f"r-{state.value}"))
+        ids[state] = place(db, t, [share("node1", gpus=1), share("node2", gpus=3)], state)
+    snap = _snapshot(service)
+    by_id = {r.attempt_id: r for r in snap.reservations}
+    assert set(by_id) == {ids[s] for s in ids if s != AttemptState.SUCCEEDED}
+    unknown = by_id[ids[AttemptState.LAUNCH_UNKNOWN]]
+    assert [(s.node, s.resources.gpus, s.resources.gpu_type) for s in unknown.shares] == [
+        ("node1", 1, "a100"),
+        ("node2", 3, "a100"),
+    ]
+    assert unknown.gpus() == 4 and unknown.tenant == "acme"
+    assert by_id[ids[AttemptState.RUNNING]].preemptible is True
+    assert by_id[ids[AttemptState.STOPPING]].preemptible is False  # never a victim twice
+    assert snap.pending == ()
+
+
+def test_reservation_carries_the_latest_checkpoint_time(service: Service) -> None:
+    db = service.db
+    _, (t,) = submit(service, checkpointing())
+    attempt_id = place(db, t, [share("node1")], AttemptState.RUNNING)
+    base = utcnow().replace(microsecond=0)
+    with db.session() as session:
+        for step, minutes in ((10, 1), (30, 5), (20, 3)):
+            session.add(
+                Checkpoint(task_id=t, attempt_id=attempt_id, fencing_token=1, step=step, path=f"/c/{step}",
+                           at=base - timedelta(minutes=10 - minutes))
+            )
+    (reservation,) = _snapshot(service).reservations
+    assert reservation.last_checkpoint_time == (base - timedelta(minutes=5)).timestamp()
+    assert reservation.restore_cost_s == 60.0
+
+
+def test_reservation_without_checkpoints_has_none(service: Service) -> None:
+    _, (t,) = submit(service, checkpointing())
+    place(service.db, t, [share("node1")], AttemptState.RUNNING)
+    (reservation,) = _snapshot(service).reservations
+    assert reservation.last_checkpoint_time is None
+
+
+def test_tenants_carry_quotas_weights_and_decayed_usage(service: Service) -> None:
+    submit(service, training(tenant="acme"))
+    submit(service, training(tenant="beta"))
+    with service.db.session() as session:
+        acme = session.get(Tenant, "acme")
+        acme.weight, acme.guaranteed, acme.limits = 3.0, {"a100": 8}, {"a100": 16, "h100": 0}
+        session.add(TenantUsage(tenant="acme", decayed_gpu_seconds=1234.5, updated_at=utcnow()))
+    tenants = {t.name: t for t in _snapshot(service).tenants}
+    assert set(tenants) == {"acme", "beta"}
+    acme = tenants["acme"]
+    assert acme.weight == 3.0 and acme.guaranteed == {"a100": 8} and acme.limit == {"a100": 16, "h100": 0}
+    assert acme.decayed_usage == 1234.5
+    assert tenants["beta"].decayed_usage == 0.0 and tenants["beta"].limit == {}
