@@ -7,10 +7,12 @@ ignored there, so none are passed), ``sacct -P`` text (its JSON loses exit codes
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TypeVar
 
 from slurm_bridge import reservations as resv
 from slurm_bridge.errors import ReservationInUse, SlurmParseError, SlurmRejected
@@ -29,6 +31,7 @@ from slurm_bridge.parse.squeue import SqueueJob, parse_squeue_json
 from slurm_bridge.parse.topology import Switch, parse_topology
 from slurm_bridge.runner import CommandRunner
 
+T = TypeVar("T")
 _JOB_ID_TEXT = re.compile(r"^\d+(?:[+_]\d+)?$")
 _PARSABLE_ID = re.compile(r"^(\d+)(?:;\S+)?$")
 # scancel of a job that already ended is success for an idempotent cancel.
@@ -106,36 +109,36 @@ class CliSlurmClient:
 
     def squeue(self) -> list[SqueueJob]:
         """squeue runs ``squeue --json`` (22.05 ignores -j/-t/-p with --json)."""
-        return parse_squeue_json(self.runner.run("squeue", ["--json"], timeout_s=self.timeouts.read).stdout)
+        return self.runner.run_parsed("squeue", ["--json"], parse_squeue_json, timeout_s=self.timeouts.read)
 
     def sinfo(self) -> list[SinfoNode]:
         """sinfo runs ``sinfo --json``; nodes are deduplicated by the parser."""
-        return parse_sinfo_json(self.runner.run("sinfo", ["--json"], timeout_s=self.timeouts.read).stdout)
+        return self.runner.run_parsed("sinfo", ["--json"], parse_sinfo_json, timeout_s=self.timeouts.read)
 
     def sacct(self, since: datetime, until: datetime | None = None) -> list[SacctJob]:
         """sacct runs ``sacct -a -n -P -X`` over [since, until] and parses it leniently."""
         args = ["-a", "-n", "-P", "-X", "-o", ",".join(SACCT_FIELDS), "-S", slurm_time(since)]
         if until is not None:
             args += ["-E", slurm_time(until)]
-        result = self.runner.run("sacct", args, timeout_s=self.timeouts.accounting)
         # One odd record (e.g. a foreign job name with '|') must not blind the reconciler.
-        return parse_sacct(result.stdout, SACCT_FIELDS, strict=False)
+        parse = functools.partial(parse_sacct, fields=SACCT_FIELDS, strict=False)
+        return self.runner.run_parsed("sacct", args, parse, timeout_s=self.timeouts.accounting)
 
     def show_nodes(self) -> list[ScontrolNode]:
         """show_nodes runs ``scontrol -o show node``."""
-        return parse_show_node(self._scontrol(["-o", "show", "node"]))
+        return self._scontrol(["-o", "show", "node"], parse_show_node)
 
     def show_jobs(self) -> list[ScontrolJob]:
         """show_jobs runs ``scontrol -o show job``."""
-        return parse_show_job(self._scontrol(["-o", "show", "job"]))
+        return self._scontrol(["-o", "show", "job"], parse_show_job)
 
     def topology(self) -> dict[str, Switch]:
         """topology runs ``scontrol show topology``."""
-        return parse_topology(self._scontrol(["show", "topology"]))
+        return self._scontrol(["show", "topology"], parse_topology)
 
     def reservations(self) -> list[SlurmReservation]:
         """reservations runs ``scontrol -o show reservation``."""
-        return parse_show_reservation(self._scontrol(["-o", "show", "reservation"]))
+        return self._scontrol(["-o", "show", "reservation"], parse_show_reservation)
 
     def create_reservation(self, spec: resv.ReservationSpec) -> str:
         """create_reservation runs ``scontrol create reservation ...`` and returns the name."""
@@ -170,8 +173,8 @@ class CliSlurmClient:
 
     def sdiag(self) -> Sdiag:
         """sdiag runs ``sdiag``."""
-        return parse_sdiag(self.runner.run("sdiag", [], timeout_s=self.timeouts.read).stdout)
+        return self.runner.run_parsed("sdiag", [], parse_sdiag, timeout_s=self.timeouts.read)
 
-    def _scontrol(self, args: list[str]) -> str:
-        """_scontrol runs a read-only scontrol command and returns stdout."""
-        return self.runner.run("scontrol", args, timeout_s=self.timeouts.read).stdout
+    def _scontrol(self, args: list[str], parse: Callable[[str], T]) -> T:
+        """_scontrol runs a read-only scontrol command and parses its output."""
+        return self.runner.run_parsed("scontrol", args, parse, timeout_s=self.timeouts.read)

@@ -78,6 +78,8 @@ class LaunchRequest:
     # a file holding metasched's database URL, for the job's own `metasched checkpoint/commit`
     # calls: the path travels in the script, the credentials never do
     db_url_file: str | None = None
+    # where the node reads secret values at run time (<dir>/<name>); only this path is rendered
+    secrets_dir: str | None = None
     checkpoint_dir: str | None = None
     output_dir: str | None = None
     resume_from: str | None = None

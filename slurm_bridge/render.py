@@ -149,6 +149,12 @@ def _exports(request: LaunchRequest) -> Iterator[str]:
             yield f"export {name}={shlex.quote(value)}"
     for name in sorted(request.env):
         yield f"export {name}={shlex.quote(request.env[name])}"
+    if request.secrets_dir:
+        # values are read on the node when the job starts: they never enter the script, Slurm's
+        # stored job script, metasched's store or its logs
+        for name in request.secret_names:
+            path = shlex.quote(f"{request.secrets_dir.rstrip('/')}/{name}")
+            yield f'if [ -r {path} ]; then export {name}="$(cat {path})"; fi'
 
 
 def _launch_line(request: LaunchRequest) -> str:

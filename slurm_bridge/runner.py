@@ -13,6 +13,7 @@ import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from slurm_bridge.classify import classify_message, first_error_line
 from slurm_bridge.errors import (
@@ -25,6 +26,7 @@ from slurm_bridge.errors import (
 from slurm_bridge.observer import CallCounter, CallObserver, CallOutcome, CallRecord
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 DEFAULT_TIMEOUT_S = 30.0
 
@@ -100,21 +102,42 @@ class CommandRunner:
         mutating: bool = False,
     ) -> CommandResult:
         """run executes one command; it returns its output or raises a typed SlurmError."""
+        return self._call(command, args, timeout_s, stdin, mutating, None)[0]
+
+    def run_parsed(
+        self, command: str, args: Sequence[str], parse: Callable[[str], T], *, timeout_s: float | None = None
+    ) -> T:
+        """run_parsed runs a read and parses stdout; a parse failure is the outcome the observer sees.
+
+        ``squeue --json`` exits 0 when the controller is down and only the parser notices, so
+        the call must not be counted as "ok".
+        """
+        return self._call(command, args, timeout_s, None, False, parse)[1]
+
+    def _call(
+        self,
+        command: str,
+        args: Sequence[str],
+        timeout_s: float | None,
+        stdin: str | None,
+        mutating: bool,
+        parse: Callable[[str], T] | None,
+    ) -> tuple[CommandResult, T | None]:
+        """_call runs, classifies, optionally parses, and reports exactly once."""
         argv = self.argv_for(command, args)
         start = self._clock()
         try:
             returncode, stdout, stderr = _execute(
                 command, argv, stdin, timeout_s or self._default_timeout_s, self._env, mutating
             )
+            if returncode != 0:
+                raise _failure(command, argv, returncode, stdout, stderr, mutating)
+            parsed = parse(stdout) if parse is not None else None
         except SlurmError as error:
             self._report(command, argv, start, _outcome_of(error), error.returncode)
             raise
-        if returncode != 0:
-            outcome, error = _failure(command, argv, returncode, stdout, stderr, mutating)
-            self._report(command, argv, start, outcome, returncode)
-            raise error
         latency = self._report(command, argv, start, CallOutcome.OK, returncode)
-        return CommandResult(tuple(argv), returncode, stdout, stderr, latency)
+        return CommandResult(tuple(argv), returncode, stdout, stderr, latency), parsed
 
     def _report(
         self, command: str, argv: Sequence[str], start: float, outcome: CallOutcome, returncode: int | None
@@ -177,7 +200,7 @@ def _outcome_of(error: SlurmError) -> CallOutcome:
 
 def _failure(
     command: str, argv: list[str], returncode: int, stdout: str, stderr: str, mutating: bool
-) -> tuple[CallOutcome, SlurmError]:
+) -> SlurmError:
     """_failure builds the typed error for a non-zero exit or a death by signal."""
     if returncode < 0:
         # Killed by a signal: a mutating request may already have reached the controller.
@@ -187,5 +210,4 @@ def _failure(
         text = f"{stderr}\n{stdout}"
         outcome = classify_message(text, mutating=mutating)
         message = f"{command} exited {returncode}: {first_error_line(text) or 'no output'}"
-    error = _ERROR_TYPES[outcome](message, command=command, argv=argv, returncode=returncode, stderr=stderr)
-    return outcome, error
+    return _ERROR_TYPES[outcome](message, command=command, argv=argv, returncode=returncode, stderr=stderr)

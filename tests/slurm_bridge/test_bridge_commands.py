@@ -5,7 +5,8 @@ from datetime import UTC, datetime
 import pytest
 
 from slurm_bridge.commands import CliSlurmClient, parse_job_id
-from slurm_bridge.errors import SlurmParseError, SlurmRejected
+from slurm_bridge.errors import SlurmParseError, SlurmRejected, SlurmTransient
+from slurm_bridge.observer import CallOutcome
 from slurm_bridge.reservations import ReservationSpec
 from slurm_bridge.runner import CommandRunner
 
@@ -115,3 +116,12 @@ def test_create_update_delete_reservation(fake_binary, recorded_calls):
 def test_delete_absent_reservation_is_fine(fake_binary):
     stderr = "Error deleting the reservation: Invalid reservation name\n"
     client_with(scontrol=fake_binary(stderr=stderr, exit_code=1)).delete_reservation("ms-hold-gone")
+
+
+def test_controller_down_squeue_is_reported_as_transient(fake_binary, reference):
+    # squeue exits 0 here; only the parser sees the errors entry, and the observer must hear it.
+    client = client_with(squeue=fake_binary(stdout=reference("squeue-controller-down.json").read_text()))
+    with pytest.raises(SlurmTransient):
+        client.squeue()
+    assert client.runner.counter.outcomes("squeue", CallOutcome.TRANSIENT) == 1
+    assert client.runner.counter.outcomes("squeue", CallOutcome.OK) == 0
