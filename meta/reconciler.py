@@ -261,8 +261,12 @@ class Reconciler:
         if outcome == Outcome.SUCCEEDED:
             return AttemptState.SUCCEEDED, None, f"{where} exit 0"
         if outcome == Outcome.CANCELLED:
-            requested = "as requested" if attempt.cancel_requested else "outside metasched"
-            return AttemptState.CANCELLED, FailureCategory.CANCELLED, f"{where} ({requested})"
+            if attempt.cancel_requested:
+                return AttemptState.CANCELLED, FailureCategory.CANCELLED, f"{where} (as requested)"
+            # cancelled in Slurm behind metasched's back (an operator's scancel, a controller
+            # purge): nobody asked metasched to cancel the task, so its attempt is lost and the
+            # task is retried under its policy (``lost`` is retried by default) — it does not end
+            return AttemptState.LOST, FailureCategory.LOST, f"{where} outside metasched"
         code = f" exit {observed.exit_code}" if observed.exit_code is not None else ""
         return AttemptState.FAILED, observed.category or FailureCategory.UNKNOWN, f"{where}{code}"
 
