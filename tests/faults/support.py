@@ -153,8 +153,16 @@ def cancel_daemon_jobs() -> None:
 class ServeProcess:
     """ServeProcess runs one ``metasched serve`` replica as a subprocess (kill -9, SIGSTOP, restart)."""
 
-    def __init__(self, tmp_path: Path, holder: str, *, lease_s: float = 3.0, bin_dir: Path | None = FAKEBIN,
-                 env: dict[str, str] | None = None, extra: list[str] | None = None):
+    def __init__(
+        self,
+        tmp_path: Path,
+        holder: str,
+        *,
+        lease_s: float = 3.0,
+        bin_dir: Path | None = FAKEBIN,
+        env: dict[str, str] | None = None,
+        extra: list[str] | None = None,
+    ):
         self.tmp_path = tmp_path
         self.holder = holder
         self.lease_s = lease_s
@@ -250,7 +258,9 @@ def wait_leading(service: Service, daemon: ServeProcess, since: datetime, timeou
         raise AssertionError(f"{exc}\n{daemon.tail()}") from None
 
 
-def wait_jobs(service: Service, jobs: list[str], timeout_s: float, daemons: Iterable[ServeProcess] = ()) -> None:
+def wait_jobs(
+    service: Service, jobs: list[str], timeout_s: float, daemons: Iterable[ServeProcess] = ()
+) -> None:
     """wait_jobs waits until every job is final, failing early if a daemon died on its own."""
     deadline = time.monotonic() + timeout_s
     watched = list(daemons)
@@ -282,7 +292,9 @@ def small_eval(name: str, tenant: str = "tenant-a", command: str = "sleep 2") ->
     }
 
 
-def inference(name: str, output: Path, partitions: int, command: str, tenant: str = "tenant-b") -> dict[str, object]:
+def inference(
+    name: str, output: Path, partitions: int, command: str, tenant: str = "tenant-b"
+) -> dict[str, object]:
     """inference is a CPU-only batch inference job of ``partitions`` partitions writing to ``output``."""
     return {
         "kind": "inference",
@@ -300,7 +312,9 @@ def inference(name: str, output: Path, partitions: int, command: str, tenant: st
 # --- inference outputs ------------------------------------------------------------------------
 
 
-def metasched(*args: str, env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def metasched(
+    *args: str, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """metasched runs the CLI against the test store (``--db``) and returns the completed process."""
     argv = [sys.executable, "-c", "from cli.main import main; main()", "--db", pg_url(), *args]
     return subprocess.run(
@@ -332,7 +346,9 @@ def output_problems(service: Service, job: str, partitions: int) -> list[str]:
             continue
         last = final.get(name)
         if last is None or part["attempt"] != last.id or last.state != AttemptState.SUCCEEDED:
-            problems.append(f"{job}/{name}: committed by {part['attempt']}, final attempt is {last and last.id}")
+            problems.append(
+                f"{job}/{name}: committed by {part['attempt']}, final attempt is {last and last.id}"
+            )
         if last is not None and part["fencing_token"] != last.fencing_token:
             problems.append(f"{job}/{name}: committed token {part['fencing_token']} != {last.fencing_token}")
         root = Path(part["manifest"]["root"])

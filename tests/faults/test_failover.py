@@ -9,6 +9,8 @@ standby, and no Slurm job may be duplicated. The next trial freezes the new lead
 replicas swap roles.
 """
 
+# ruff: noqa: B023 - the predicates defined in loops are polled at once, inside their iteration
+
 from __future__ import annotations
 
 import random
@@ -47,7 +49,9 @@ pytestmark = pytest.mark.slurm
 LEASE_S = 3.0
 
 
-def test_frozen_leader_is_replaced_and_fenced(slurm_exclusive: None, pg_service: Service, tmp_path: Path) -> None:
+def test_frozen_leader_is_replaced_and_fenced(
+    slurm_exclusive: None, pg_service: Service, tmp_path: Path
+) -> None:
     rounds = trials(2, 8)
     seed = seed_of("failover")
     rng = random.Random(seed)
@@ -95,7 +99,10 @@ def test_frozen_leader_is_replaced_and_fenced(slurm_exclusive: None, pg_service:
 
             def first_placement() -> bool:
                 with pg_service.db.session() as session:
-                    return session.scalar(select(func.min(Attempt.created_at)).where(Attempt.epoch == new)) is not None
+                    return (
+                        session.scalar(select(func.min(Attempt.created_at)).where(Attempt.epoch == new))
+                        is not None
+                    )
 
             wait_for(first_placement, 30, f"a placement under epoch {new}")
             with pg_service.db.session() as session:

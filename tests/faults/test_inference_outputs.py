@@ -13,6 +13,8 @@
     outputs, each from its partition's final attempt, manifest checksums matching the files.
 """
 
+# ruff: noqa: B023 - the predicates defined in loops are polled at once, inside their iteration
+
 from __future__ import annotations
 
 import random
@@ -51,7 +53,9 @@ from tests.integration.harness import DaemonHarness
 
 pytestmark = pytest.mark.slurm
 
-WRITE = 'echo "partition $METASCHED_PARTITION attempt $METASCHED_ATTEMPT_ID" > "$METASCHED_OUTPUT_DIR/part.txt"\n'
+WRITE = (
+    'echo "partition $METASCHED_PARTITION attempt $METASCHED_ATTEMPT_ID" > "$METASCHED_OUTPUT_DIR/part.txt"\n'
+)
 
 
 def _late_commit(attempt_id: str, token: int, staging: Path) -> subprocess.CompletedProcess[str]:
@@ -90,7 +94,9 @@ def test_late_partition_after_lease_expiry_is_refused(harness: DaemonHarness, tm
                 .values(lease_expires_at=utcnow() - timedelta(minutes=1))
             )
         late = _late_commit(first.id, first.fencing_token, staging)
-        (refused if late.returncode == 1 else accepted).append(f"lease-expired: {late.returncode} {late.stderr.strip()}")
+        (refused if late.returncode == 1 else accepted).append(
+            f"lease-expired: {late.returncode} {late.stderr.strip()}"
+        )
         if "lease expired" not in late.stderr:
             problems.append(f"unclear refusal: {late.stderr!r}")
 
@@ -108,11 +114,15 @@ def test_late_partition_after_lease_expiry_is_refused(harness: DaemonHarness, tm
 
         harness.run_until(second_running, 90)
         late = _late_commit(first.id, first.fencing_token, staging)
-        (refused if late.returncode == 1 else accepted).append(f"superseded: {late.returncode} {late.stderr.strip()}")
+        (refused if late.returncode == 1 else accepted).append(
+            f"superseded: {late.returncode} {late.stderr.strip()}"
+        )
         if "no longer its task's current attempt" not in late.stderr:
             problems.append(f"unclear refusal: {late.stderr!r}")
         wrong = _late_commit(first.id, first.fencing_token + 7, staging)
-        (refused if wrong.returncode == 1 else accepted).append(f"wrong token: {wrong.returncode} {wrong.stderr.strip()}")
+        (refused if wrong.returncode == 1 else accepted).append(
+            f"wrong token: {wrong.returncode} {wrong.stderr.strip()}"
+        )
 
         harness.run_until(harness.all_finished([job]), 90)
         assert harness.state(job) == JobState.SUCCEEDED
@@ -157,11 +167,10 @@ def test_partitions_with_kills_scancels_and_stale_commits(
     # a partition writes two files (one of them sized by its index), sleeps, and half of them
     # commit themselves; the rest are auto-committed by the daemon when they exit 0
     command = (
-        WRITE
-        + 'head -c $((1000 + METASCHED_PARTITION * 100)) /dev/zero | tr "\\0" "$METASCHED_PARTITION" '
+        WRITE + 'head -c $((1000 + METASCHED_PARTITION * 100)) /dev/zero | tr "\\0" "$METASCHED_PARTITION" '
         '> "$METASCHED_OUTPUT_DIR/data.bin"\n'
         "sleep 4\n"
-        'if [ $((METASCHED_PARTITION % 2)) = 1 ]; then metasched commit --json; fi\n'
+        "if [ $((METASCHED_PARTITION % 2)) = 1 ]; then metasched commit --json; fi\n"
     )
     daemon = ServeProcess(tmp_path, "parts-0")
     started = time.monotonic()
@@ -192,7 +201,11 @@ def test_partitions_with_kills_scancels_and_stale_commits(
         wait_jobs(pg_service, [job], 300, [daemon])
         wait_for(lambda: (output / "_manifest.json").exists(), 30, "the job manifest")
         # the staging left now is what garbage collection kept
-        leftover = sorted(p.name for p in (output / "_attempts").iterdir()) if (output / "_attempts").is_dir() else []
+        leftover = (
+            sorted(p.name for p in (output / "_attempts").iterdir())
+            if (output / "_attempts").is_dir()
+            else []
+        )
         # every superseded attempt's worker now tries to commit what it wrote (a copy outside the
         # output dir: GC already removed its staging, and a late worker must not recreate it there)
         tasks = pg_service.status(job).tasks
@@ -225,7 +238,9 @@ def test_partitions_with_kills_scancels_and_stale_commits(
         partitions=partitions,
         kills=kills,
         scancelled=len(scancelled),
-        scancelled_lost=sum(1 for t in tasks for a in t.attempts if a.id in scancelled and a.state == AttemptState.LOST),
+        scancelled_lost=sum(
+            1 for t in tasks for a in t.attempts if a.id in scancelled and a.state == AttemptState.LOST
+        ),
         tasks_retried=retried,
         attempts=len(ids),
         late_commits_refused=late_refused,

@@ -49,7 +49,7 @@ PARTITION_CMD = (
     'echo "partition $METASCHED_PARTITION attempt $METASCHED_ATTEMPT_ID" > "$METASCHED_OUTPUT_DIR/part.txt"\n'
     "sleep 1\n"
     # odd partitions commit themselves; even ones leave it to the daemon's auto-commit on exit 0
-    'if [ $((METASCHED_PARTITION % 2)) = 1 ]; then metasched commit --json; fi\n'
+    "if [ $((METASCHED_PARTITION % 2)) = 1 ]; then metasched commit --json; fi\n"
     "sleep 0.5\n"
 )
 
@@ -102,9 +102,7 @@ def _outcome(service: Service, jobs: list[str], infer: list[tuple[str, int]]) ->
     attempts = {job: attempts_of(service, job) for job in jobs}
     ids = {a.id for group in attempts.values() for a in group}
     per_attempt = slurm_jobs_of(ids)
-    tasks_retried = sum(
-        1 for job in jobs for t in service.status(job).tasks if len(t.attempts) != 1
-    )
+    tasks_retried = sum(1 for job in jobs for t in service.status(job).tasks if len(t.attempts) != 1)
     with service.db.session() as session:
         interrupted = session.scalar(
             select(func.count()).where(
@@ -155,7 +153,9 @@ def test_kill9_at_random_points_of_cycle_launch_and_commit(
     started = time.monotonic()
     try:
         # a 0.2 s sbatch widens the window between "launching" committed and the Slurm id recorded
-        jobs, violations, info = _kill_loop(pg_service, tmp_path, kills, rng, {"METASCHED_FAKE_SBATCH_DELAY": "0.2"})
+        jobs, violations, info = _kill_loop(
+            pg_service, tmp_path, kills, rng, {"METASCHED_FAKE_SBATCH_DELAY": "0.2"}
+        )
         out = _outcome(pg_service, jobs, info["infer"])
     finally:
         cancel_daemon_jobs()

@@ -8,6 +8,8 @@ end: every job succeeded once, one Slurm job per attempt, no attempt stuck in
 created/launching/launch_unknown, I1–I6 clean. PostgreSQL is always left running.
 """
 
+# ruff: noqa: B023 - the predicates defined in loops are polled at once, inside their iteration
+
 from __future__ import annotations
 
 import random
@@ -44,7 +46,9 @@ pytestmark = pytest.mark.slurm
 
 def pg_cluster() -> tuple[str, str]:
     """pg_cluster is the (version, name) of the local PostgreSQL cluster, from ``pg_lsclusters -h``."""
-    out = subprocess.run(["pg_lsclusters", "-h"], capture_output=True, text=True, check=True, timeout=30).stdout
+    out = subprocess.run(
+        ["pg_lsclusters", "-h"], capture_output=True, text=True, check=True, timeout=30
+    ).stdout
     version, name = out.split()[:2]
     return version, name
 
