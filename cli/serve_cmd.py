@@ -20,6 +20,7 @@ from meta.reconciler import ReconcileSettings
 from meta.store.db import write_url_file
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.runner import CommandRunner
+from tenants.secrets import DEFAULT_ROOT
 
 
 @click.command()
@@ -30,6 +31,7 @@ from slurm_bridge.runner import CommandRunner
 @click.option("--submit-timeout", default=30.0, show_default=True, type=float, help="sbatch timeout (s).")
 @click.option("--grace", default=60, show_default=True, type=int, help="Checkpoint grace before a preemption cancel (s).")
 @click.option("--log-dir", default="/tmp/metasched/logs", show_default=True, help="Where job stdout/stderr go.")
+@click.option("--secrets-root", default=DEFAULT_ROOT, show_default=True, help="Tenant secret files (<root>/<tenant>/<NAME>).")
 @click.option("--leader-lease", default=15.0, show_default=True, type=float, help="Leader lease (s).")
 @click.option("--unknown-window", default=15.0, show_default=True, type=float, help="Look-up window for unknown launches (s).")
 @click.option("--lost-grace", default=120.0, show_default=True, type=float, help="Silence before an attempt is lost (s).")
@@ -48,6 +50,7 @@ def serve(
     submit_timeout: float,
     grace: int,
     log_dir: str,
+    secrets_root: str,
     leader_lease: float,
     unknown_window: float,
     lost_grace: float,
@@ -66,7 +69,9 @@ def serve(
         period_s=period,
         leader_lease_s=leader_lease,
         submit_timeout_s=submit_timeout,
-        launch=LaunchSettings(log_dir=log_dir, grace_s=grace, db_url_file=str(url_file)),
+        launch=LaunchSettings(
+            log_dir=log_dir, grace_s=grace, db_url_file=str(url_file), secrets_root=secrets_root
+        ),
         reconcile=ReconcileSettings(unknown_window_s=unknown_window, lost_grace_s=lost_grace),
     )
     if holder:

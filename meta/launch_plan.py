@@ -21,6 +21,7 @@ class LaunchSettings:
     log_dir: str = "/tmp/metasched/logs"
     grace_s: int = 60
     db_url_file: str | None = None  # lets jobs run `metasched checkpoint/commit` against the store
+    secrets_root: str | None = None  # <root>/<tenant>/<NAME> files read by the job at start
 
 
 def staging_dir(spec: InferenceSpec, attempt_id: str) -> str:
@@ -78,6 +79,7 @@ def launch_request(
         "grace_s": settings.grace_s,
         "stdout": log,
         "db_url_file": settings.db_url_file,
+        "secrets_dir": f"{settings.secrets_root.rstrip('/')}/{job.tenant}" if settings.secrets_root else None,
     }
     if len(groups) <= 1:
         workers, members = next(iter(groups.items())) if groups else (1, [])
