@@ -1,0 +1,242 @@
+"""Daemon.period end to end over FakeSlurm: jobs run to completion, submit faults never duplicate, I5 holds."""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+from sqlalchemy import select
+
+from meta.daemon import Daemon, DaemonConfig
+from meta.durations import utcnow
+from meta.invariants import check_i2_slurm_matches_attempts, check_i3_tokens_increase, check_i5_capacity
+from meta.launch_plan import LaunchSettings
+from meta.reconciler import ReconcileSettings
+from meta.service import Service
+from meta.states import LIVE_ATTEMPT_STATES, AttemptState, JobState
+from meta.store.models import Attempt, Task
+from slurm_bridge.inventory import build_inventory
+from tests.runtime.fake_slurm import REJECTED, TRANSIENT, UNKNOWN_AFTER, UNKNOWN_BEFORE, FakeSlurm
+from tests.runtime.support import checkpointing, evaluation, inference, training
+
+LIVE = [s.value for s in LIVE_ATTEMPT_STATES]
+
+
+def _daemon(service: Service, fake: FakeSlurm, tmp_path: Path, **reconcile: float) -> Daemon:
+    config = DaemonConfig(
+        period_s=0.0,
+        leader_lease_s=60.0,
+        holder="unit-daemon",
+        launch=LaunchSettings(log_dir=str(tmp_path / "logs"), grace_s=30),
+        reconcile=ReconcileSettings(
+            unknown_window_s=reconcile.get("unknown_window_s", 0.0),
+            lost_grace_s=reconcile.get("lost_grace_s", 600.0),
+        ),
+    )
+    return Daemon(service.db, fake, config)
+
+
+def _i5(service: Service, fake: FakeSlurm) -> list[str]:
+    """_i5 checks reserved ≤ allocatable per node, by the invariant checker and by hand."""
+    nodes = build_inventory(fake.sinfo()).nodes
+    capacity = {n.name: n.capacity for n in nodes}
+    used: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+    with service.db.session() as session:
+        problems = check_i5_capacity(session, nodes)
+        for placement in session.scalars(select(Attempt.placement).where(Attempt.state.in_(LIVE))):
+            for share in placement:
+                totals = used[share["node"]]
+                totals[0] += share["cpus"]
+                totals[1] += share["memory_mib"]
+                totals[2] += share["gpus"]
+    for node, (cpus, mem, gpus) in used.items():
+        cap = capacity[node]
+        if cpus > cap.cpus or mem > cap.memory_mib or gpus > cap.gpus:
+            problems.append(f"{node}: {cpus} cpus, {mem} MiB, {gpus} GPUs > {cap}")
+    return problems
+
+
+def _run(service: Service, daemon: Daemon, fake: FakeSlurm, jobs: list[str], periods: int = 60) -> int:
+    """_run runs periods (Slurm advancing between them) until every job ended; checks I5 each time."""
+    for n in range(1, periods + 1):
+        report = daemon.period()
+        assert report.error == "", f"period {n}: {report.error}"
+        assert report.leader
+        assert _i5(service, fake) == [], f"I5 violated after period {n}"
+        fake.advance()
+        if all(service.status(job).state in {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED} for job in jobs):
+            return n
+    raise AssertionError(f"jobs not done after {periods} periods: {[service.status(j).state for j in jobs]}")
+
+
+def _attempts(service: Service) -> list[Attempt]:
+    with service.db.session() as session:
+        return list(session.scalars(select(Attempt)))
+
+
+def test_jobs_of_every_kind_run_to_success(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    daemon = _daemon(service, fake, tmp_path)
+    out = tmp_path / "out"
+    jobs = [
+        service.submit(training("gang", workers=2, resources={"cpus": 8, "memory": "64G", "gpus": 8, "gpu_type": "a100"})).job.id,
+        service.submit(inference(str(out), partitions=4, max_parallel=2)).job.id,
+        service.submit(evaluation()).job.id,
+        *(service.submit(training(f"t{i}", resources={"cpus": 8, "memory": "32G", "gpus": 4, "gpu_type": "a100"})).job.id for i in range(6)),
+    ]
+    _run(service, daemon, fake, jobs)
+    assert [service.status(job).state for job in jobs] == [JobState.SUCCEEDED] * len(jobs)
+    attempts = _attempts(service)
+    assert all(a.state == AttemptState.SUCCEEDED.value for a in attempts)
+    assert len(fake.jobs) == len(attempts)  # one Slurm job per attempt, no extra
+    assert all(len(fake.jobs_for(a.id)) == 1 and a.slurm_job_id == str(fake.job_of(a.id).job_id) for a in attempts)
+    gang = next(a for a in attempts if a.job_id == jobs[0])
+    assert sorted(fake.job_of(gang.id).nodes) == sorted(gang.nodes()) and len(set(gang.nodes())) == 2
+    manifest = json.loads((out / "_manifest.json").read_text())
+    assert manifest["complete"] is True and len(manifest["partitions"]) == 4
+    with service.db.session() as session:
+        assert check_i3_tokens_increase(session) == []
+
+
+def test_a_failing_job_retries_and_then_succeeds(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    daemon = _daemon(service, fake, tmp_path)
+    failed_once: set[str] = set()
+
+    def outcome(job):
+        if job.attempt_id not in failed_once and not failed_once:
+            failed_once.add(job.attempt_id)
+            return "NODE_FAIL", 0
+        return "COMPLETED", 0
+
+    fake.outcome = outcome
+    job = service.submit(training(retry={"backoff": 0})).job.id
+    _run(service, daemon, fake, [job])
+    assert service.status(job).state == JobState.SUCCEEDED
+    attempts = sorted(_attempts(service), key=lambda a: a.number)
+    assert [(a.state, a.failure_category) for a in attempts] == [("failed", "node_failure"), ("succeeded", None)]
+    assert attempts[0].fencing_token < attempts[1].fencing_token
+    assert set(attempts[0].nodes()).isdisjoint(attempts[1].nodes())  # the failed node is avoided
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [
+        [UNKNOWN_BEFORE] * 3,
+        [UNKNOWN_AFTER] * 3,
+        [UNKNOWN_BEFORE, UNKNOWN_AFTER, TRANSIENT, UNKNOWN_AFTER, UNKNOWN_BEFORE, UNKNOWN_BEFORE],
+    ],
+    ids=["before-acceptance", "after-acceptance", "mixed"],
+)
+def test_submit_faults_never_duplicate_and_every_job_succeeds(
+    service: Service, tmp_path: Path, faults: list[str]
+) -> None:
+    fake = FakeSlurm()
+    daemon = _daemon(service, fake, tmp_path)
+    fake.fail_next_submits(*faults)
+    jobs = [service.submit(training(f"t{i}", resources={"cpus": 8, "memory": "32G", "gpus": 4, "gpu_type": "a100"})).job.id for i in range(5)]
+    jobs.append(service.submit(inference(str(tmp_path / "out"), partitions=3)).job.id)
+    _run(service, daemon, fake, jobs)
+    assert [service.status(job).state for job in jobs] == [JobState.SUCCEEDED] * len(jobs)
+    attempts = _attempts(service)
+    assert len(attempts) == 5 + 3  # an unknown outcome is looked up, never replaced by a new attempt
+    for a in attempts:
+        assert a.state == AttemptState.SUCCEEDED.value
+        (job,) = fake.jobs_for(a.id)  # exactly one Slurm job per attempt
+        assert a.slurm_job_id == str(job.job_id) and job.state == "COMPLETED"
+    assert not fake.submit_faults  # every fault was exercised
+
+
+def test_rejected_submit_retries_with_a_new_attempt(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    daemon = _daemon(service, fake, tmp_path)
+    fake.fail_next_submits(REJECTED)
+    job = service.submit(training(retry={"backoff": 0})).job.id
+    _run(service, daemon, fake, [job])
+    attempts = sorted(_attempts(service), key=lambda a: a.number)
+    assert [(a.state, a.failure_category) for a in attempts] == [("failed", "launch_failure"), ("succeeded", None)]
+    assert len(fake.jobs) == 1
+
+
+def test_orphans_and_slurm_state_agree_after_the_run(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    daemon = _daemon(service, fake, tmp_path)
+    stray = fake.add_job("ms-00000000-dead-beef-0000-000000000000")
+    job = service.submit(evaluation()).job.id
+    _run(service, daemon, fake, [job])
+    assert stray.state == "CANCELLED"
+    active = {j.name for j in fake.active_jobs()}
+    with service.db.session() as session:
+        assert check_i2_slurm_matches_attempts(session, active, utcnow(), 120) == []
+
+
+def test_cancel_reaches_slurm_and_ends_the_job(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    fake.run_ticks = 1000  # runs until cancelled
+    daemon = _daemon(service, fake, tmp_path)
+    job = service.submit(training()).job.id
+    for _ in range(3):
+        assert daemon.period().error == ""
+        fake.advance()
+    (attempt,) = _attempts(service)
+    assert attempt.state == AttemptState.RUNNING.value
+    service.cancel(job)
+    _run(service, daemon, fake, [job])
+    assert service.status(job).state == JobState.CANCELLED
+    assert fake.job_of(attempt.id).state == "CANCELLED"
+    assert (str(fake.job_of(attempt.id).job_id), None) in fake.cancels
+
+
+def test_drained_node_is_evicted_and_its_work_moves(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    fake.run_ticks = 4
+    daemon = _daemon(service, fake, tmp_path)
+    job = service.submit(checkpointing(ckpt_dir=str(tmp_path / "ckpt"), retry={"backoff": 0})).job.id
+    for _ in range(2):
+        assert daemon.period().error == ""
+        fake.advance()
+    (first,) = _attempts(service)
+    assert first.state == AttemptState.RUNNING.value
+    (bad,) = set(first.nodes())
+    fake.set_node(bad, "IDLE", ["DRAIN"])
+
+    def checkpoint_and_exit_on_usr1():
+        for j in fake.active_jobs():
+            if "USR1" in j.signals:
+                fake.finish(j.job_id, "COMPLETED", 0)  # wrote its checkpoint and exited
+
+    for _ in range(40):
+        assert daemon.period().error == ""
+        checkpoint_and_exit_on_usr1()
+        fake.advance()
+        if service.status(job).state == JobState.SUCCEEDED:
+            break
+    attempts = sorted(_attempts(service), key=lambda a: a.number)
+    assert attempts[0].state == AttemptState.PREEMPTED.value and attempts[0].stop_reason == "preempt"
+    assert attempts[-1].state == AttemptState.SUCCEEDED.value
+    assert all(bad not in a.nodes() for a in attempts[1:])
+    with service.db.session() as session:
+        assert bad in session.get(Task, first.task_id).avoid_nodes
+    assert service.status(job).state == JobState.SUCCEEDED
+
+
+def test_preemption_for_a_training_gang_keeps_i5_and_everything_finishes(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    fake.run_ticks = 6
+    daemon = _daemon(service, fake, tmp_path)
+    whole_node = {"cpus": 8, "memory": "32G", "gpus": 8, "gpu_type": "a100"}
+    evals = [service.submit(evaluation(f"e{i}", resources=whole_node)).job.id for i in range(4)]
+    for _ in range(3):
+        assert daemon.period().error == ""
+        fake.advance()
+    assert len(fake.active_jobs()) == 4
+    gang = service.submit(training("gang", workers=2, resources=whole_node)).job.id
+    _run(service, daemon, fake, [gang, *evals], periods=120)
+    assert [service.status(j).state for j in [gang, *evals]] == [JobState.SUCCEEDED] * 5
+    attempts = _attempts(service)
+    preempted = [a for a in attempts if a.state == AttemptState.PREEMPTED.value]
+    assert preempted, "the gang should have preempted evaluations"
+    assert all(a.stop_reason == "preempt" and fake.job_of(a.id).state == "CANCELLED" for a in preempted)
+    assert all(len(fake.jobs_for(a.id)) == 1 for a in attempts)
