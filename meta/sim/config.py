@@ -36,6 +36,9 @@ class SimConfig:
     # A fresh attempt may not be preempted before this much run time (Reservation.min_runtime_s),
     # so reclaimed capacity is not bounced between tenants cycle after cycle.
     min_runtime_s: float = 0.0
+    # A preempted attempt keeps its capacity this long (checkpoint signal → exit) as a stopping
+    # reservation; 0 = it vanishes at once.
+    preemption_grace_s: float = 0.0
     strict: bool = True  # an invalid placement raises instead of being dropped and counted
     max_cycles_per_instant: int = 3  # re-run the policy after preemptions, at most this often
 

@@ -28,7 +28,7 @@ from meta.sim.job import JobState, SimJob
 from meta.sim.trace import TraceJob
 from meta.sim.usage import UsageLedger, guarantees_from_weights
 
-COMPLETE, CHECKPOINT = 0, 1  # completions sort before checkpoints at the same instant
+COMPLETE, STOP, CHECKPOINT = 0, 1, 2  # capacity comes back before checkpoints at one instant
 
 
 class SimulationError(RuntimeError):
@@ -196,9 +196,14 @@ class Engine:
         while self.events and self.events[0][0] <= now:
             at, kind, index, attempt = heapq.heappop(self.events)
             job = self.jobs[index]
-            if job.state != JobState.RUNNING or job.attempt != attempt:
+            if job.attempt != attempt:
                 continue  # the attempt was preempted; its events are stale
-            if kind == COMPLETE:
+            if kind == STOP and job.state == JobState.STOPPING:
+                self._requeue(index, at)
+                freed = True
+            elif job.state != JobState.RUNNING:
+                continue  # a stopping attempt neither completes nor checkpoints
+            elif kind == COMPLETE:
                 self._complete(index, at)
                 freed = True
             else:
@@ -227,8 +232,8 @@ class Engine:
                 return
             plan = self._call_policy(now)
             self._apply(plan, now)
-            if not plan.preemptions:
-                return
+            if not plan.preemptions or self.config.preemption_grace_s > 0:
+                return  # with a grace period nothing is freed before the victims stop
 
     def _call_policy(self, now: float) -> Plan:
         """_call_policy builds the snapshot and times the pure policy call."""
@@ -359,22 +364,41 @@ class Engine:
             heapq.heappush(self.events, (now + interval, CHECKPOINT, index, job.attempt))
 
     def _preempt(self, preemption: Preemption, now: float) -> None:
-        """_preempt evicts a victim: work since its last checkpoint is lost; it waits again."""
+        """_preempt evicts a victim: work since its last checkpoint is lost; it waits again.
+
+        With ``preemption_grace_s`` > 0 the victim first stays as a *stopping* reservation
+        (capacity still held, ``Reservation.stopping``) until the grace ends, as the daemon
+        keeps an attempt between the checkpoint signal and its exit.
+        """
         index = self.by_attempt.get(preemption.attempt_id)
-        if index is None:
+        job = self.jobs[index] if index is not None else None
+        if job is None or job.state != JobState.RUNNING:
             if self.config.strict:
-                raise SimulationError(f"t={now:.0f}: preemption of unknown attempt {preemption.attempt_id}")
+                raise SimulationError(f"t={now:.0f}: preemption of unknown or stopping attempt {preemption.attempt_id}")
             self.result.invalid_placements += 1
             return
-        job = self._release(index, now)
         task = job.task
-        assert task is not None
+        assert task is not None and index is not None
         if job.last_checkpoint is not None and task.checkpoint_interval_s:
             done = job.last_checkpoint - job.attempt_start - job.attempt_restore_s
             job.saved_s += max(0.0, done)
         lost_since = job.last_checkpoint if job.last_checkpoint is not None else job.attempt_start
         job.lost_gpu_s += (now - lost_since) * job.gpus
         job.preemptions += 1
+        grace = self.config.preemption_grace_s
+        if grace <= 0:
+            self._release(index, now)
+            self._requeue(index, now, released=True)
+            return
+        job.state = JobState.STOPPING
+        self.running[index] = job.reservation = dataclasses.replace(self.running[index], stopping=True)
+        heapq.heappush(self.events, (now + grace, STOP, index, job.attempt))
+
+    def _requeue(self, index: int, now: float, released: bool = False) -> None:
+        """_requeue frees a stopped victim (unless already released) and makes it pending again."""
+        job = self._release(index, now) if not released else self.jobs[index]
+        task = job.task
+        assert task is not None
         job.attempt += 1
         job.state, job.pending_since = JobState.PENDING, now
         job.task = dataclasses.replace(task, runtime_estimate_s=max(job.estimate_s - job.saved_s, 1.0))

@@ -15,6 +15,7 @@ class JobState(StrEnum):
     FUTURE = "future"
     PENDING = "pending"
     RUNNING = "running"
+    STOPPING = "stopping"  # preempted, inside its grace period: still holds capacity
     DONE = "done"
     REJECTED = "rejected"
 

@@ -45,3 +45,31 @@ def test_victim_without_checkpoint_loses_everything():
     a, _ = result.jobs
     assert a.lost_gpu_s == 250 * 4 and a.saved_s == 0
     assert a.end_time == 350 + 1000  # restarts from scratch, no restore to pay
+
+
+def _preempt_then_wait_for_b(snapshot, config=None) -> Plan:
+    """_preempt_then_wait_for_b preempts A for B, waits while A stops, then starts B first."""
+    import dataclasses
+
+    waiting_b = [t for t in snapshot.pending if t.job_id == "B"]
+    if not waiting_b:
+        return fifo.schedule(snapshot, config)
+    live = [r for r in snapshot.reservations if not r.stopping]
+    if live:
+        victim = live[0]
+        return Plan(preemptions=[Preemption(victim.attempt_id, victim.task_id, "test", 0.0, waiting_b[0].task_id)])
+    return fifo.schedule(dataclasses.replace(snapshot, pending=tuple(waiting_b)), config)
+
+
+def test_grace_period_keeps_capacity_until_the_victim_stops():
+    # Grace 30 s: A is told to stop at 250 (lost 50 s × 4 GPUs, as before) but holds its node
+    # as a stopping reservation until 280; B runs 280–380; A restarts at 380, restores 10 s and
+    # runs its last 800 s: ends at 1190. A was pending 280–380.
+    config = SimConfig(checkpoint_interval_s=100, restore_cost_s=10, warmup_hours=0, estimate="noise",
+                       noise_factor=1, preemption_grace_s=30)
+    trace = [TraceJob("A", 0, 1000, 4, tenant="t"), TraceJob("B", 250, 100, 4, tenant="t")]
+    result = Engine(trace, load_cluster("1x4"), _preempt_then_wait_for_b, None, config).run()
+    a, b = result.jobs
+    assert a.lost_gpu_s == 50 * 4 and a.saved_s == 200 and a.preemptions == 1
+    assert (b.first_start, b.end_time) == (280, 380)
+    assert a.end_time == 1190 and a.queue_s == 100
