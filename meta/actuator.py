@@ -101,6 +101,8 @@ class Actuator:
         self.cancel_resend_s = 15.0
         # when scancel was last sent per attempt: only a throttle, never a source of truth
         self._cancel_sent: dict[str, datetime] = {}
+        # called before each launch of a pass: the daemon renews its leader lease there
+        self.keep_lease: Callable[[], None] | None = None
 
     # --- launches -----------------------------------------------------------------------------
 
@@ -109,6 +111,8 @@ class Actuator:
         with self.db.session() as session:
             ids = list(session.scalars(select(Attempt.id).where(Attempt.state == AttemptState.CREATED.value)))
         for attempt_id in ids:
+            if self.keep_lease is not None:
+                self.keep_lease()
             self.launch(attempt_id, leadership, result, from_state=AttemptState.CREATED)
 
     def launch(

@@ -28,7 +28,7 @@ from meta.durations import utcnow
 from meta.health import evict_from_unusable_nodes
 from meta.inventory_store import save_inventory
 from meta.launch_plan import LaunchSettings
-from meta.leader import Leadership, NotLeader, release, try_acquire
+from meta.leader import Leadership, NotLeader, release, renew, try_acquire
 from meta.metrics import Metrics
 from meta.outputs import commit_on_success, finalize_jobs
 from meta.policy.config import SchedulerConfig
@@ -134,6 +134,9 @@ class Daemon:
         self.actuator = Actuator(
             db, client, self.specs, config.launch, submit_timeout_s=config.submit_timeout_s
         )
+        # a period with many sbatch calls can outlast the lease: renew it between launches
+        self.actuator.keep_lease = self._keep_lease
+        self._renewed_at = 0.0
         self.leadership: Leadership | None = None
         self._topology: dict = {}
         self._topology_at = 0.0
@@ -207,10 +210,24 @@ class Daemon:
     def _lead(self, report: PeriodReport) -> None:
         leadership = try_acquire(self.db, self.config.holder, self.config.leader_lease_s)
         self.leadership = leadership
+        self._renewed_at = time.monotonic()
         self.metrics.leader.set(1 if leadership else 0)
         if leadership:
             self.metrics.epoch.set(leadership.epoch)
             report.leader, report.epoch = True, leadership.epoch
+
+    def _keep_lease(self) -> None:
+        """_keep_lease renews the lease mid-period once a third of it has passed (NotLeader if it lapsed).
+
+        Without it a period longer than the lease (many launches, a slow sbatch) lets the lease
+        expire while this replica still acts: the fence then stops it half-way and a standby or
+        this replica takes a new epoch — leadership churns though nothing failed.
+        """
+        if self.leadership is None or time.monotonic() - self._renewed_at < self.config.leader_lease_s / 3:
+            return
+        if not renew(self.db, self.leadership, self.config.leader_lease_s):
+            raise NotLeader(f"lease of epoch {self.leadership.epoch} lapsed during the period")
+        self._renewed_at = time.monotonic()
 
     def _inventory(self, report: PeriodReport) -> Inventory:
         now = time.monotonic()
@@ -233,6 +250,7 @@ class Daemon:
         self.metrics.orphans.inc(len(result.orphans_cancelled))
         actuation = ActuationResult()
         for attempt_id in result.relaunch:
+            self._keep_lease()
             self.actuator.launch(
                 attempt_id, self.leadership, actuation, from_state=AttemptState.LAUNCH_UNKNOWN
             )
