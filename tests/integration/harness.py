@@ -107,6 +107,7 @@ class DaemonHarness:
                 log_dir=str(tmp_path / "logs"),
                 grace_s=int(config.get("grace_s", 5)),
                 db_url_file=str(write_url_file(service.db.url, tmp_path / "db-url")),
+                secrets_root=str(tmp_path / "secrets"),
             ),
             reconcile=ReconcileSettings(
                 unknown_window_s=float(config.get("unknown_window_s", 4.0)),

@@ -5,11 +5,13 @@ token; cancel reaches Slurm."""
 from __future__ import annotations
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
 
 from meta.states import AttemptState, JobState
+from tenants.secrets import set_secret
 from tests.integration.harness import DaemonHarness, sacct_wait, slurm_jobs_per_attempt, squeue_names
 
 pytestmark = pytest.mark.slurm
@@ -34,13 +36,16 @@ INFER = {
     "time_limit": "5m",
     "command": 'echo "partition $METASCHED_PARTITION" > "$METASCHED_OUTPUT_DIR/part.txt"',
 }
+SECRET_VALUE = "s3cr3t-value-never-stored"
 EVAL = {
     "kind": "evaluation",
     "name": "eval",
     "tenant": "tenant-a",
     "resources": {"cpus": 1, "memory": "1G", "gpus": 1},
     "time_limit": "5m",
-    "command": "sleep 1",
+    "secrets": ["DEMO_TOKEN"],
+    # fails unless the secret's value reached the job's environment on the node
+    "command": f'sleep 1; test "$DEMO_TOKEN" = "{SECRET_VALUE[:6]}"-value-never-stored',
 }
 FAILS = {
     "kind": "evaluation",
@@ -58,6 +63,7 @@ def _attempts(h: DaemonHarness, job: str):
 
 
 def test_three_kinds_run_through_slurm_and_failures_retry(harness: DaemonHarness, tmp_path: Path) -> None:
+    set_secret(tmp_path / "secrets", "tenant-a", "DEMO_TOKEN", SECRET_VALUE)
     infer_spec = dict(INFER, output=str(tmp_path / "out"))
     specs = [("gang", GANG), ("infer", infer_spec), ("eval", EVAL), ("fails", FAILS)]
     jobs = {name: harness.submit(spec) for name, spec in specs}
@@ -97,6 +103,13 @@ def test_three_kinds_run_through_slurm_and_failures_retry(harness: DaemonHarness
         record = by_name[f"ms-{attempt.id}"]
         assert record.account == "tenant-b" and "gres/gpu:t4=1" in record.alloc_tres
     assert by_name[f"ms-{failed[0].id}"].exit_code == "3:0"
+    # the secret's value is in no stored script: not in Slurm's accounting copy of the batch script
+    [eval_attempt] = _attempts(harness, jobs["eval"])
+    stored = subprocess.run(
+        ["sacct", "-B", "-j", str(eval_attempt.slurm_job_id)], capture_output=True, text=True, timeout=60
+    ).stdout
+    assert "DEMO_TOKEN" in stored and SECRET_VALUE not in stored
+
     all_ids = {a.id for a in gang + infer + failed}
     assert all(len(ids) == 1 for ids in slurm_jobs_per_attempt(all_ids).values())
 
