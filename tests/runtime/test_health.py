@@ -78,5 +78,3 @@ def test_a_stale_leader_evicts_nothing(service: Service) -> None:
         evict_from_unusable_nodes(session, old, NODES)
     assert attempt(db, running).state == AttemptState.RUNNING.value
     assert task(db, t).avoid_nodes == []
-
-

@@ -1,0 +1,120 @@
+"""outputs: the reconciler commits a succeeded inference attempt's staging dir unless it committed itself."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from checkpoint.manifest import commit, committed
+from meta.lifecycle import attempt_event
+from meta.outputs import commit_on_success, finalize_jobs
+from meta.reconciler import Reconciler, observe
+from meta.service import Service
+from meta.snapshot_source import SpecCache
+from meta.states import AttemptState, TaskState
+from meta.store.models import Attempt, PartitionCommit
+from tests.runtime.fake_slurm import FakeSlurm
+from tests.runtime.support import attempt, inference, lead, place, share, submit, task, training
+
+
+def _running_partition(service: Service, fake: FakeSlurm, spec, task_id: str) -> tuple[str, int]:
+    a = place(service.db, task_id, [share("node1", gpus=1)], AttemptState.RUNNING)
+    job = fake.add_job(f"ms-{a}", f"metasched:attempt={a}:token=1")
+    with service.db.session() as session:
+        session.get(Attempt, a).slurm_job_id = str(job.job_id)
+    return a, job.job_id
+
+
+def _reconciler(service: Service, fake: FakeSlurm) -> Reconciler:
+    specs = SpecCache()
+    return Reconciler(service.db, fake, on_success=lambda session, a: commit_on_success(session, a, specs))
+
+
+def _reconcile(service: Service, fake: FakeSlurm) -> None:
+    reconciler = _reconciler(service, fake)
+    reconciler.apply(observe(fake, reconciler.since()), lead(service.db))
+
+
+def test_succeeded_inference_attempt_is_committed_from_its_staging_dir(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    spec = inference(str(tmp_path / "out"))
+    job, (t0, _) = submit(service, spec)
+    a, slurm_id = _running_partition(service, fake, spec, t0)
+    staging = tmp_path / "out" / "_attempts" / a
+    staging.mkdir(parents=True)
+    (staging / "part.tsv").write_bytes(b"rows\n")
+    fake.finish(slurm_id)
+    _reconcile(service, fake)
+    assert attempt(service.db, a).state == AttemptState.SUCCEEDED.value
+    with service.db.session() as session:
+        (row,) = committed(session, job)
+    assert row.task_id == t0 and row.attempt_id == a and row.fencing_token == 1
+    assert row.manifest["files"] == [{"path": "part.tsv", "size": 5, "sha256": hashlib.sha256(b"rows\n").hexdigest()}]
+
+
+def test_an_attempt_that_committed_itself_is_not_recommitted(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    spec = inference(str(tmp_path / "out"))
+    job, (t0, _) = submit(service, spec)
+    a, slurm_id = _running_partition(service, fake, spec, t0)
+    own = {"root": "custom", "files": [], "bytes": 0, "note": "committed by the job"}
+    with service.db.session() as session:
+        commit(session, a, 1, own)
+    staging = tmp_path / "out" / "_attempts" / a
+    staging.mkdir(parents=True)
+    (staging / "extra.tsv").write_text("x")
+    fake.finish(slurm_id)
+    _reconcile(service, fake)
+    assert attempt(service.db, a).state == AttemptState.SUCCEEDED.value
+    with service.db.session() as session:
+        (row,) = committed(session, job)
+    assert row.manifest == own
+
+
+def test_missing_staging_dir_commits_an_empty_manifest(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    spec = inference(str(tmp_path / "out"))
+    job, (t0, _) = submit(service, spec)
+    a, slurm_id = _running_partition(service, fake, spec, t0)
+    fake.finish(slurm_id)
+    _reconcile(service, fake)
+    with service.db.session() as session:
+        (row,) = committed(session, job)
+    assert row.attempt_id == a and row.manifest["files"] == [] and row.manifest["bytes"] == 0
+
+
+def test_training_attempts_commit_nothing(service: Service) -> None:
+    _, (t,) = submit(service, training())
+    a = place(service.db, t, [share("node1")], AttemptState.RUNNING)
+    with service.db.session() as session:
+        commit_on_success(session, session.get(Attempt, a), SpecCache())
+        assert session.get(PartitionCommit, t) is None
+
+
+def test_finalize_writes_the_job_manifest_and_collects_stale_staging(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    spec = inference(str(tmp_path / "out"))
+    job, tasks = submit(service, spec)
+    done: set[str] = set()
+    with service.db.session() as session:
+        assert finalize_jobs(session, SpecCache(), done) == []  # not finished yet
+    stale = place(service.db, tasks[0], [share("node1", gpus=1)], AttemptState.RUNNING)
+    with service.db.session() as session:
+        attempt_event(session, stale, AttemptState.LOST, "test:lost")
+    (tmp_path / "out" / "_attempts" / stale).mkdir(parents=True)
+    winners = []
+    for t in tasks:
+        a, slurm_id = _running_partition(service, fake, spec, t)
+        winners.append(a)
+        fake.finish(slurm_id)
+    _reconcile(service, fake)
+    assert all(task(service.db, t).state == TaskState.SUCCEEDED.value for t in tasks)
+    with service.db.session() as session:
+        assert finalize_jobs(session, SpecCache(), done) == [job]
+    manifest = json.loads((tmp_path / "out" / "_manifest.json").read_text())
+    assert manifest["complete"] is True
+    assert [p["attempt"] for p in manifest["partitions"]] == winners
+    assert not (tmp_path / "out" / "_attempts" / stale).exists()
+    with service.db.session() as session:
+        assert finalize_jobs(session, SpecCache(), done) == []  # written once
