@@ -25,6 +25,7 @@ from slurm_bridge.faults import FaultInjectingClient, FaultKind
 from slurm_bridge.inventory import build_inventory
 from slurm_bridge.launch import LaunchRequest, Role
 from slurm_bridge.observe import combined
+from slurm_bridge.observer import RecordingObserver
 from slurm_bridge.render import render
 from slurm_bridge.reservations import ActionKind, ReservationSpec, apply_reservations
 from slurm_bridge.runner import CommandRunner
@@ -287,11 +288,12 @@ def test_inventory_from_live_sinfo_and_topology(client):
     assert isinstance(client.show_jobs(), list)
 
 
-def test_reservation_round_trip(client):
+def test_reservation_round_trip():
+    observer = RecordingObserver()
+    client = CliSlurmClient(CommandRunner(observer=observer))
     name = f"ms-hold-test-{uuid.uuid4().hex[:8]}"
     start = datetime.now(UTC) + timedelta(hours=6)  # far ahead: nobody else's jobs are affected
     wanted = ReservationSpec(name, ("t4n2",), duration_s=600, start=start)
-    others = [r for r in client.reservations() if r.name != name]
     try:
         # Only our own reservation is planned, so others' ms-hold-* reservations are left alone.
         assert [a.kind for a in apply_reservations(_Only(client, name), [wanted], datetime.now(UTC))] == [
@@ -306,8 +308,10 @@ def test_reservation_round_trip(client):
         assert mine.nodes == ("t4n1",) and abs(mine.start - moved.start) < timedelta(minutes=1)
     finally:
         client.delete_reservation(name)
-    assert [r.name for r in client.reservations() if r.name != name] == [r.name for r in others]
     assert all(r.name != name for r in client.reservations())
+    # Every write named our reservation only (others' reservations come and go meanwhile).
+    writes = [r.argv for r in observer.records if "show" not in r.argv]
+    assert writes and all(f"ReservationName={name}" in argv for argv in writes)
 
 
 class _Only:
