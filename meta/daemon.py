@@ -26,6 +26,7 @@ from meta.actuator import ActuationResult, Actuator
 from meta.apply import apply_plan
 from meta.durations import utcnow
 from meta.health import evict_from_unusable_nodes
+from meta.holds import HoldSync, desired_holds
 from meta.inventory_store import save_inventory
 from meta.launch_plan import LaunchSettings
 from meta.leader import Leadership, NotLeader, release, renew, try_acquire
@@ -131,6 +132,7 @@ class Daemon:
             db, client, config.reconcile, on_success=lambda session, a: commit_on_success(session, a, self.specs)
         )
         self._finalized: set[str] = set()
+        self.holds = HoldSync(client)
         self.actuator = Actuator(
             db, client, self.specs, config.launch, submit_timeout_s=config.submit_timeout_s
         )
@@ -307,6 +309,8 @@ class Daemon:
                 lease_s=self.config.attempt_lease_s,
                 job_of_task=job_of_task,
             )
+        runtime = {t.task_id: t.runtime_estimate_s for t in snapshot.pending}
+        self.holds.sync(desired_holds(plan.held, runtime, started_at), started_at)
         submit_times = {t.task_id: (t.submit_time, t.kind.value) for t in snapshot.pending}
         for placement in plan.placements:
             if placement.task_id not in result.skipped and placement.task_id in submit_times:
