@@ -12,16 +12,18 @@ import re
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from slurm_bridge import hostlist
 from slurm_bridge.errors import SlurmRejected, SlurmTransient, SlurmUnknownOutcome
 from slurm_bridge.parse.nodestate import node_condition
 from slurm_bridge.parse.sacct import SacctJob
+from slurm_bridge.parse.scontrol import SlurmReservation
 from slurm_bridge.parse.sinfo import SinfoNode
 from slurm_bridge.parse.squeue import SqueueJob
 from slurm_bridge.parse.topology import Switch
 from slurm_bridge.parse.tres import Gres, Tres
+from slurm_bridge.reservations import ReservationSpec
 from slurm_bridge.states import map_state
 
 ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED"}
@@ -140,6 +142,7 @@ class FakeSlurm:
         self.jobs: dict[int, FakeJob] = {}
         self._next_id = first_job_id
         self.switches: dict[str, Switch] = {}
+        self.slurm_reservations: dict[str, SlurmReservation] = {}
         # calls, for assertions
         self.submitted_scripts: list[str] = []  # every script handed to submit (accepted or not)
         self.cancels: list[tuple[str, str | None]] = []  # (job id, signal)
@@ -219,6 +222,30 @@ class FakeSlurm:
         """topology is the configured switch tree ({} by default)."""
         return dict(self.switches)
 
+    def reservations(self) -> list[SlurmReservation]:
+        """reservations lists the reservations (head-of-line holds) the fake holds."""
+        self.calls["reservations"] = self.calls.get("reservations", 0) + 1
+        return list(self.slurm_reservations.values())
+
+    def create_reservation(self, spec: ReservationSpec) -> str:
+        """create_reservation stores a reservation; a name in use is refused as Slurm does."""
+        if spec.name in self.slurm_reservations:
+            raise SlurmRejected(f"Reservation request denied: duplicate name {spec.name}", command="scontrol")
+        self.slurm_reservations[spec.name] = self._reservation(spec, spec.start or _now())
+        return spec.name
+
+    def update_reservation(self, spec: ReservationSpec, *, move_start: bool = True) -> None:
+        """update_reservation moves a reservation's nodes and duration (and start, unless started)."""
+        existing = self.slurm_reservations.get(spec.name)
+        if existing is None:
+            raise SlurmRejected(f"Reservation {spec.name} not found", command="scontrol")
+        start = (spec.start or _now()) if move_start else (existing.start or _now())
+        self.slurm_reservations[spec.name] = self._reservation(spec, start)
+
+    def delete_reservation(self, name: str) -> None:
+        """delete_reservation removes a reservation; an absent one is no error."""
+        self.slurm_reservations.pop(name, None)
+
     # --- test controls ------------------------------------------------------------------------
 
     def fail_next_submits(self, *faults: str) -> None:
@@ -277,6 +304,21 @@ class FakeSlurm:
         return [job for job in self.jobs.values() if job.active]
 
     # --- internals --------------------------------------------------------------------------
+
+    @staticmethod
+    def _reservation(spec: ReservationSpec, start: datetime) -> SlurmReservation:
+        end = start + timedelta(seconds=spec.duration_s)
+        return SlurmReservation(
+            name=spec.name,
+            nodes=tuple(spec.nodes),
+            start=start,
+            end=end,
+            duration=str(max(1, -(-spec.duration_s // 60))),
+            flags=frozenset(spec.flags),
+            users=tuple(spec.users),
+            accounts=(),
+            state="ACTIVE" if start <= _now() else "INACTIVE",
+        )
 
     def _record(self, script: str) -> FakeJob:
         name, comment, account, components = parse_script(script)
