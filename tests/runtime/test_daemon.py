@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from collections import defaultdict
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,12 @@ from meta.daemon import Daemon, DaemonConfig
 from meta.durations import utcnow
 from meta.invariants import check_i2_slurm_matches_attempts, check_i3_tokens_increase, check_i5_capacity
 from meta.launch_plan import LaunchSettings
+from meta.leader import LEASE_NAME
 from meta.reconciler import ReconcileSettings
 from meta.service import Service
 from meta.states import LIVE_ATTEMPT_STATES, AttemptState, JobState
-from meta.store.models import Attempt, Task
+from meta.store.models import Attempt, LeaderLease, Task
+from slurm_bridge.errors import SlurmTransient
 from slurm_bridge.inventory import build_inventory
 from tests.runtime.fake_slurm import (
     REJECTED,
@@ -29,6 +32,7 @@ from tests.runtime.fake_slurm import (
 from tests.runtime.support import checkpointing, evaluation, inference, training
 
 LIVE = [s.value for s in LIVE_ATTEMPT_STATES]
+TRANSIENT_ERROR = SlurmTransient("slurmctld not responding")
 
 
 def _daemon(service: Service, fake: FakeSlurm, tmp_path: Path, **reconcile: float) -> Daemon:
@@ -273,3 +277,68 @@ def test_one_task_preempts_only_as_much_as_it_needs(service: Service, tmp_path: 
         fake.advance()
     stopping = [a for a in _attempts(service) if a.state == AttemptState.STOPPING.value]
     assert len(stopping) == 1, "one 8-GPU task needs exactly one 8-GPU victim"
+
+
+@pytest.mark.parametrize("which", ["squeue", "sacct"])
+def test_unreadable_slurm_ends_the_period_without_scheduling(service: Service, tmp_path: Path, which: str) -> None:
+    fake = FakeSlurm()
+    daemon = _daemon(service, fake, tmp_path)
+    job = service.submit(evaluation()).job.id
+    setattr(fake, f"{which}_fault", TRANSIENT_ERROR)
+    report = daemon.period()
+    assert report.error.startswith("slurm:") and report.placed == 0
+    assert _attempts(service) == [] and fake.calls["submit"] == 0
+    setattr(fake, f"{which}_fault", None)
+    _run(service, daemon, fake, [job])
+    assert service.status(job).state == JobState.SUCCEEDED
+
+
+def test_a_standby_replica_does_nothing(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    leader = _daemon(service, fake, tmp_path)
+    standby = Daemon(service.db, fake, DaemonConfig(period_s=0.0, holder="standby", launch=LaunchSettings(log_dir=str(tmp_path / "l2"))))
+    assert leader.period().leader
+    service.submit(evaluation())
+    submits = fake.calls["submit"]
+    report = standby.period()
+    assert report.leader is False and report.placed == 0 and report.error == ""
+    assert _attempts(service) == [] and fake.calls["submit"] == submits
+    assert fake.calls["squeue"] == 1  # only the leader read Slurm
+
+
+def test_failover_to_a_new_leader_finishes_the_work_without_duplicates(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    fake.run_ticks = 3
+    first = _daemon(service, fake, tmp_path)
+    jobs = [service.submit(training(f"t{i}")).job.id for i in range(3)]
+    for _ in range(2):
+        assert first.period().error == ""
+        fake.advance()
+    with service.db.session() as session:  # the first replica freezes past its lease
+        session.get(LeaderLease, LEASE_NAME).expires_at = utcnow() - timedelta(seconds=1)
+    second = Daemon(service.db, fake, DaemonConfig(period_s=0.0, holder="second", launch=LaunchSettings(log_dir=str(tmp_path / "l2")), reconcile=ReconcileSettings(unknown_window_s=0.0)))
+    _run(service, second, fake, jobs)
+    assert second.leadership is not None and second.leadership.epoch == 2
+    stale = first.period()  # the old leader wakes up: it finds the lease taken and writes nothing
+    assert stale.leader is False
+    attempts = _attempts(service)
+    assert len(attempts) == 3 and all(len(fake.jobs_for(a.id)) == 1 for a in attempts)
+
+
+@pytest.mark.parametrize("fault", [UNKNOWN_BEFORE, UNKNOWN_AFTER])
+def test_cancel_during_an_unknown_launch_leaves_no_slurm_job_running(
+    service: Service, tmp_path: Path, fault: str
+) -> None:
+    fake = FakeSlurm()
+    fake.run_ticks = 1000
+    daemon = _daemon(service, fake, tmp_path, unknown_window_s=0.0)
+    fake.fail_next_submits(fault)
+    job = service.submit(training()).job.id
+    assert daemon.period().error == ""
+    (attempt,) = _attempts(service)
+    assert attempt.state == AttemptState.LAUNCH_UNKNOWN.value
+    service.cancel(job)
+    _run(service, daemon, fake, [job])
+    assert service.status(job).state == JobState.CANCELLED
+    assert fake.active_jobs() == []
+    assert len(fake.jobs_for(attempt.id)) == (1 if fault == UNKNOWN_AFTER else 0)
