@@ -334,3 +334,41 @@ def test_observation_prefers_squeue_over_sacct() -> None:
     assert observation.sightings("a") == [running]
     assert observation.sightings("b") == [done]
     assert observation.sightings("c") == []
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: a user cancel that lands while the attempt is stopping for a preemption ends the task "
+    "'failed' (lifecycle._fail_or_retry: cancel_requested → FAILED), not 'cancelled'",
+)
+def test_user_cancel_during_a_preempt_stop_cancels_the_task(service: Service) -> None:
+    fake = FakeSlurm()
+    leadership = lead(service.db)
+    job_id, (t,) = submit(service, checkpointing())
+    job = fake.add_job("placeholder")
+    attempt_id = place(service.db, t, state=AttemptState.STOPPING, stop_reason="preempt", slurm_job_id=str(job.job_id))
+    job.name, job.comment = f"ms-{attempt_id}", f"metasched:attempt={attempt_id}:token=1"
+    service.cancel(job_id)
+    fake.cancel([job.job_id])
+    _reconcile(service, fake, leadership)
+    assert attempt(service.db, attempt_id).state in {AttemptState.PREEMPTED.value, AttemptState.CANCELLED.value}
+    assert task(service.db, t).state == TaskState.CANCELLED.value
+
+
+def test_het_job_ended_is_followed_through_sacct(service: Service) -> None:
+    fake = FakeSlurm()
+    leadership = lead(service.db)
+    _, (t,) = submit(service, training(workers=2))
+    attempt_id = place(service.db, t, [share("node1"), share("node2")], AttemptState.LAUNCHING)
+    script = (
+        f"#!/bin/bash\n#SBATCH --job-name=ms-{attempt_id}\n#SBATCH --comment=metasched:attempt={attempt_id}:token=1\n"
+        "#SBATCH --nodelist=node1\n#SBATCH hetjob\n#SBATCH --nodelist=node2\n"
+    )
+    job_id = fake.submit(script)
+    fake.start(job_id)
+    fake.finish(job_id, "FAILED", 2)
+    fake.jobs[job_id].in_squeue = False
+    result, _ = _reconcile(service, fake, leadership)
+    assert result.duplicates_cancelled == []
+    row = attempt(service.db, attempt_id)
+    assert row.state == AttemptState.FAILED.value and row.exit_code == 2 and row.slurm_job_id == str(job_id)
