@@ -35,6 +35,11 @@ class SchedulerConfig:
     deadline_urgency_s: float = 3600.0
     # Within one tenant and class: order by submit time + weight x runtime estimate (0 = FIFO).
     short_job_weight: float = 0.0
+    # ... where the runtime estimate is first multiplied by GPUs ** this (1 = smallest GPU-time first).
+    short_job_gpu_exponent: float = 0.0
+    # Tenants whose shares differ by less than this band are treated as equal, and their tasks
+    # merge by the key above (0 = strict share order: the lowest share always goes next).
+    fair_share_band: float = 0.0
     # Backfill: how many head-of-line tasks get nodes held for their earliest start.
     max_held_reservations: int = 3
     # Only tasks that small jobs could starve get held nodes: gangs, tasks of at least this many

@@ -36,7 +36,10 @@ def is_urgent(task: PendingTask, now: float, config: SchedulerConfig) -> bool:
 
 def _tenant_key(task: PendingTask, config: SchedulerConfig) -> tuple:
     """_tenant_key orders one tenant's tasks of one class: earlier (or shorter) first."""
-    return (task.submit_time + config.short_job_weight * task.runtime_estimate_s, task.task_id)
+    size = task.runtime_estimate_s
+    if config.short_job_gpu_exponent:
+        size *= max(1, task.per_worker.gpus * task.workers) ** config.short_job_gpu_exponent
+    return (task.submit_time + config.short_job_weight * size, task.task_id)
 
 
 def ordered(
@@ -68,24 +71,35 @@ def ordered(
 def _interleave(
     queues: dict[str, list[PendingTask]], fair: FairShare, config: SchedulerConfig
 ) -> Iterator[PendingTask]:
-    """_interleave hands the next turn to the tenant with the lowest current share."""
+    """_interleave hands the next turn to the tenant with the lowest current share.
+
+    With ``fair_share_band`` > 0, tenants whose shares fall in the same band count as equal and
+    their tasks merge by the within-tenant key (submit time, nudged towards short jobs).
+    """
+    band = config.fair_share_band
     heads: dict[str, int] = {}
-    heap: list[tuple[float, str]] = []
+    heap: list[tuple[float, tuple, str]] = []
+
+    def position(tenant: str) -> float:
+        """position is a tenant's place in line: its share, or the band its share falls in."""
+        share = fair.share(tenant)
+        return share // band if band > 0 else share
+
     for tenant, tasks in queues.items():
         tasks.sort(key=lambda t: _tenant_key(t, config))
         heads[tenant] = 0
-        heap.append((fair.share(tenant), tenant))
+        heap.append((position(tenant), _tenant_key(tasks[0], config), tenant))
     heapq.heapify(heap)
     while heap:
-        share, tenant = heapq.heappop(heap)
-        current = fair.share(tenant)
-        if current > share + 1e-12:
-            # The tenant got capacity since it was queued: re-queue at its new share.
-            heapq.heappush(heap, (current, tenant))
+        pos, key, tenant = heapq.heappop(heap)
+        current = position(tenant)
+        if current > pos + 1e-12:
+            # The tenant got capacity since it was queued: re-queue at its new position.
+            heapq.heappush(heap, (current, key, tenant))
             continue
         tasks = queues[tenant]
         at = heads[tenant]
         heads[tenant] = at + 1
         yield tasks[at]
         if at + 1 < len(tasks):
-            heapq.heappush(heap, (fair.share(tenant), tenant))
+            heapq.heappush(heap, (position(tenant), _tenant_key(tasks[at + 1], config), tenant))
