@@ -50,9 +50,11 @@ def _progress(total: int, enabled: bool) -> tuple[Callable[[int], None] | None, 
     return update, lambda: bar.__exit__(None, None, None)
 
 
-def _sim_config(warmup_hours: float | None, cycle_interval: float, estimate: str) -> SimConfig:
+def _sim_config(warmup_hours: float | None, cycle_interval: float, estimate: str, guarantees: float,
+                grace: float) -> SimConfig:
     """_sim_config builds the run's SimConfig from the options."""
-    return SimConfig(warmup_hours=warmup_hours, cycle_interval_s=cycle_interval, estimate=estimate, strict=False)
+    return SimConfig(warmup_hours=warmup_hours, cycle_interval_s=cycle_interval, estimate=estimate, strict=False,
+                     guarantee_fraction=guarantees, preemption_grace_s=grace)
 
 
 def _run_all(spec: RunSpec, names: list[str], show_progress: bool) -> list[RunOutcome]:
@@ -82,11 +84,16 @@ def _run_all(spec: RunSpec, names: list[str], show_progress: bool) -> list[RunOu
               help="Scheduling cycle period in simulated seconds (0 = at every event).")
 @click.option("--estimate", type=click.Choice(["bucket", "noise"]), default="bucket", show_default=True,
               help="Runtime estimate: duration rounded up to a time-limit bucket, or duration × 2.")
+@click.option("--guarantees", type=click.FloatRange(min=0), default=1.0, show_default=True,
+              help="Fraction of the GPUs guaranteed to tenants by weight (presets with tenant weights only).")
+@click.option("--preemption-grace", type=click.FloatRange(min=0), default=0.0, show_default=True,
+              help="Seconds a preempted attempt keeps its capacity before it exits.")
 @click.option("--json", "as_json", is_flag=True, help="Print the same figures as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write a PNG: queue-delay CDF and utilization.")
 def simulate(
     trace: str, cluster: str, policy: str, load: float, scale: float, compare: str | None, max_jobs: int | None,
-    warmup_hours: float | None, cycle_interval: float, estimate: str, as_json: bool, plot: str | None,
+    warmup_hours: float | None, cycle_interval: float, estimate: str, guarantees: float, preemption_grace: float,
+    as_json: bool, plot: str | None,
 ) -> None:
     """simulate replays a job trace on a simulated cluster and reports queue delays, JCT, utilization."""
     if load <= 0 or scale <= 0:
@@ -94,7 +101,7 @@ def simulate(
     try:
         names = _policy_names(policy, compare)
         spec = RunSpec(trace=trace, cluster=cluster, policy=names[0], load=load, scale=scale, max_jobs=max_jobs,
-                       config=_sim_config(warmup_hours, cycle_interval, estimate))
+                       config=_sim_config(warmup_hours, cycle_interval, estimate, guarantees, preemption_grace))
         outcomes = _run_all(spec, names, show_progress=not as_json and sys.stderr.isatty())
     except (TraceError, ClusterError, policies.PolicyError) as exc:
         _fail(str(exc), EXIT_USAGE)

@@ -64,3 +64,20 @@ def test_bad_trace_columns_exit_2(tmp_path):
     bad.write_text("x,y\n1,2\n")
     result = _invoke(["--trace", str(bad), "--cluster", "2x4"])
     assert result.exit_code == 2 and "missing column" in result.output
+
+
+def test_cluster_yaml_file(tiny_trace, tmp_path):
+    spec = tmp_path / "c.yaml"
+    spec.write_text(
+        "name: mine\nnode_groups:\n  - {name: a, count: 2, gpus: 4, gpu_type: a100, cpus: 32, memory: 256G, switch_size: 2}\n"
+    )
+    result = _invoke(["--trace", str(tiny_trace), "--cluster", str(spec), "--warmup-hours", "0", "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.output)["runs"][0]["cluster"] == {"name": "mine", "nodes": 2, "gpus": 8, "scale": 1.0}
+
+
+def test_invalid_cluster_yaml_exits_2(tiny_trace, tmp_path):
+    spec = tmp_path / "c.yaml"
+    spec.write_text("name: bad\nnode_groups:\n  - {name: a, count: -1}\n")
+    result = _invoke(["--trace", str(tiny_trace), "--cluster", str(spec)])
+    assert result.exit_code == 2 and "invalid cluster file" in result.output
