@@ -8,7 +8,8 @@ Conventions (printed with every report):
 * utilization = allocated GPU-time ÷ (cluster GPUs × measured window), the window running
   from the first measured arrival to the last arrival (the drain after it is not counted);
 * makespan = last completion − first arrival (all jobs);
-* stranded GPUs = plan.fragmentation.stranded_gpus, time-weighted over the measured window.
+* stranded GPUs = plan.fragmentation.stranded_gpus, time-weighted over the measured window;
+  ``series_h`` samples [hour, stranded, free] over time (≤ ~200 points).
 """
 
 from __future__ import annotations
@@ -80,11 +81,13 @@ def stranded(samples: list[CycleSample], window: tuple[float, float]) -> dict[st
     area = sum(a.stranded_gpus * (b.time - a.time) for a, b in zip(inside, inside[1:], strict=False))
     span = inside[-1].time - inside[0].time
     values = sorted(s.stranded_gpus for s in inside)
+    step = max(1, len(inside) // 200)  # at most ~200 points: enough to see fragmentation over time
     return {
         "mean": area / span if span else 0.0,
         "p95": percentile(values, 95),
         "max": values[-1],
         "samples": len(inside),
+        "series_h": [[round(s.time / 3600, 3), s.stranded_gpus, s.free_gpus] for s in inside[::step]],
     }
 
 
