@@ -154,6 +154,7 @@ class FakeSlurm:
         # how a job ends when advance() finishes it: (state, exit code) by attempt id
         self.outcome: Callable[[FakeJob], tuple[str, int]] = lambda job: ("COMPLETED", 0)
         self.run_ticks = 1  # advance() calls a job stays RUNNING before it ends
+        self.auto_advance = False  # advance() at every squeue call (for Daemon.run loops)
 
     # --- SlurmClient ------------------------------------------------------------------------
 
@@ -191,6 +192,8 @@ class FakeSlurm:
         self.calls["squeue"] += 1
         if self.squeue_fault is not None:
             raise self.squeue_fault
+        if self.auto_advance:
+            self.advance()
         out: list[SqueueJob] = []
         for job in self.jobs.values():
             if job.in_squeue:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import threading
 from collections import defaultdict
 from datetime import timedelta
 from pathlib import Path
@@ -14,7 +15,7 @@ from meta.daemon import Daemon, DaemonConfig
 from meta.durations import utcnow
 from meta.invariants import check_i2_slurm_matches_attempts, check_i3_tokens_increase, check_i5_capacity
 from meta.launch_plan import LaunchSettings
-from meta.leader import LEASE_NAME
+from meta.leader import LEASE_NAME, Leadership, try_acquire
 from meta.reconciler import ReconcileSettings
 from meta.service import Service
 from meta.states import LIVE_ATTEMPT_STATES, AttemptState, JobState
@@ -342,3 +343,23 @@ def test_cancel_during_an_unknown_launch_leaves_no_slurm_job_running(
     assert service.status(job).state == JobState.CANCELLED
     assert fake.active_jobs() == []
     assert len(fake.jobs_for(attempt.id)) == (1 if fault == UNKNOWN_AFTER else 0)
+
+
+def test_run_until_idle_finishes_the_work_and_releases_leadership(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    fake.auto_advance = True
+    daemon = _daemon(service, fake, tmp_path)
+    jobs = [service.submit(evaluation(f"e{i}")).job.id for i in range(3)]
+    jobs.append(service.submit(inference(str(tmp_path / "out"), partitions=2)).job.id)
+    daemon.run(threading.Event(), exit_when_idle=True)
+    assert [service.status(job).state for job in jobs] == [JobState.SUCCEEDED] * 4
+    assert try_acquire(service.db, "next-replica", 30) == Leadership("next-replica", 2)  # released at exit
+
+
+def test_run_stops_when_asked(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    daemon = _daemon(service, fake, tmp_path)
+    stop = threading.Event()
+    stop.set()
+    daemon.run(stop)
+    assert fake.calls["squeue"] == 0 and daemon.leadership is None
