@@ -13,7 +13,12 @@ from sqlalchemy import select
 
 from meta.daemon import Daemon, DaemonConfig
 from meta.durations import utcnow
-from meta.invariants import check_i2_slurm_matches_attempts, check_i3_tokens_increase, check_i5_capacity
+from meta.invariants import (
+    check_i2_slurm_matches_attempts,
+    check_i3_tokens_increase,
+    check_i5_capacity,
+    check_invariants,
+)
 from meta.launch_plan import LaunchSettings
 from meta.leader import LEASE_NAME, Leadership, try_acquire
 from meta.reconciler import ReconcileSettings
@@ -70,6 +75,13 @@ def _i5(service: Service, fake: FakeSlurm) -> list[str]:
     return problems
 
 
+def _invariants(service: Service, fake: FakeSlurm) -> list[str]:
+    """_invariants runs I1–I6 with what the fake Slurm shows."""
+    active = {job.name for job in fake.active_jobs()}
+    with service.db.session() as session:
+        return check_invariants(session, slurm_active_names=active, nodes=build_inventory(fake.sinfo()).nodes)
+
+
 def _run(service: Service, daemon: Daemon, fake: FakeSlurm, jobs: list[str], periods: int = 60) -> int:
     """_run runs periods (Slurm advancing between them) until every job ended; checks I5 each time."""
     for n in range(1, periods + 1):
@@ -77,6 +89,7 @@ def _run(service: Service, daemon: Daemon, fake: FakeSlurm, jobs: list[str], per
         assert report.error == "", f"period {n}: {report.error}"
         assert report.leader
         assert _i5(service, fake) == [], f"I5 violated after period {n}"
+        assert _invariants(service, fake) == [], f"invariants violated after period {n}"
         fake.advance()
         if all(service.status(job).state in {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED} for job in jobs):
             return n
