@@ -31,7 +31,8 @@ from slurm_bridge.reservations import ActionKind, ReservationSpec, apply_reserva
 from slurm_bridge.runner import CommandRunner
 from slurm_bridge.states import FailureCategory, Outcome
 
-pytestmark = pytest.mark.slurm
+# the dev cluster is shared: hold the lock daemon tests hold, so no reconciler cancels our jobs
+pytestmark = [pytest.mark.slurm, pytest.mark.usefixtures("slurm_exclusive")]
 T = TypeVar("T")
 
 
