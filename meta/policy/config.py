@@ -30,18 +30,18 @@ class SchedulerConfig:
     # Priority classes, higher rank first; unknown names fall back to the job kind's class.
     priority_classes: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_PRIORITY_CLASSES))
     # Aging: a task waiting longer than this outranks the fair-share order (bounded waiting).
-    max_wait_s: float = 12 * 3600.0
+    max_wait_s: float = 4 * 3600.0
     # Deadlines: once slack (deadline - now - runtime) drops below this, the task is urgent.
     deadline_urgency_s: float = 3600.0
     # Within one tenant and class: order by submit time + weight x runtime estimate (0 = FIFO).
-    short_job_weight: float = 0.0
+    short_job_weight: float = 10.0
     # ... where the runtime estimate is first multiplied by GPUs ** this (1 = smallest GPU-time first).
     short_job_gpu_exponent: float = 0.0
     # Tenants whose shares differ by less than this band are treated as equal, and their tasks
     # merge by the key above (0 = strict share order: the lowest share always goes next).
-    fair_share_band: float = 0.0
+    fair_share_band: float = 0.1
     # Backfill: how many head-of-line tasks get nodes held for their earliest start.
-    max_held_reservations: int = 3
+    max_held_reservations: int = 1
     # Only tasks that small jobs could starve get held nodes: gangs, tasks of at least this many
     # GPUs, and aged tasks. Small tasks fit into any gap and are better left to backfill.
     hold_min_gpus: int = 8

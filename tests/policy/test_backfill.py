@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from meta.policy.config import SchedulerConfig
 from meta.policy.plan import ReasonCode
 from meta.policy.scheduler import schedule
 from tests.policy.builders import NOW, Case, JobKind, node, run_case, running, snap, task
 from tests.policy.invariants import check_all
 
 EVAL = {"kind": JobKind.EVALUATION, "gpus": 4}
+FIFO = SchedulerConfig(short_job_weight=0.0)  # keep submit order inside a tenant
 TWO = (node("n0"), node("n1"))
 RUNNING = (running("r0", "n0", 8, end=NOW + 1000), running("r1", "n1", 4, end=NOW + 5000))
 
@@ -33,7 +35,7 @@ def test_short_task_backfills_long_one_is_blocked() -> None:
                                task("short", runtime=500, submit=NOW - 40, **EVAL)], RUNNING),
         want_placed={"short"}, want_waiting={"g": ReasonCode.HELD_FOR_GANG,
                                              "long": ReasonCode.BLOCKED_BY_RESERVATION},
-        want_nodes={"short": {"n1"}}))
+        want_nodes={"short": {"n1"}}, config=FIFO))
     assert plan.placements[0].backfilled
     assert plan.reasons["long"].blocking_job == "jg"
 
