@@ -13,6 +13,7 @@ from cli.jobs_cmd import cancel, list_jobs, retry, status, submit
 from cli.outputs_cmd import commit_cmd, outputs
 from cli.secret_cmd import secret_group
 from cli.serve_cmd import serve
+from cli.simulate_cmd import simulate
 from cli.tenant_cmd import tenant_group
 
 
@@ -38,7 +39,23 @@ def cli(ctx: click.Context, db_url: str | None, tenant: str | None) -> None:
     ctx.obj = CliState(db_url=db_url, tenant=tenant)
 
 
-for command in (submit, status, list_jobs, cancel, retry, explain, outputs, commit_cmd, checkpoint_group, tenant_group, secret_group, audit_cmd, serve, db):
+for command in (
+    submit,
+    status,
+    list_jobs,
+    cancel,
+    retry,
+    explain,
+    outputs,
+    commit_cmd,
+    checkpoint_group,
+    tenant_group,
+    secret_group,
+    audit_cmd,
+    serve,
+    simulate,
+    db,
+):
     cli.add_command(command)
 
 
