@@ -30,7 +30,7 @@ from meta.lifecycle import attempt_event
 from meta.spec import FailureCategory
 from meta.states import LIVE_ATTEMPT_STATES, AttemptState
 from meta.store.db import Database
-from meta.store.models import Attempt
+from meta.store.models import Attempt, PartitionCommit
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError
 from slurm_bridge.parse.sacct import SacctJob
@@ -41,6 +41,16 @@ from slurm_bridge.tags import parse_tag
 log = logging.getLogger("metasched.reconciler")
 SuccessHook = Callable[[Session, Attempt], None]
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
+
+
+# ends that send a task back for another attempt (unless it has run out of retries)
+_RETRIED_ENDS = frozenset({AttemptState.LOST, AttemptState.PREEMPTED, AttemptState.FAILED})
+
+
+def committed_its_output(session: Session, attempt: Attempt) -> bool:
+    """committed_its_output tells whether the attempt's partition output is committed, by this attempt."""
+    commit = session.get(PartitionCommit, attempt.task_id)
+    return commit is not None and commit.attempt_id == attempt.id
 
 
 @dataclass(frozen=True)
@@ -215,6 +225,10 @@ class Reconciler:
         target, category, reason = self._target(attempt, sighting.observed)
         if target is None or target.value == attempt.state:
             return
+        if target in _RETRIED_ENDS and committed_its_output(session, attempt):
+            # the partition's one visible output is already this attempt's: the task's work is
+            # done, and a retry could only be refused at its own commit
+            target, category, reason = AttemptState.SUCCEEDED, None, f"{reason}, after its output was committed"
         values = {}
         if sighting.observed.exit_code is not None:
             values["exit_code"] = sighting.observed.exit_code
@@ -312,6 +326,18 @@ class Reconciler:
             result.transitions += 1
             return
         last = attempt.last_seen_at or sent
+        if (now - last).total_seconds() >= self.settings.lost_grace_s and committed_its_output(session, attempt):
+            attempt_event(
+                session,
+                attempt.id,
+                AttemptState.SUCCEEDED,
+                f"lost-committed:{attempt.id}:{attempt.version}",
+                reason="Slurm lost sight of it after its output was committed",
+                actor="reconciler",
+                fencing_token=attempt.fencing_token,
+            )
+            result.transitions += 1
+            return
         if (now - last).total_seconds() >= self.settings.lost_grace_s:
             attempt_event(
                 session,

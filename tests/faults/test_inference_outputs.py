@@ -177,7 +177,9 @@ def test_partitions_with_kills_scancels_and_stale_commits(
     scancelled: list[str] = []
     late_refused = late_accepted = 0
     try:
-        job = pg_service.submit(spec_from_dict(inference("parts", output, partitions, command))).job.short_id
+        # at most 4 partitions at a time: the job runs in waves, so kills and scancels land mid-run
+        spec = dict(inference("parts", output, partitions, command), max_parallel=4)
+        job = pg_service.submit(spec_from_dict(spec)).job.short_id
         since = daemon.start()
         wait_leading(pg_service, daemon, since)
         events = ["kill"] * kills + ["scancel"] * cancels
@@ -190,12 +192,21 @@ def test_partitions_with_kills_scancels_and_stale_commits(
                 since = daemon.start()
                 wait_leading(pg_service, daemon, since)
                 continue
-            running = [
-                a for a in attempts_of(pg_service, job)
-                if a.state == AttemptState.RUNNING and a.slurm_job_id
-            ]  # fmt: skip
-            if running:
-                victim = rng.choice(running)
+
+            def running() -> list:
+                return [
+                    a
+                    for a in attempts_of(pg_service, job)
+                    if a.state == AttemptState.RUNNING and a.slurm_job_id
+                ]
+
+            try:  # a scancel needs a running partition: wait a little for one
+                wait_for(lambda: bool(running()), 10, "a running partition")
+            except AssertionError:
+                continue
+            candidates = running()
+            if candidates:
+                victim = rng.choice(candidates)
                 subprocess.run(["scancel", victim.slurm_job_id], capture_output=True, timeout=30)
                 scancelled.append(victim.id)
         wait_jobs(pg_service, [job], 300, [daemon])

@@ -147,7 +147,7 @@ def _assert_clean(out: dict[str, object], violations: list[str]) -> None:
 def test_kill9_at_random_points_of_cycle_launch_and_commit(
     slurm_exclusive: None, pg_service: Service, tmp_path: Path
 ) -> None:
-    kills = trials(4, 16)
+    kills = trials(3, 16)
     seed = seed_of("kill9")
     rng = random.Random(seed)
     started = time.monotonic()
@@ -182,7 +182,7 @@ def test_kill9_at_random_points_of_cycle_launch_and_commit(
 def test_launch_timeouts_before_and_after_acceptance_with_kill9(
     slurm_exclusive: None, pg_service: Service, tmp_path: Path
 ) -> None:
-    faults = trials(8, 30)
+    faults = trials(6, 30)
     kills = trials(2, 6)
     seed = seed_of("unknown-launch")
     rng = random.Random(seed)
