@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from datetime import timedelta
 from pathlib import Path
 
 from checkpoint.manifest import commit, committed
@@ -118,3 +119,58 @@ def test_finalize_writes_the_job_manifest_and_collects_stale_staging(service: Se
     assert not (tmp_path / "out" / "_attempts" / stale).exists()
     with service.db.session() as session:
         assert finalize_jobs(session, SpecCache(), done) == []  # written once
+
+
+def _committed_partition(service: Service, fake: FakeSlurm, tmp_path: Path) -> tuple[str, str, int]:
+    spec = inference(str(tmp_path / "out"), retry={"on": ["user_error", "lost", "preempted"], "backoff": 0})
+    _, (t0, _) = submit(service, spec)
+    a, slurm_id = _running_partition(service, fake, spec, t0)
+    with service.db.session() as session:
+        commit(session, a, 1, {"root": "r", "files": [], "bytes": 0})
+    return t0, a, slurm_id
+
+
+def test_a_committed_attempt_that_then_fails_ends_succeeded(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    t0, a, slurm_id = _committed_partition(service, fake, tmp_path)
+    fake.finish(slurm_id, "FAILED", 1)  # e.g. the program crashed while cleaning up after its commit
+    _reconcile(service, fake)
+    assert attempt(service.db, a).state == AttemptState.SUCCEEDED.value
+    assert task(service.db, t0).state == TaskState.SUCCEEDED.value
+
+
+def test_a_committed_attempt_stopped_for_preemption_ends_succeeded(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    t0, a, slurm_id = _committed_partition(service, fake, tmp_path)
+    with service.db.session() as session:
+        attempt_event(session, a, AttemptState.STOPPING, "test:preempt", values={"stop_reason": "preempt"})
+    fake.cancel([slurm_id])
+    _reconcile(service, fake)
+    assert attempt(service.db, a).state == AttemptState.SUCCEEDED.value
+    assert task(service.db, t0).state == TaskState.SUCCEEDED.value
+
+
+def test_a_committed_attempt_slurm_forgot_ends_succeeded_not_lost(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    t0, a, slurm_id = _committed_partition(service, fake, tmp_path)
+    del fake.jobs[slurm_id]
+    reconciler = _reconciler(service, fake)
+    observation = observe(fake, reconciler.since())
+    observation.at = observation.at + timedelta(seconds=reconciler.settings.lost_grace_s + 1)
+    result = reconciler.apply(observation, lead(service.db))
+    assert result.lost == []
+    assert attempt(service.db, a).state == AttemptState.SUCCEEDED.value
+    assert task(service.db, t0).state == TaskState.SUCCEEDED.value
+
+
+def test_an_uncommitted_attempt_that_fails_is_not_succeeded(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    spec = inference(str(tmp_path / "out"), retry={"on": ["user_error"], "backoff": 0})
+    _, (t0, _) = submit(service, spec)
+    a, slurm_id = _running_partition(service, fake, spec, t0)
+    fake.finish(slurm_id, "FAILED", 1)
+    _reconcile(service, fake)
+    assert attempt(service.db, a).state == AttemptState.FAILED.value
+    assert task(service.db, t0).state == TaskState.PENDING.value
+    with service.db.session() as session:
+        assert session.get(PartitionCommit, t0) is None
