@@ -155,6 +155,7 @@ class FakeSlurm:
         self.outcome: Callable[[FakeJob], tuple[str, int]] = lambda job: ("COMPLETED", 0)
         self.run_ticks = 1  # advance() calls a job stays RUNNING before it ends
         self.auto_advance = False  # advance() at every squeue call (for Daemon.run loops)
+        self.on_submit: Callable[[], None] | None = None  # runs at each submit (e.g. to move a clock)
 
     # --- SlurmClient ------------------------------------------------------------------------
 
@@ -162,6 +163,8 @@ class FakeSlurm:
         """submit records the job (or fails as the next queued fault says) and returns its id."""
         self.calls["submit"] += 1
         self.submitted_scripts.append(script)
+        if self.on_submit is not None:
+            self.on_submit()
         fault = self.submit_faults.popleft() if self.submit_faults else None
         if fault == UNKNOWN_BEFORE:
             raise SlurmUnknownOutcome("sbatch timed out", command="sbatch")

@@ -1,0 +1,94 @@
+"""The daemon keeps its leader lease through a long actuation pass, and stops at once when it loses it."""
+
+from __future__ import annotations
+
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+import meta.daemon as daemon_module
+from meta.daemon import Daemon, DaemonConfig
+from meta.durations import utcnow
+from meta.launch_plan import LaunchSettings
+from meta.leader import LEASE_NAME, try_acquire
+from meta.service import Service
+from meta.states import AttemptState
+from meta.store.models import Attempt, LeaderLease
+from tests.runtime.fake_slurm import FakeSlurm
+from tests.runtime.support import evaluation
+
+
+class _Clock:
+    """_Clock is a monotonic clock the test moves (wall-clock time is left alone)."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def monotonic(self) -> float:
+        return self.now
+
+    @staticmethod
+    def perf_counter() -> float:
+        return time.perf_counter()
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> _Clock:
+    fake = _Clock()
+    monkeypatch.setattr(daemon_module, "time", fake)
+    return fake
+
+
+def _states(service: Service) -> list[str]:
+    with service.db.session() as session:
+        return sorted(a.state for a in session.query(Attempt))
+
+
+def test_long_actuation_pass_renews_the_lease(
+    service: Service, tmp_path: Path, clock: _Clock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake = FakeSlurm()
+    renewals = []
+    real_renew = daemon_module.renew
+    monkeypatch.setattr(daemon_module, "renew", lambda *a, **k: renewals.append(1) or real_renew(*a, **k))
+    config = DaemonConfig(period_s=0.0, leader_lease_s=15.0, holder="slow", launch=LaunchSettings(log_dir=str(tmp_path)))
+    daemon = Daemon(service.db, fake, config)
+    for i in range(4):
+        service.submit(evaluation(f"e{i}"))
+
+    def slow_sbatch() -> None:
+        clock.now += 6.0  # each sbatch takes 6 s: four of them outlast the 15 s lease
+
+    fake.on_submit = slow_sbatch
+    report = daemon.period()
+    assert report.error == "" and report.launched == 4
+    assert len(renewals) >= 2  # renewed whenever a third of the lease had passed
+    assert _states(service) == ["launching"] * 4
+    with service.db.session() as session:
+        assert session.get(LeaderLease, LEASE_NAME).epoch == 1
+
+
+def test_a_leader_that_loses_its_lease_mid_pass_launches_nothing_more(
+    service: Service, tmp_path: Path, clock: _Clock
+) -> None:
+    fake = FakeSlurm()
+    config = DaemonConfig(period_s=0.0, leader_lease_s=15.0, holder="old", launch=LaunchSettings(log_dir=str(tmp_path)))
+    daemon = Daemon(service.db, fake, config)
+    for i in range(4):
+        service.submit(evaluation(f"e{i}"))
+
+    def stolen_after_first() -> None:
+        if fake.calls["submit"] == 1:  # the replica freezes; another one takes over
+            with service.db.session() as session:
+                session.get(LeaderLease, LEASE_NAME).expires_at = utcnow() - timedelta(seconds=1)
+            assert try_acquire(service.db, "new", 60) is not None
+            clock.now += 20.0
+
+    fake.on_submit = stolen_after_first
+    report = daemon.period()
+    assert "epoch" in report.error or "lease" in report.error
+    assert fake.calls["submit"] == 1
+    assert _states(service).count(AttemptState.CREATED.value) == 3
+    assert daemon.leadership is None
