@@ -151,6 +151,7 @@ class FakeSlurm:
         self.submit_faults: deque[str] = deque()
         self.squeue_fault: Exception | None = None
         self.sacct_fault: Exception | None = None
+        self.cancel_fault: Exception | None = None  # scancel (with or without a signal) fails
         # how a job ends when advance() finishes it: (state, exit code) by attempt id
         self.outcome: Callable[[FakeJob], tuple[str, int]] = lambda job: ("COMPLETED", 0)
         self.run_ticks = 1  # advance() calls a job stays RUNNING before it ends
@@ -180,6 +181,8 @@ class FakeSlurm:
     def cancel(self, job_ids: Sequence[int | str], signal: str | None = None) -> None:
         """cancel signals jobs (``signal``) or cancels them; ended or unknown jobs are no error."""
         self.calls["cancel"] += 1
+        if self.cancel_fault is not None:
+            raise self.cancel_fault
         for raw in job_ids:
             self.cancels.append((str(raw), signal))
             job = self.jobs.get(int(raw))

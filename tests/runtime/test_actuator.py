@@ -17,6 +17,7 @@ from meta.service import Service
 from meta.snapshot_source import SpecCache
 from meta.states import AttemptState, TaskState
 from meta.store.models import Attempt, Checkpoint, LeaderLease
+from slurm_bridge.errors import SlurmTransient
 from tests.runtime.fake_slurm import REJECTED, TRANSIENT, UNKNOWN_AFTER, UNKNOWN_BEFORE, FakeSlurm
 from tests.runtime.support import attempt, checkpointing, lead, place, share, submit, task, training
 
@@ -190,3 +191,43 @@ def test_stopping_attempt_without_a_slurm_id_is_left_to_the_reconciler(service: 
     place(db, t, state=AttemptState.STOPPING)
     _actuator(service, fake, tmp_path).stop_requested(leadership, ActuationResult())
     assert fake.cancels == []
+
+
+def test_a_failing_scancel_is_retried_next_pass(service: Service, tmp_path: Path) -> None:
+    db, fake = service.db, FakeSlurm()
+    leadership = lead(db)
+    _, (t,) = submit(service, training())
+    attempt_id = place(db, t, state=AttemptState.STOPPING, slurm_job_id="1000")
+    fake.add_job(f"ms-{attempt_id}")
+    actuator = _actuator(service, fake, tmp_path)
+    fake.cancel_fault = SlurmTransient("slurmctld not responding")
+    failed = ActuationResult()
+    actuator.stop_requested(leadership, failed)
+    assert failed.cancelled == [] and fake.jobs[1000].state == "RUNNING"
+    fake.cancel_fault = None
+    retried = ActuationResult()
+    actuator.stop_requested(leadership, retried)  # not throttled: the first scancel never went out
+    assert retried.cancelled == [attempt_id] and fake.jobs[1000].state == "CANCELLED"
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="BUG: Actuator._signal records stop_signalled_at before scancel -s USR1 and keeps it when "
+    "the signal fails, so the job is cancelled after the grace without ever being asked to checkpoint",
+)
+def test_a_failed_checkpoint_signal_is_sent_again(service: Service, tmp_path: Path) -> None:
+    db, fake = service.db, FakeSlurm()
+    leadership = lead(db)
+    _, (t,) = submit(service, checkpointing())
+    attempt_id = place(db, t, state=AttemptState.STOPPING, stop_reason="preempt", slurm_job_id="1000")
+    fake.add_job(f"ms-{attempt_id}")
+    actuator = _actuator(service, fake, tmp_path, grace_s=60)
+    fake.cancel_fault = SlurmTransient("slurmctld not responding")
+    first = ActuationResult()
+    actuator.stop_requested(leadership, first)
+    assert first.signalled == []
+    fake.cancel_fault = None
+    second = ActuationResult()
+    actuator.stop_requested(leadership, second)
+    assert second.signalled == [attempt_id]
+    assert fake.jobs[1000].signals == ["USR1"]

@@ -372,3 +372,14 @@ def test_het_job_ended_is_followed_through_sacct(service: Service) -> None:
     assert result.duplicates_cancelled == []
     row = attempt(service.db, attempt_id)
     assert row.state == AttemptState.FAILED.value and row.exit_code == 2 and row.slurm_job_id == str(job_id)
+
+
+def test_cancelled_outside_metasched_is_lost_and_retried(service: Service) -> None:
+    fake = FakeSlurm()
+    leadership = lead(service.db)
+    t, attempt_id, job = _launched(service, fake)
+    fake.cancel([job.job_id])  # an operator's scancel: nobody asked metasched
+    _reconcile(service, fake, leadership)
+    row = attempt(service.db, attempt_id)
+    assert row.state == AttemptState.LOST.value and row.failure_category == "lost"
+    assert task(service.db, t).state == TaskState.PENDING.value
