@@ -9,7 +9,7 @@ from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from meta.daemon import Daemon, DaemonConfig
 from meta.durations import utcnow
@@ -376,3 +376,48 @@ def test_run_stops_when_asked(service: Service, tmp_path: Path) -> None:
     stop.set()
     daemon.run(stop)
     assert fake.calls["squeue"] == 0 and daemon.leadership is None
+
+
+def test_inference_never_exceeds_max_parallel(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    fake.run_ticks = 2
+    daemon = _daemon(service, fake, tmp_path)
+    job = service.submit(inference(str(tmp_path / "out"), partitions=7, max_parallel=2)).job.id
+    peak = 0
+    for _ in range(60):
+        assert daemon.period().error == ""
+        with service.db.session() as session:
+            live = session.scalar(
+                select(func.count()).select_from(Attempt).where(Attempt.job_id == job, Attempt.state.in_(LIVE))
+            )
+        peak = max(peak, live)
+        assert live <= 2
+        fake.advance()
+        if service.status(job).state == JobState.SUCCEEDED:
+            break
+    assert service.status(job).state == JobState.SUCCEEDED and peak == 2
+
+
+def test_a_drained_node_gets_no_work(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    fake.set_node("node1", "IDLE", ["DRAIN"])
+    fake.set_node("node2", "DOWN")
+    daemon = _daemon(service, fake, tmp_path)
+    jobs = [service.submit(evaluation(f"e{i}", resources={"cpus": 4, "memory": "16G", "gpus": 4, "gpu_type": "a100"})).job.id for i in range(6)]
+    _run(service, daemon, fake, jobs)
+    used = {node for a in _attempts(service) for node in a.nodes()}
+    assert used and used <= {"node3", "node4"}
+
+
+def test_a_failed_job_retried_by_the_user_runs_again(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    fake.outcome = lambda job: ("FAILED", 3) if len(fake.jobs) == 1 else ("COMPLETED", 0)
+    daemon = _daemon(service, fake, tmp_path)
+    job = service.submit(training()).job.id
+    _run(service, daemon, fake, [job])
+    assert service.status(job).state == JobState.FAILED
+    service.retry(job)
+    _run(service, daemon, fake, [job])
+    assert service.status(job).state == JobState.SUCCEEDED
+    attempts = sorted(_attempts(service), key=lambda a: a.number)
+    assert [(a.state, a.exit_code, a.fencing_token) for a in attempts] == [("failed", 3, 1), ("succeeded", 0, 2)]
