@@ -383,3 +383,28 @@ def test_cancelled_outside_metasched_is_lost_and_retried(service: Service) -> No
     row = attempt(service.db, attempt_id)
     assert row.state == AttemptState.LOST.value and row.failure_category == "lost"
     assert task(service.db, t).state == TaskState.PENDING.value
+
+
+@pytest.mark.parametrize(
+    ("slurm_state", "exit_code", "category"),
+    [("TIMEOUT", 0, "timeout"), ("OUT_OF_MEMORY", 0, "oom"), ("FAILED", 0, "unknown"), ("BOOT_FAIL", 0, "node_failure")],
+)
+def test_failure_states_map_to_categories(service: Service, slurm_state: str, exit_code: int, category: str) -> None:
+    fake = FakeSlurm()
+    leadership = lead(service.db)
+    t, attempt_id, job = _launched(service, fake)
+    fake.finish(job.job_id, slurm_state, exit_code)
+    _reconcile(service, fake, leadership)
+    row = attempt(service.db, attempt_id)
+    assert row.state == AttemptState.FAILED.value and row.failure_category == category
+
+
+def test_a_job_that_completes_before_its_cancel_lands_succeeds(service: Service) -> None:
+    fake = FakeSlurm()
+    leadership = lead(service.db)
+    t, attempt_id, job = _launched(service, fake)
+    service.cancel(task(service.db, t).job_id)
+    fake.finish(job.job_id, "COMPLETED", 0)
+    _reconcile(service, fake, leadership)
+    assert attempt(service.db, attempt_id).state == AttemptState.SUCCEEDED.value
+    assert task(service.db, t).state == TaskState.SUCCEEDED.value
