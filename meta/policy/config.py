@@ -47,7 +47,7 @@ class SchedulerConfig:
     hold_min_gpus: int = 8
     # Preemption.
     preemption_enabled: bool = True
-    max_preemption_attempts: int = 32
+    max_preemption_attempts: int = 8
     max_victims_considered: int = 256
 
     def gpu_cost(self, gpu_type: str | None) -> float:

@@ -99,7 +99,7 @@ class Cycle:
         self.victims: set[str] = set()
         self.preempt_attempts = 0
         self.holds_made = 0  # backfill holds, including keep-from-gangs marks
-        self.preempt_failed: set[tuple] = set()
+        self.preempt_failed: dict[tuple, list[tuple]] = {}  # kind of task -> sizes that found no victims
         self._any_stopping = any(r.stopping for r in snapshot.reservations)
         self.any_preemptible = self._any_stopping or any(r.preemptible for r in snapshot.reservations)
 
@@ -306,9 +306,12 @@ class Cycle:
         urgent = is_urgent(task, self.now, self.cfg)
         if not reclaim and not urgent and rank <= self._lowest_victim_rank and not self._any_stopping:
             return False  # no rule allows evicting anything for this task
-        key = (shape, rank, reclaim, urgent, task.tenant if reclaim else "")
-        if key in self.preempt_failed:
-            return False
+        key = (shape.gpu_type, shape.topology, shape.partition, shape.network, shape.avoid, rank, reclaim, urgent,
+               task.tenant if reclaim else "")
+        size = (shape.gpus, shape.cpus, shape.mem, shape.sto, shape.workers)
+        failed = self.preempt_failed.setdefault(key, [])
+        if any(all(a >= b for a, b in zip(size, f, strict=True)) for f in failed):
+            return False  # a task no bigger already found no victims this cycle
         self.preempt_attempts += 1
         if self._pool is None:
             self._pool = evictable(self.snap.reservations, self.cap.shares_of, self.rank,
@@ -319,7 +322,7 @@ class Cycle:
         leaving = stopping(leaving_pool, self.victims, feasible)
         chosen = choose(self.cap, shape, classes, victims, leaving) if victims or leaving else None
         if not chosen:
-            self.preempt_failed.add(key)
+            failed.append(size)
             return False
         evicted, picks, extra = chosen
         for v in evicted:
