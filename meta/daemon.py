@@ -20,12 +20,12 @@ import threading
 import time
 from dataclasses import dataclass, field
 
-from sqlalchemy import func, select
+from sqlalchemy import event, func, select
 
 from meta.actuator import ActuationResult, Actuator
 from meta.apply import apply_plan
 from meta.durations import utcnow
-from meta.health import evict_from_unusable_nodes
+from meta.health import NodeWatch, evict_from_unusable_nodes
 from meta.holds import HoldSync, desired_holds
 from meta.inventory_store import save_inventory
 from meta.launch_plan import LaunchSettings
@@ -65,6 +65,7 @@ class DaemonConfig:
     topology_refresh_s: float = 300.0
     attempt_lease_s: float = 300.0
     submit_timeout_s: float = 30.0
+    unhealthy_grace_s: float = 60.0  # a down/unknown node evicts its work only after this long
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     launch: LaunchSettings = field(default_factory=LaunchSettings)
     reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)
@@ -117,6 +118,31 @@ def effective_nodes(inventory: Inventory, ours: dict[str, ResourceVector]) -> li
     return nodes
 
 
+def limit_idle_transactions(db: Database, seconds: float) -> None:
+    """limit_idle_transactions makes PostgreSQL end this replica's transactions left idle for ``seconds``.
+
+    Every fenced write locks the lease row until its transaction ends. A replica frozen inside
+    such a transaction (SIGSTOP, a VM pause, a long GC) would hold that lock for as long as it
+    is frozen, and the standby's ``try_acquire`` would wait on it instead of taking over when
+    the lease runs out. With ``idle_in_transaction_session_timeout`` at the lease length the
+    server rolls the frozen transaction back and frees the lock; the thawed replica gets a
+    connection error, its period ends, and the fence stops it from then on.
+    """
+    engine = db.engine
+    if engine.dialect.name != "postgresql":
+        return
+    millis = max(1000, int(seconds * 1000))
+
+    @event.listens_for(engine, "connect")
+    def _set_timeout(dbapi_connection, _record) -> None:  # noqa: ANN001 - DBAPI objects
+        cursor = dbapi_connection.cursor()
+        cursor.execute(f"SET idle_in_transaction_session_timeout = {millis}")
+        cursor.close()
+        dbapi_connection.commit()
+
+    engine.dispose()  # pooled connections opened before this have no timeout: open new ones
+
+
 class Daemon:
     """Daemon runs the scheduling loop for one replica."""
 
@@ -128,6 +154,8 @@ class Daemon:
         self.config = config
         self.metrics = metrics or Metrics()
         self.specs = SpecCache()
+        self.node_watch = NodeWatch(config.unhealthy_grace_s)
+        limit_idle_transactions(db, config.leader_lease_s)
         self.reconciler = Reconciler(
             db, client, config.reconcile, on_success=lambda session, a: commit_on_success(session, a, self.specs)
         )
@@ -185,7 +213,8 @@ class Daemon:
             # if Slurm cannot be read the period ends here (SlurmError) without scheduling
             self._reconcile(report)
             with self.db.session() as session:
-                evicted = evict_from_unusable_nodes(session, self.leadership, inventory.nodes)
+                bad = self.node_watch.confirmed(inventory.nodes, time.monotonic())
+                evicted = evict_from_unusable_nodes(session, self.leadership, inventory.nodes, bad)
             report.preempting += len(evicted)
             self._cycle(inventory, report)
             self._actuate(report)

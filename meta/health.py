@@ -28,9 +28,40 @@ def unusable_nodes(nodes: Sequence[NodeState]) -> set[str]:
     return {node.name for node in nodes if not node.schedulable()}
 
 
-def evict_from_unusable_nodes(session: Session, leadership: Leadership, nodes: Sequence[NodeState]) -> list[str]:
-    """evict_from_unusable_nodes marks every live attempt touching a bad node for stopping."""
-    bad = unusable_nodes(nodes)
+class NodeWatch:
+    """NodeWatch confirms bad nodes: a drain at once, an unhealthy node only once it stayed so for a grace.
+
+    Right after slurmctld restarts, every node reports ``unknown`` until its slurmd registers
+    again (seconds); a node may also miss a ping now and then. Evicting on one such sample
+    would stop healthy work on a Slurm blip. A drain is an operator's decision and counts at
+    once; a node that is really gone stays unhealthy past the grace (and Slurm itself fails
+    its jobs with NODE_FAIL when it declares the node down).
+    """
+
+    def __init__(self, grace_s: float = 60.0):
+        self.grace_s = grace_s
+        self._bad_since: dict[str, float] = {}
+
+    def confirmed(self, nodes: Sequence[NodeState], now: float) -> set[str]:
+        """confirmed are the nodes to evict from as of ``now`` (a monotonic clock)."""
+        bad = set()
+        for node in nodes:
+            if node.drained:
+                bad.add(node.name)
+            if node.healthy:
+                self._bad_since.pop(node.name, None)
+                continue
+            since = self._bad_since.setdefault(node.name, now)
+            if now - since >= self.grace_s:
+                bad.add(node.name)
+        return bad
+
+
+def evict_from_unusable_nodes(
+    session: Session, leadership: Leadership, nodes: Sequence[NodeState], bad: set[str] | None = None
+) -> list[str]:
+    """evict_from_unusable_nodes marks every live attempt touching a bad node (default: any unusable one) for stopping."""
+    bad = unusable_nodes(nodes) if bad is None else bad
     if not bad:
         return []
     fence(session, leadership)
