@@ -210,6 +210,12 @@ def test_partitions_with_kills_scancels_and_stale_commits(
                 subprocess.run(["scancel", victim.slurm_job_id], capture_output=True, timeout=30)
                 scancelled.append(victim.id)
         wait_jobs(pg_service, [job], 300, [daemon])
+        ended = [
+            f"{t.name}: {a.number} {a.state.value} {a.reason}"
+            for t in pg_service.status(job).tasks
+            for a in t.attempts
+        ]
+        assert pg_service.status(job).state == JobState.SUCCEEDED, ended
         wait_for(lambda: (output / "_manifest.json").exists(), 30, "the job manifest")
         # the staging left now is what garbage collection kept
         leftover = (
