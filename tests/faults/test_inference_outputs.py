@@ -211,7 +211,7 @@ def test_partitions_with_kills_scancels_and_stale_commits(
                 scancelled.append(victim.id)
         wait_jobs(pg_service, [job], 300, [daemon])
         ended = [
-            f"{t.name}: {a.number} {a.state.value} {a.reason}"
+            f"{t.name}: {a.number} {a.state} {a.reason}"
             for t in pg_service.status(job).tasks
             for a in t.attempts
         ]
