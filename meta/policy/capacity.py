@@ -31,6 +31,8 @@ class Ledger:
         # Known capacity returns: id -> [(end, node, gpus, cpus, memory, storage)]; stopping work
         # returns at -inf (that is, now), work without an expected end never.
         self.releases: dict[int, list[tuple[float, int, int, float, int, int]]] = {}
+        # Reservations that may ever be evicted (or are stopping), with what pricing them needs.
+        self.evictable: dict[int, tuple[Reservation, tuple, int, float, float, _Entry]] = {}
 
     def _entry(self, r: Reservation) -> _Entry:
         """_entry flattens a reservation into per-node amounts and its totals."""
@@ -74,11 +76,16 @@ class Ledger:
         for key in [k for k in held if k not in current]:
             self._apply(held.pop(key)[1], -1)
             self.releases.pop(key, None)
+            self.evictable.pop(key, None)
         for key, r in current.items():
             if key not in held:
                 entry = self._entry(r)
                 held[key] = (r, entry)
                 self._apply(entry, 1)
+                if r.preemptible or r.stopping:
+                    since = max(r.start_time, r.last_checkpoint_time or r.start_time)
+                    rank_key = (r.priority_class, r.kind, r.deadline is not None)
+                    self.evictable[key] = (r, rank_key, entry[3], since, r.start_time + r.min_runtime_s, entry)
                 end = float("-inf") if r.stopping else r.expected_end
                 if end is not None:
                     self.releases[key] = [(end, i, g, c, m, st) for i, g, c, m, st in entry[0]]

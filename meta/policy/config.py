@@ -47,8 +47,8 @@ class SchedulerConfig:
     hold_min_gpus: int = 8
     # Preemption.
     preemption_enabled: bool = True
-    max_preemption_attempts: int = 8
-    max_victims_considered: int = 256
+    max_preemption_attempts: int = 2  # per cycle: each costs a pass over running work
+    max_victims_considered: int = 64
 
     def gpu_cost(self, gpu_type: str | None) -> float:
         """gpu_cost is the fair-share weight of one GPU of ``gpu_type``."""

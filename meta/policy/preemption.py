@@ -54,20 +54,23 @@ class Evictable:
 
 
 def evictable(
-    reservations: Sequence[Reservation], shares_of: Callable[[Reservation], list[Share]],
-    rank_of: Callable[[Reservation], int], gpu_type_of: Callable[[int], str | None], now: float,
+    cap: Capacity, rank_of: Callable[[tuple], int], now: float
 ) -> tuple[list[Evictable], list[Evictable]]:
     """evictable splits running work into evictable (least lost work first) and already stopping."""
     pool: list[Evictable] = []
     leaving: list[Evictable] = []
-    for r in reservations:
+    ranks: dict[tuple, int] = {}
+    for r, rank_key, gpus, since, protected_until, entry in cap.ledger.evictable.values():
+        shares = entry[0]
         if r.stopping:
-            shares = shares_of(r)
-            leaving.append(Evictable(r, 0, 0.0, gpu_type_of(shares[0][0]) if shares else None, shares))
-        elif r.preemptible and now - r.start_time >= r.min_runtime_s:
-            shares = shares_of(r)
-            pool.append(Evictable(r, rank_of(r), lost_work(r, now),
-                                  gpu_type_of(shares[0][0]) if shares else None, shares))
+            leaving.append(Evictable(r, 0, 0.0, entry[2], shares))
+        elif now >= protected_until:
+            # Lost work: GPU-seconds since the last checkpoint (or start) plus restore cost per GPU.
+            lost = gpus * max(0.0, now - since) + r.restore_cost_s * gpus
+            rank = ranks.get(rank_key)
+            if rank is None:
+                rank = ranks[rank_key] = rank_of(rank_key)
+            pool.append(Evictable(r, rank, lost, entry[2], shares))
     pool.sort(key=lambda e: (e.lost, e.res.attempt_id))
     return pool, leaving
 
@@ -92,9 +95,17 @@ def candidates(
     if not reclaim and not urgent and all(e.rank >= rank for e in pool):
         return []  # only a higher class could evict, and nothing running is lower
     out: list[Victim] = []
+    borrowing: dict[tuple[str, str | None], bool] = {}
     for e in pool:
         if e.res.attempt_id in taken:
             continue
+        if e.rank >= rank and not urgent:
+            # Only reclaim could apply: the victim's tenant must be a borrower (memoised per tenant).
+            key = (e.res.tenant, e.gpu_type)
+            if key not in borrowing:
+                borrowing[key] = e.res.tenant != task.tenant and quota.borrowing(e.res.tenant, e.gpu_type)
+            if not borrowing[key]:
+                continue
         why = _why(task, rank, e, reclaim, urgent, quota, config)
         if why is None:
             continue
@@ -182,6 +193,12 @@ def choose(
         i for c in classes for i in c.nodes
         if cap.hold_start[i] is None and cap.gang_blocked[i] is None and cap.names[i] not in shape.avoid
     }
+    if shape.gpus:
+        # Cheap bound first: free plus freeable GPUs on usable nodes must cover the whole task.
+        free = sum(cap.gpu[i] for i in feasible)
+        freeable = sum(g for v in (*leaving, *victims) for i, (g, _, _, _) in v.freed.items() if i in feasible)
+        if free + freeable < shape.total_gpus:
+            return None
     trial = _Trial(cap, shape, feasible)
     chosen: list[Victim] = []
     for v in [*leaving, *victims]:

@@ -88,6 +88,7 @@ class Cycle:
         self._ranks: dict[tuple, int] = {}
         self._pool: tuple[list[Evictable], list[Evictable]] | None = None
         self._lowest_victim_rank: int | None = None
+        self._any_stopping = False
         self._attributions: dict[tuple, PendingReason] = {}
         self.verdicts: dict[Shape, Verdict] = self.inv.verdicts  # filters depend on the inventory only
         self.failed: dict[object, float] = {}  # shape -> earliest end that already failed to fit
@@ -100,8 +101,7 @@ class Cycle:
         self.preempt_attempts = 0
         self.holds_made = 0  # backfill holds, including keep-from-gangs marks
         self.preempt_failed: dict[tuple, list[tuple]] = {}  # kind of task -> sizes that found no victims
-        self._any_stopping = any(r.stopping for r in snapshot.reservations)
-        self.any_preemptible = self._any_stopping or any(r.preemptible for r in snapshot.reservations)
+        self.any_preemptible = bool(self.cap.ledger.evictable)  # preemptible or stopping work exists
 
     def rank(self, task: PendingTask | Reservation) -> int:
         """rank is a task's (or reservation's) class rank, memoised per (class, kind, has deadline)."""
@@ -109,6 +109,14 @@ class Cycle:
         value = self._ranks.get(key)
         if value is None:
             value = self._ranks[key] = self.cfg.rank(task.priority_class, task.kind, task.deadline)
+        return value
+
+    def _rank_of_key(self, key: tuple) -> int:
+        """_rank_of_key is rank() for a precomputed (class, kind, has deadline) key."""
+        value = self._ranks.get(key)
+        if value is None:
+            priority_class, kind, has_deadline = key
+            value = self._ranks[key] = self.cfg.rank(priority_class, kind, 0.0 if has_deadline else None)
         return value
 
     @property
@@ -296,8 +304,10 @@ class Cycle:
         if not (self.cfg.preemption_enabled and self.any_preemptible):
             return False
         if self._lowest_victim_rank is None:
-            self._lowest_victim_rank = min(
-                (self.rank(r) for r in self.snap.reservations if r.preemptible or r.stopping), default=1 << 30)
+            entries = self.cap.ledger.evictable.values()
+            self._any_stopping = any(e[0].stopping for e in entries)
+            keys = {e[1] for e in entries}
+            self._lowest_victim_rank = min((self._rank_of_key(k) for k in keys), default=1 << 30)
         if self.preempt_attempts >= self.cfg.max_preemption_attempts:
             return False
         rank = self.rank(task)
@@ -314,8 +324,7 @@ class Cycle:
             return False  # a task no bigger already found no victims this cycle
         self.preempt_attempts += 1
         if self._pool is None:
-            self._pool = evictable(self.snap.reservations, self.cap.shares_of, self.rank,
-                                   self.cap.gpu_type.__getitem__, self.now)
+            self._pool = evictable(self.cap, self._rank_of_key, self.now)
         pool, leaving_pool = self._pool
         feasible = {i for c in classes for i in c.nodes}
         victims = candidates(task, rank, reclaim, urgent, pool, self.victims, feasible, self.quota, self.cfg)
