@@ -5,6 +5,8 @@ Launch protocol, safe against crashes and ambiguous outcomes:
 2. call sbatch with the attempt's name ``ms-<attempt>``;
 3. record the Slurm job id — or, if sbatch timed out or failed transiently, ``launch_unknown``:
    the reconciler looks the job up by name before anything is submitted again.
+Attempts go in batches (one commit per step per batch, a few sbatch calls in flight), so a burst
+of placements costs a handful of transactions rather than several per attempt.
 A crash between 1 and 3 leaves ``launching`` without a Slurm id, which the reconciler treats
 exactly like ``launch_unknown``.
 """
@@ -12,7 +14,9 @@ exactly like ``launch_unknown``.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -22,7 +26,7 @@ from sqlalchemy.orm import Session
 
 from meta.durations import utcnow
 from meta.launch_plan import LaunchSettings, launch_request
-from meta.leader import Leadership, fence
+from meta.leader import Leadership, NotLeader, fence
 from meta.lifecycle import attempt_event
 from meta.snapshot_source import SpecCache
 from meta.spec import FailureCategory, TrainingSpec
@@ -31,10 +35,12 @@ from meta.store.db import Database
 from meta.store.models import Attempt, Checkpoint, Job, Task
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError, SlurmRejected
-from slurm_bridge.launch import LaunchRequest
+from slurm_bridge.launch import LaunchRequest, LaunchRequestError
 from slurm_bridge.render import render
 
 log = logging.getLogger("metasched.actuator")
+LAUNCH_BATCH = 32  # attempts marked "launching" per commit
+SUBMIT_PARALLEL = 4  # sbatch calls in flight at once (slurmctld serialises them anyway)
 
 ResumeLookup = Callable[[Session, str], str | None]
 
@@ -110,48 +116,108 @@ class Actuator:
         """launch_created sends every ``created`` attempt to Slurm."""
         with self.db.session() as session:
             ids = list(session.scalars(select(Attempt.id).where(Attempt.state == AttemptState.CREATED.value)))
-        for attempt_id in ids:
-            if self.keep_lease is not None:
-                self.keep_lease()
-            self.launch(attempt_id, leadership, result, from_state=AttemptState.CREATED)
+        self.launch_many(ids, leadership, result, from_state=AttemptState.CREATED)
 
     def launch(
-        self,
-        attempt_id: str,
-        leadership: Leadership,
-        result: ActuationResult,
-        *,
-        from_state: AttemptState,
+        self, attempt_id: str, leadership: Leadership, result: ActuationResult, *, from_state: AttemptState
     ) -> None:
         """launch runs the launch protocol for one attempt (also used to relaunch a confirmed-absent one)."""
+        self.launch_many([attempt_id], leadership, result, from_state=from_state)
+
+    def launch_many(
+        self, ids: list[str], leadership: Leadership, result: ActuationResult, *, from_state: AttemptState
+    ) -> None:
+        """launch_many launches in batches: one fenced commit marks a batch launching, its sbatch
+        calls run a few at a time, one commit records what Slurm answered."""
+        for start in range(0, len(ids), LAUNCH_BATCH):
+            if self.keep_lease is not None:
+                self.keep_lease()
+            prepared = self._mark_launching(ids[start : start + LAUNCH_BATCH], leadership, from_state, result)
+            self._record(self._submit_all(prepared), result)
+
+    def _mark_launching(
+        self, ids: list[str], leadership: Leadership, from_state: AttemptState, result: ActuationResult
+    ) -> list[tuple[str, int, str]]:
+        """_mark_launching commits ``launching`` for a batch (fenced) and renders each script."""
+        prepared = []
         with self.db.session() as session:
             fence(session, leadership)
-            attempt = session.get(Attempt, attempt_id)
-            if attempt is None or attempt.state != from_state.value:
-                return
-            stimulus = f"launch:{attempt_id}:{attempt.version}"
-            attempt_event(
-                session,
-                attempt_id,
-                AttemptState.LAUNCHING,
-                stimulus,
-                reason="sending to Slurm",
-                actor="actuator",
-                values={"launch_sent_at": utcnow()},
-            )
-            script, token = self._script(session, attempt_id)
-        try:
-            slurm_id = self.client.submit(script, timeout_s=self.submit_timeout_s)
-        except SlurmRejected as exc:
-            self._launch_rejected(attempt_id, token, exc, result)
-            return
-        except SlurmError as exc:
-            self._launch_unknown(attempt_id, token, exc, result)
-            return
+            for attempt_id in ids:
+                attempt = session.get(Attempt, attempt_id, populate_existing=True)
+                if attempt is None or attempt.state != from_state.value:
+                    continue
+                stimulus = f"launch:{attempt_id}:{attempt.version}"
+                attempt_event(
+                    session,
+                    attempt_id,
+                    AttemptState.LAUNCHING,
+                    stimulus,
+                    reason="sending to Slurm",
+                    actor="actuator",
+                    values={"launch_sent_at": utcnow()},
+                )
+                try:
+                    script, token = self._script(session, attempt_id)
+                except (LaunchRequestError, ValueError) as exc:
+                    # a spec the renderer refuses can never launch: fail it rather than retry forever
+                    attempt_event(
+                        session,
+                        attempt_id,
+                        AttemptState.FAILED,
+                        f"launch-invalid:{attempt_id}",
+                        reason=f"cannot render the sbatch script: {exc}"[:500],
+                        actor="actuator",
+                        failure_category=FailureCategory.LAUNCH_FAILURE,
+                    )
+                    result.rejected.append(attempt_id)
+                    continue
+                prepared.append((attempt_id, token, script))
+        return prepared
+
+    def _submit_all(
+        self, prepared: list[tuple[str, int, str]]
+    ) -> list[tuple[str, int, int | SlurmError | None]]:
+        """_submit_all runs sbatch for each prepared attempt, SUBMIT_PARALLEL at a time."""
+
+        deposed = threading.Event()  # set once this replica lost the lease: send nothing more
+        gate = threading.Lock()  # lease checks run one at a time; sbatch calls still overlap
+
+        def submit(item: tuple[str, int, str]) -> tuple[str, int, int | SlurmError | None]:
+            attempt_id, token, script = item
+            with gate:
+                try:
+                    if not deposed.is_set() and self.keep_lease is not None:
+                        self.keep_lease()  # slow sbatch calls must not let the leader lease lapse
+                except NotLeader:
+                    deposed.set()
+                if deposed.is_set():
+                    return attempt_id, token, None  # never sent: stays "launching", looked up like an unknown
+            try:
+                return attempt_id, token, self.client.submit(script, timeout_s=self.submit_timeout_s)
+            except SlurmError as exc:
+                return attempt_id, token, exc
+
+        with ThreadPoolExecutor(max_workers=SUBMIT_PARALLEL) as pool:
+            outcomes = list(pool.map(submit, prepared))
+        if deposed.is_set():
+            self._record(outcomes, ActuationResult())  # what did go out is still recorded
+            raise NotLeader("the leader lease was lost while launching")
+        return outcomes
+
+    def _record(self, outcomes: list[tuple[str, int, int | SlurmError | None]], result: ActuationResult) -> None:
+        """_record stores Slurm ids, rejections and unknown outcomes of one batch in one commit."""
         with self.db.session() as session:
-            record_slurm_job_id(session, attempt_id, token, str(slurm_id))
-        result.launched.append(attempt_id)
-        log.info("launched attempt %s as Slurm job %s", attempt_id, slurm_id)
+            for attempt_id, token, outcome in outcomes:
+                if outcome is None:
+                    continue  # not sent: left "launching" for the reconciler to look up
+                if isinstance(outcome, SlurmRejected):
+                    self._launch_rejected(session, attempt_id, token, outcome, result)
+                elif isinstance(outcome, SlurmError):
+                    self._launch_unknown(session, attempt_id, token, outcome, result)
+                else:
+                    record_slurm_job_id(session, attempt_id, token, str(outcome))
+                    result.launched.append(attempt_id)
+                    log.info("launched attempt %s as Slurm job %s", attempt_id, outcome)
 
     def _script(self, session: Session, attempt_id: str) -> tuple[str, int]:
         attempt = session.get(Attempt, attempt_id, populate_existing=True)
@@ -165,35 +231,37 @@ class Actuator:
         _prepare_dirs(request)
         return render(request), attempt.fencing_token
 
-    def _launch_rejected(self, attempt_id: str, token: int, exc: SlurmError, result: ActuationResult) -> None:
-        with self.db.session() as session:
-            attempt_event(
-                session,
-                attempt_id,
-                AttemptState.FAILED,
-                f"launch-rejected:{attempt_id}:{token}",
-                reason=f"Slurm rejected the job: {exc}"[:500],
-                actor="actuator",
-                fencing_token=token,
-                failure_category=FailureCategory.LAUNCH_FAILURE,
-            )
+    def _launch_rejected(
+        self, session: Session, attempt_id: str, token: int, exc: SlurmError, result: ActuationResult
+    ) -> None:
+        attempt_event(
+            session,
+            attempt_id,
+            AttemptState.FAILED,
+            f"launch-rejected:{attempt_id}:{token}",
+            reason=f"Slurm rejected the job: {exc}"[:500],
+            actor="actuator",
+            fencing_token=token,
+            failure_category=FailureCategory.LAUNCH_FAILURE,
+        )
         result.rejected.append(attempt_id)
         log.warning("Slurm rejected attempt %s: %s", attempt_id, exc)
 
-    def _launch_unknown(self, attempt_id: str, token: int, exc: SlurmError, result: ActuationResult) -> None:
-        with self.db.session() as session:
-            attempt = session.get(Attempt, attempt_id)
-            if attempt is None or attempt.state != AttemptState.LAUNCHING.value:
-                return
-            attempt_event(
-                session,
-                attempt_id,
-                AttemptState.LAUNCH_UNKNOWN,
-                f"launch-unknown:{attempt_id}:{attempt.version}",
-                reason=f"sbatch outcome unknown: {exc}"[:500],
-                actor="actuator",
-                fencing_token=token,
-            )
+    def _launch_unknown(
+        self, session: Session, attempt_id: str, token: int, exc: SlurmError, result: ActuationResult
+    ) -> None:
+        attempt = session.get(Attempt, attempt_id, populate_existing=True)
+        if attempt is None or attempt.state != AttemptState.LAUNCHING.value:
+            return
+        attempt_event(
+            session,
+            attempt_id,
+            AttemptState.LAUNCH_UNKNOWN,
+            f"launch-unknown:{attempt_id}:{attempt.version}",
+            reason=f"sbatch outcome unknown: {exc}"[:500],
+            actor="actuator",
+            fencing_token=token,
+        )
         result.unknown.append(attempt_id)
         log.warning("launch of attempt %s has an unknown outcome: %s", attempt_id, exc)
 
@@ -238,16 +306,16 @@ class Actuator:
         self, attempt_id: str, slurm_id: str, leadership: Leadership, result: ActuationResult
     ) -> None:
         """_signal asks a training job to checkpoint now (USR1); it is cancelled after the grace period."""
-        with self.db.session() as session:
-            fence(session, leadership)
-            session.execute(
-                update(Attempt).where(Attempt.id == attempt_id).values(stop_signalled_at=utcnow())
-            )
         try:
             self.client.cancel([slurm_id], signal="USR1")
-            result.signalled.append(attempt_id)
         except SlurmError as exc:
+            # not recorded as sent: the next period signals again, so the job still gets to checkpoint
             log.warning("could not signal Slurm job %s: %s", slurm_id, exc)
+            return
+        with self.db.session() as session:
+            fence(session, leadership)
+            session.execute(update(Attempt).where(Attempt.id == attempt_id).values(stop_signalled_at=utcnow()))
+        result.signalled.append(attempt_id)
 
     def _cancel(self, attempt_id: str, slurm_id: str, result: ActuationResult, now: datetime) -> None:
         """_cancel sends scancel (at most once per resend interval per attempt)."""

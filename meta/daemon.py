@@ -18,7 +18,7 @@ import os
 import socket
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from sqlalchemy import event, func, select
 
@@ -156,8 +156,13 @@ class Daemon:
         self.specs = SpecCache()
         self.node_watch = NodeWatch(config.unhealthy_grace_s)
         limit_idle_transactions(db, config.leader_lease_s)
+        # an sbatch still in flight can land until its own deadline: a launch is only "absent"
+        # once the look-up window has outlasted the submit timeout (the runner caps its lifetime)
+        reconcile = replace(
+            config.reconcile, unknown_window_s=config.reconcile.unknown_window_s + config.submit_timeout_s
+        )
         self.reconciler = Reconciler(
-            db, client, config.reconcile, on_success=lambda session, a: commit_on_success(session, a, self.specs)
+            db, client, reconcile, on_success=lambda session, a: commit_on_success(session, a, self.specs)
         )
         self._finalized: set[str] = set()
         self.holds = HoldSync(client)

@@ -177,9 +177,11 @@ def _fail_or_retry(
     spec = job_spec(session, job.id)
     budget_used = task.attempts_made - task.retry_base
     # an eviction is the scheduler's own doing: it never spends the user's retry budget
-    retry = not job.cancel_requested and (
-        category == FailureCategory.PREEMPTED or spec.retry.retries(category, budget_used)
-    )
+    retry = category == FailureCategory.PREEMPTED or spec.retry.retries(category, budget_used)
+    if job.cancel_requested:
+        # the user cancelled while the attempt was stopping for another reason: the task is cancelled
+        transition_task(session, task.id, TaskState.CANCELLED, stimulus_id, reason="cancelled by user", actor=actor)
+        return
     if not retry:
         transition_task(session, task.id, TaskState.FAILED, stimulus_id, reason=reason or category.value, actor=actor)
         return

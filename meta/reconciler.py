@@ -25,10 +25,11 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from meta.durations import utcnow
+from meta.errors import ConcurrentModification, StaleFencingToken
 from meta.leader import Leadership, fence
 from meta.lifecycle import attempt_event
 from meta.spec import FailureCategory
-from meta.states import LIVE_ATTEMPT_STATES, AttemptState
+from meta.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition
 from meta.store.db import Database
 from meta.store.models import Attempt, PartitionCommit
 from slurm_bridge.client import SlurmClient
@@ -39,6 +40,7 @@ from slurm_bridge.states import Observed, Outcome, map_state
 from slurm_bridge.tags import parse_tag
 
 log = logging.getLogger("metasched.reconciler")
+_CHUNK = 200  # attempts per reconcile transaction
 SuccessHook = Callable[[Session, Attempt], None]
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
 
@@ -168,32 +170,39 @@ class Reconciler:
         return self.apply(observation, leadership)
 
     def apply(self, observation: Observation, leadership: Leadership) -> ReconcileResult:
-        """apply follows every live attempt and cancels orphans, from one observation."""
+        """apply follows every live attempt and cancels orphans, from one observation.
+
+        Attempts are handled in chunks, one fenced transaction per chunk and a savepoint per
+        attempt: a period costs a few commits however many jobs run, and one attempt that lost a
+        race (a user cancel at the same moment) is simply looked at again next period.
+        """
         result = ReconcileResult()
         with self.db.session() as session:
-            live = [(a.id, a.state) for a in session.scalars(select(Attempt).where(Attempt.state.in_(_LIVE)))]
-            live_ids = {attempt_id for attempt_id, _ in live}
-        for attempt_id, _state in live:
-            self._follow(attempt_id, observation, leadership, result)
-        self._cancel_orphans(observation, live_ids, result)
+            live_ids = list(session.scalars(select(Attempt.id).where(Attempt.state.in_(_LIVE))))
+        for start in range(0, len(live_ids), _CHUNK):
+            with self.db.session() as session:
+                fence(session, leadership)
+                for attempt_id in live_ids[start : start + _CHUNK]:
+                    self._follow(session, attempt_id, observation, result)
+        self._cancel_orphans(observation, set(live_ids), result)
         return result
 
     # --- one attempt ----------------------------------------------------------------------------
 
-    def _follow(
-        self, attempt_id: str, observation: Observation, leadership: Leadership, result: ReconcileResult
-    ) -> None:
-        with self.db.session() as session:
-            fence(session, leadership)
-            attempt = session.get(Attempt, attempt_id)
-            if attempt is None or attempt.state not in _LIVE:
-                return
-            sightings = observation.sightings(attempt_id)
-            if sightings:
-                chosen = self._choose(attempt, sightings, result)
-                self._seen(session, attempt, chosen, observation.at, result)
-            else:
-                self._unseen(session, attempt, observation.at, result)
+    def _follow(self, session: Session, attempt_id: str, observation: Observation, result: ReconcileResult) -> None:
+        try:
+            with session.begin_nested():
+                attempt = session.get(Attempt, attempt_id, populate_existing=True)
+                if attempt is None or attempt.state not in _LIVE:
+                    return
+                sightings = observation.sightings(attempt_id)
+                if sightings:
+                    chosen = self._choose(attempt, sightings, result)
+                    self._seen(session, attempt, chosen, observation.at, result)
+                else:
+                    self._unseen(session, attempt, observation.at, result)
+        except (ConcurrentModification, IllegalTransition, StaleFencingToken) as exc:
+            log.info("attempt %s changed while reconciling (%s): next period", attempt_id, exc)
 
     def _choose(self, attempt: Attempt, sightings: list[Sighting], result: ReconcileResult) -> Sighting:
         """_choose picks the attempt's own job; any other active job for the same attempt is a duplicate."""

@@ -27,7 +27,7 @@ from meta.policy.snapshot import (
 )
 from meta.resources import ResourceVector
 from meta.spec import AnySpec, InferenceSpec, TrainingSpec, spec_from_json
-from meta.states import LIVE_ATTEMPT_STATES, TaskState
+from meta.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
 from meta.store.models import Attempt, Checkpoint, Job, JobSpecRow, Task, Tenant, TenantUsage
 
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
@@ -129,8 +129,10 @@ def reservation(job: Job, attempt: Attempt, spec: AnySpec, last_checkpoint: date
         expected_end=start.timestamp() + spec.time_limit_s,
         last_checkpoint_time=epoch_s(last_checkpoint),
         restore_cost_s=checkpoint.restore_cost_s if checkpoint else 0.0,
-        # a stopping attempt is already on its way out: never pick it as a victim twice
-        preemptible=spec.is_preemptible() and attempt.state != "stopping",
+        # a stopping attempt is already on its way out: never pick it as a victim twice, and
+        # count the capacity it frees as coming (the policy does not evict a second victim for it)
+        preemptible=spec.is_preemptible() and attempt.state != AttemptState.STOPPING.value,
+        stopping=attempt.state == AttemptState.STOPPING.value,
         min_runtime_s=training.min_runtime_s if training else 0.0,
         kind=JobKind(job.kind),
         deadline=epoch_s(deadline),

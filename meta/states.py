@@ -50,7 +50,8 @@ class JobState(StrEnum):
 
 A = AttemptState
 ATTEMPT_TRANSITIONS: dict[AttemptState, frozenset[AttemptState]] = {
-    A.CREATED: frozenset({A.LAUNCHING, A.CANCELLED, A.LOST}),
+    # a victim evicted before it was ever sent to Slurm ends preempted at once
+    A.CREATED: frozenset({A.LAUNCHING, A.CANCELLED, A.LOST, A.PREEMPTED}),
     A.LAUNCHING: frozenset(
         {A.RUNNING, A.LAUNCH_UNKNOWN, A.FAILED, A.STOPPING, A.SUCCEEDED, A.CANCELLED, A.PREEMPTED, A.LOST}
     ),

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -157,10 +158,15 @@ class CommandRunner:
 def _execute(
     command: str, argv: list[str], stdin: str | None, timeout_s: float, env: dict[str, str], mutating: bool
 ) -> tuple[int, str, str]:
-    """_execute runs argv in its own process group and kills the whole group on timeout."""
+    """_execute runs argv in its own process group and kills the whole group on timeout.
+
+    The command also carries its own deadline (coreutils ``timeout -s KILL``): if this process
+    dies (kill -9 of the daemon), a slow sbatch cannot land minutes later, after the reconciler
+    has declared the launch absent and submitted the attempt again.
+    """
     try:
         proc = subprocess.Popen(
-            argv,
+            _with_deadline(argv, timeout_s),
             stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -180,6 +186,14 @@ def _execute(
         error_type = SlurmUnknownOutcome if mutating else SlurmTransient
         raise error_type(f"{command} timed out after {timeout_s:g}s", command=command, argv=argv) from None
     return proc.returncode, stdout, stderr
+
+
+def _with_deadline(argv: list[str], timeout_s: float) -> list[str]:
+    """_with_deadline prefixes argv with ``timeout -s KILL`` a little past our own timeout."""
+    wrapper = shutil.which("timeout")
+    if wrapper is None or shutil.which(argv[0]) is None:
+        return argv  # a missing binary then fails in Popen itself: plainly "cannot run"
+    return [wrapper, "-s", "KILL", f"{timeout_s + 1.0:g}", *argv]
 
 
 def _kill_group(proc: subprocess.Popen[str]) -> None:

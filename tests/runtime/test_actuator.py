@@ -210,11 +210,6 @@ def test_a_failing_scancel_is_retried_next_pass(service: Service, tmp_path: Path
     assert retried.cancelled == [attempt_id] and fake.jobs[1000].state == "CANCELLED"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: Actuator._signal records stop_signalled_at before scancel -s USR1 and keeps it when "
-    "the signal fails, so the job is cancelled after the grace without ever being asked to checkpoint",
-)
 def test_a_failed_checkpoint_signal_is_sent_again(service: Service, tmp_path: Path) -> None:
     db, fake = service.db, FakeSlurm()
     leadership = lead(db)

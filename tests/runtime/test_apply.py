@@ -15,7 +15,7 @@ from meta.policy.snapshot import NodeShare, NodeState
 from meta.resources import ResourceVector
 from meta.service import Service
 from meta.snapshot_source import share_to_json
-from meta.states import AttemptState, IllegalTransition, TaskState
+from meta.states import AttemptState, TaskState
 from meta.store.db import Database
 from meta.store.models import Attempt, CycleRecord, LeaderLease, TaskReason
 from tests.runtime.support import (
@@ -176,12 +176,6 @@ def test_marks_running_and_launching_victims_stopping_with_stop_reason_preempt(s
         assert cycle is not None and cycle.preempted == 2
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=IllegalTransition,
-    reason="BUG: apply._preempt moves a created victim to preempted, but meta/states.py forbids "
-    "created -> preempted: IllegalTransition aborts the whole plan",
-)
 def test_created_victim_is_preempted_directly(service: Service) -> None:
     db = service.db
     leadership = lead(db)

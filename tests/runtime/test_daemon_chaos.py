@@ -58,6 +58,7 @@ def test_chaos_keeps_invariants_and_finishes(service: Service, tmp_path: Path, s
     config = DaemonConfig(
         period_s=0.0,
         holder="chaos",
+        submit_timeout_s=0.0,  # a fake sbatch cannot land late: no need to outwait a submit timeout
         launch=LaunchSettings(log_dir=str(tmp_path / "logs"), grace_s=0),
         reconcile=ReconcileSettings(unknown_window_s=0.0, lost_grace_s=3600.0),
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from datetime import timedelta
 from pathlib import Path
@@ -9,6 +10,7 @@ from pathlib import Path
 import pytest
 
 import meta.daemon as daemon_module
+from meta.actuator import SUBMIT_PARALLEL
 from meta.daemon import Daemon, DaemonConfig
 from meta.durations import utcnow
 from meta.launch_plan import LaunchSettings
@@ -64,7 +66,9 @@ def test_long_actuation_pass_renews_the_lease(
     fake.on_submit = slow_sbatch
     report = daemon.period()
     assert report.error == "" and report.launched == 4
-    assert len(renewals) >= 2  # renewed whenever a third of the lease had passed
+    # renewed during the pass (whenever a third of the lease had passed); the four sbatch calls
+    # overlap (the actuator keeps several in flight), so one renewal may cover them all
+    assert len(renewals) >= 1
     assert _states(service) == ["launching"] * 4
     with service.db.session() as session:
         assert session.get(LeaderLease, LEASE_NAME).epoch == 1
@@ -76,19 +80,34 @@ def test_a_leader_that_loses_its_lease_mid_pass_launches_nothing_more(
     fake = FakeSlurm()
     config = DaemonConfig(period_s=0.0, leader_lease_s=15.0, holder="old", launch=LaunchSettings(log_dir=str(tmp_path)))
     daemon = Daemon(service.db, fake, config)
-    for i in range(4):
+    for i in range(12):
         service.submit(evaluation(f"e{i}"))
 
+    stolen: list[bool] = []
+    taken_over = threading.Event()
+
     def stolen_after_first() -> None:
-        if fake.calls["submit"] == 1:  # the replica freezes; another one takes over
+        if not stolen:  # during the first sbatch the replica freezes; another one takes over
+            stolen.append(True)
             with service.db.session() as session:
                 session.get(LeaderLease, LEASE_NAME).expires_at = utcnow() - timedelta(seconds=1)
             assert try_acquire(service.db, "new", 60) is not None
             clock.now += 20.0
+            taken_over.set()
+        else:  # the calls already in flight take as long as the frozen one (a real sbatch is not instant)
+            taken_over.wait(10)
 
     fake.on_submit = stolen_after_first
     report = daemon.period()
     assert "epoch" in report.error or "lease" in report.error
-    assert fake.calls["submit"] == 1
-    assert _states(service).count(AttemptState.CREATED.value) == 3
+    # one batch was marked "launching" under the valid epoch; once the lease was found taken, no
+    # further sbatch went out: those attempts stay "launching" without a Slurm id, for the new
+    # leader to look up by name (absent → the same attempt is submitted once, by the new leader)
+    # at most the calls already in flight when the lease was stolen went out (SUBMIT_PARALLEL)
+    sent = fake.calls["submit"]
+    assert 1 <= sent <= SUBMIT_PARALLEL
+    states = _states(service)
+    assert states.count(AttemptState.LAUNCHING.value) == 12
+    with service.db.session() as session:
+        assert sum(1 for a in session.query(Attempt) if a.slurm_job_id is not None) == sent
     assert daemon.leadership is None

@@ -336,11 +336,6 @@ def test_observation_prefers_squeue_over_sacct() -> None:
     assert observation.sightings("c") == []
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: a user cancel that lands while the attempt is stopping for a preemption ends the task "
-    "'failed' (lifecycle._fail_or_retry: cancel_requested → FAILED), not 'cancelled'",
-)
 def test_user_cancel_during_a_preempt_stop_cancels_the_task(service: Service) -> None:
     fake = FakeSlurm()
     leadership = lead(service.db)

@@ -5,8 +5,6 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-import pytest
-
 from meta.durations import utcnow
 from meta.policy.snapshot import JobKind
 from meta.service import Service
@@ -124,11 +122,6 @@ def test_tenants_carry_quotas_weights_and_decayed_usage(service: Service) -> Non
     assert tenants["beta"].decayed_usage == 0.0 and tenants["beta"].limit == {}
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: snapshot_source.reservation never sets Reservation.stopping, so the policy does not "
-    "count a stopping victim's capacity as leaving (it preempts more victims than needed)",
-)
 def test_stopping_attempt_is_marked_stopping_for_the_policy(service: Service) -> None:
     _, (t,) = submit(service, checkpointing())
     stopping = place(service.db, t, [share("node1")], AttemptState.STOPPING, stop_reason="preempt")
