@@ -237,19 +237,13 @@ def test_kill9_at_random_moments_loses_and_duplicates_nothing(
     assert duplicates == 0
 
 
-# Known bug (found by this test): the reconciler confirms an interrupted launch absent
-# ``unknown_window_s`` after ``launch_sent_at``, although the sbatch sent then may still be
-# running: for up to ``submit_timeout_s`` while its daemon lives (serve's defaults: window 15 s <
-# submit timeout 30 s, so a standby that takes over from a leader blocked in sbatch relaunches
-# too), and without any bound once the daemon died (the runner starts sbatch in its own session
-# and nothing kills it). The late sbatch then lands beside the relaunch: two Slurm jobs ran.
-# Fix: (1) Daemon.__init__ hands the reconciler ``unknown_window_s + submit_timeout_s``;
-# (2) the runner bounds a mutating command's life without the daemon (PR_SET_PDEATHSIG, or
-# ``timeout -s KILL``). 5 s needs (1); 15 s (past timeout + window) needs (2).
-SLOW_SBATCH_BUG = "interrupted sbatch may land after the unknown window (see comment above)"
+# Found by this test and fixed: the reconciler used to confirm an interrupted launch absent
+# ``unknown_window_s`` after ``launch_sent_at`` although the sbatch sent then could still land —
+# for up to ``submit_timeout_s`` while its daemon lived, and without bound once it died. Now the
+# daemon's look-up window outlasts the submit timeout and the runner gives sbatch its own KILL
+# deadline (``timeout -s KILL``), so no late sbatch can land beside a relaunch.
 
 
-@pytest.mark.xfail(strict=True, reason=SLOW_SBATCH_BUG)
 @pytest.mark.parametrize("late_s", [5, 15])
 def test_kill9_while_sbatch_is_slow_never_duplicates(
     daemon: DaemonProcess, pg_service: Service, tmp_path: Path, late_s: int
