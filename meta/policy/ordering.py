@@ -45,8 +45,30 @@ def _tenant_key(task: PendingTask, config: SchedulerConfig) -> tuple:
 def ordered(
     pending: Sequence[PendingTask], fair: FairShare, config: SchedulerConfig, now: float,
     rank_of: Callable[[PendingTask], int] | None = None,
+    within_guarantee: Callable[[PendingTask], bool] | None = None,
 ) -> Iterator[PendingTask]:
-    """ordered yields pending tasks in scheduling order; fair share is re-read lazily as it changes."""
+    """ordered yields pending tasks in scheduling order; fair share is re-read lazily as it changes.
+
+    Tasks that fit inside their tenant's guarantee go before tasks that would borrow (as in
+    Kueue): otherwise borrowers take the capacity a reclaiming tenant just freed by preemption,
+    and become the cheapest victims of the next cycle (a preemption storm).
+    """
+    if within_guarantee is None:
+        yield from _ordered(pending, fair, config, now, rank_of)
+        return
+    owned: list[PendingTask] = []
+    borrowing: list[PendingTask] = []
+    for t in pending:  # classified once, before any placement changes usage
+        (owned if within_guarantee(t) else borrowing).append(t)
+    yield from _ordered(owned, fair, config, now, rank_of)
+    yield from _ordered(borrowing, fair, config, now, rank_of)
+
+
+def _ordered(
+    pending: Sequence[PendingTask], fair: FairShare, config: SchedulerConfig, now: float,
+    rank_of: Callable[[PendingTask], int] | None,
+) -> Iterator[PendingTask]:
+    """_ordered yields one group: aged, then urgent deadlines, then classes with fair-share turns."""
     aged: list[PendingTask] = []
     urgent: list[PendingTask] = []
     by_rank: dict[int, dict[str, list[PendingTask]]] = defaultdict(lambda: defaultdict(list))

@@ -33,6 +33,10 @@ class QuotaLedger:
                         used[gpu_type] += gpus
                     used[ANY] += gpus
 
+    def any_guarantee(self) -> bool:
+        """any_guarantee tells whether any tenant has a guaranteed amount at all."""
+        return any(any(g.values()) for g in self.guaranteed.values() if g)
+
     def charge(self, tenant: str, gpu_type: str | None, gpus: int) -> None:
         """charge counts GPUs against the tenant (running, placed or about to be placed)."""
         if gpus:

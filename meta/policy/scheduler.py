@@ -66,7 +66,8 @@ _CAPACITY_CODES = frozenset({
 def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None) -> Plan:
     """schedule decides one cycle: placements, preemptions, held nodes and a reason per waiter."""
     cycle = Cycle(snapshot, config or SchedulerConfig())
-    for task in ordered(snapshot.pending, cycle.fair, cycle.cfg, snapshot.now, cycle.rank):
+    within = cycle.within_guarantee if cycle.quota.any_guarantee() else None
+    for task in ordered(snapshot.pending, cycle.fair, cycle.cfg, snapshot.now, cycle.rank, within):
         cycle.schedule_one(task)
     cycle.plan.fragmentation = report(cycle.cap, cycle.shapes.values())
     return cycle.plan
@@ -110,6 +111,11 @@ class Cycle:
         if value is None:
             value = self._ranks[key] = self.cfg.rank(task.priority_class, task.kind, task.deadline)
         return value
+
+    def within_guarantee(self, task: PendingTask) -> bool:
+        """within_guarantee tells whether the task fits inside its tenant's guarantee at cycle start."""
+        r = task.per_worker
+        return self.quota.below_guarantee(task.tenant, r.gpu_type if r.gpus else None, r.gpus * task.workers)
 
     def _rank_of_key(self, key: tuple) -> int:
         """_rank_of_key is rank() for a precomputed (class, kind, has deadline) key."""
