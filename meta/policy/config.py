@@ -39,7 +39,7 @@ class SchedulerConfig:
     short_job_gpu_exponent: float = 0.0
     # Tenants whose shares differ by less than this band are treated as equal, and their tasks
     # merge by the key above (0 = strict share order: the lowest share always goes next).
-    fair_share_band: float = 0.1
+    fair_share_band: float = 0.0
     # Backfill: how many head-of-line tasks get nodes held for their earliest start.
     max_held_reservations: int = 1
     # Only tasks that small jobs could starve get held nodes: gangs, tasks of at least this many
