@@ -75,10 +75,10 @@ def gang_candidates(
     return out
 
 
-def _type_groups(
+def type_groups(
     shape: Shape, classes: Sequence[NodeClass], cost: Callable[[str | None], float]
 ) -> list[list[NodeClass]]:
-    """_type_groups keeps a gang on one GPU type; an any-type request tries cheap types first."""
+    """type_groups keeps a task on one GPU type; an any-type request tries cheap types first."""
     if not shape.gpus or shape.gpu_type is not None:
         return [list(classes)]
     groups: dict[str | None, list[NodeClass]] = defaultdict(list)
@@ -105,7 +105,7 @@ def fit(
         node = best_single(cap, shape, classes, end, ignore_holds)
         return [] if node is None else [(node, 1)]
     topo = shape.topology if topology is None else topology
-    for group in _type_groups(shape, classes, cost):
+    for group in type_groups(shape, classes, cost):
         cands = gang_candidates(cap, shape, group, end, ignore_holds)
         picks = select(cands, shape.workers, topo, cap.leaf, cap.spine)
         if picks:

@@ -36,7 +36,7 @@ from meta.policy.fragmentation import report
 from meta.policy.gang import Pick
 from meta.policy.inventory import inventory_for
 from meta.policy.ordering import is_aged, is_urgent, ordered
-from meta.policy.placement import fit, gang_candidates
+from meta.policy.placement import fit, gang_candidates, type_groups
 from meta.policy.plan import (
     HeldReservation,
     PendingReason,
@@ -335,7 +335,12 @@ class Cycle:
         feasible = {i for c in classes for i in c.nodes}
         victims = candidates(task, rank, reclaim, urgent, pool, self.victims, feasible, self.quota, self.cfg)
         leaving = stopping(leaving_pool, self.victims, feasible)
-        chosen = choose(self.cap, shape, classes, victims, leaving) if victims or leaving else None
+        chosen = None
+        if victims or leaving:
+            for group in type_groups(shape, classes, self.cfg.gpu_cost):  # never mix GPU types
+                chosen = choose(self.cap, shape, group, victims, leaving)
+                if chosen:
+                    break
         if not chosen:
             failed.append(size)
             return False
