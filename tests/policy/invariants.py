@@ -52,6 +52,7 @@ def check_tasks(snapshot: Snapshot, plan: Plan, config: SchedulerConfig | None =
     for p in plan.placements:
         t = pending[p.task_id]
         assert len(p.shares) == max(1, t.workers), f"{t.task_id} gang not whole"
+        assert len({s.resources.gpu_type for s in p.shares}) == 1, f"{t.task_id} mixes GPU types"
         for s in p.shares:
             r = s.resources
             w = t.per_worker
