@@ -19,6 +19,7 @@ from slurm_bridge.reservations import ReservationSpec, apply_reservations, hold_
 
 log = logging.getLogger("metasched.holds")
 _NOW_SLACK = timedelta(seconds=60)
+_START_MARGIN = timedelta(minutes=5)
 _MAX_HOLD_S = 24 * 3600
 
 
@@ -29,16 +30,28 @@ def desired_holds(
     specs = []
     for hold in held:
         start = datetime.fromtimestamp(hold.planned_start, UTC)
+        if start - now > _NOW_SLACK:
+            # Slurm refuses to start a job whose time limit runs into a reservation on its nodes.
+            # The work metasched runs or backfills there until the planned start reaches Slurm a
+            # little later than planned, so the hold begins a margin later (on a whole minute);
+            # metasched itself still starts the gang as soon as the capacity is free.
+            start = _ceil_minute(start + _START_MARGIN)
         duration = int(min(max(runtime_s.get(hold.task_id, 3600.0), 60.0), _MAX_HOLD_S))
         specs.append(
             ReservationSpec(
                 name=hold_name(hold.task_id),
                 nodes=tuple(sorted(set(hold.nodes))),
                 duration_s=duration,
-                start=None if start - now <= _NOW_SLACK else start.replace(second=0, microsecond=0),
+                start=None if start - now <= _NOW_SLACK else start,
             )
         )
     return specs
+
+
+def _ceil_minute(moment: datetime) -> datetime:
+    """_ceil_minute rounds up to a whole minute (scontrol takes minutes; never round into a job)."""
+    floor = moment.replace(second=0, microsecond=0)
+    return floor if floor == moment else floor + timedelta(minutes=1)
 
 
 class HoldSync:

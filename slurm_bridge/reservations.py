@@ -16,7 +16,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from slurm_bridge import hostlist
-from slurm_bridge.errors import ReservationInUse, SlurmParseError
+from slurm_bridge.errors import ReservationInUse, SlurmParseError, SlurmRejected
 from slurm_bridge.launch import check_token
 from slurm_bridge.parse.scontrol import SlurmReservation
 
@@ -177,6 +177,9 @@ def apply_reservations(
 ) -> list[ReservationAction]:
     """apply_reservations reads Slurm's reservations, plans and applies the actions; returns them."""
     actions = plan_reservations(desired, client.reservations(), now)
+    # deletes first: a new hold may cover nodes a dropped hold still reserves ("overlaps")
+    actions.sort(key=lambda action: action.kind != ActionKind.DELETE)
+    failed = []
     for action in actions:
         try:
             _apply(client, action)
@@ -184,6 +187,12 @@ def apply_reservations(
             # The held gang already runs inside it: the reservation ends at its EndTime, or a
             # later cycle deletes it once the jobs are gone. Nothing else is blocked by this.
             log.info("reservation %s still in use; will delete it later", action.name)
+        except SlurmRejected as error:
+            # one refused hold must not keep the others from being applied
+            log.warning("reservation %s: %s refused: %s", action.name, action.kind.value, error)
+            failed.append(action)
+    if failed:
+        raise SlurmRejected(f"{len(failed)} reservation action(s) refused: {', '.join(a.name for a in failed)}")
     return actions
 
 
