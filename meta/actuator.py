@@ -27,7 +27,7 @@ from sqlalchemy.orm import Session
 from meta.durations import utcnow
 from meta.launch_plan import LaunchSettings, launch_request
 from meta.leader import Leadership, NotLeader, fence
-from meta.lifecycle import attempt_event
+from meta.lifecycle import attempt_event, mark_launching
 from meta.snapshot_source import SpecCache
 from meta.spec import FailureCategory, TrainingSpec
 from meta.states import AttemptState
@@ -142,20 +142,7 @@ class Actuator:
         prepared = []
         with self.db.session() as session:
             fence(session, leadership)
-            for attempt_id in ids:
-                attempt = session.get(Attempt, attempt_id, populate_existing=True)
-                if attempt is None or attempt.state != from_state.value:
-                    continue
-                stimulus = f"launch:{attempt_id}:{attempt.version}"
-                attempt_event(
-                    session,
-                    attempt_id,
-                    AttemptState.LAUNCHING,
-                    stimulus,
-                    reason="sending to Slurm",
-                    actor="actuator",
-                    values={"launch_sent_at": utcnow()},
-                )
+            for attempt_id in mark_launching(session, ids, from_state):
                 try:
                     script, token = self._script(session, attempt_id)
                 except (LaunchRequestError, ValueError) as exc:

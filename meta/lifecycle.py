@@ -10,7 +10,7 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -18,8 +18,14 @@ from meta.durations import utcnow
 from meta.errors import ConcurrentModification, Conflict, NotFound
 from meta.ids import new_uuid
 from meta.spec import AnySpec, FailureCategory, spec_from_json
-from meta.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState, task_state_for_attempt
-from meta.store.models import Attempt, Job, JobSpecRow, Task
+from meta.states import (
+    LIVE_ATTEMPT_STATES,
+    AttemptState,
+    IllegalTransition,
+    TaskState,
+    task_state_for_attempt,
+)
+from meta.store.models import Attempt, Job, JobSpecRow, Task, Transition
 from meta.transitions import TransitionResult, transition_attempt, transition_task
 
 DEFAULT_LEASE_S = 300.0
@@ -202,3 +208,52 @@ def _fail_or_retry(
         actor=actor,
         values=values,
     )
+
+
+def mark_launching(
+    session: Session, attempt_ids: list[str], from_state: AttemptState, *, actor: str = "actuator"
+) -> list[str]:
+    """mark_launching moves a batch of attempts from ``from_state`` to ``launching`` in one statement.
+
+    The same move ``attempt_event`` makes one at a time — compare-and-swap on the state, one
+    transition-log line per attempt with the stimulus ``launch:<attempt>:<version>`` — for a
+    burst of launches. The task needs no move: it is already ``scheduled``. Attempts no longer
+    in ``from_state`` are left out; the ids actually moved are returned.
+    """
+    if from_state not in (AttemptState.CREATED, AttemptState.LAUNCH_UNKNOWN):
+        raise IllegalTransition("attempt", ",".join(attempt_ids), from_state, AttemptState.LAUNCHING)
+    rows = session.execute(
+        select(Attempt.id, Attempt.version, Attempt.job_id)
+        .where(Attempt.id.in_(attempt_ids), Attempt.state == from_state.value)
+        .with_for_update()
+    ).all()
+    if not rows:
+        return []
+    moved = [row.id for row in rows]
+    now = utcnow()
+    result = session.execute(
+        update(Attempt)
+        .where(Attempt.id.in_(moved), Attempt.state == from_state.value)
+        .values(state=AttemptState.LAUNCHING.value, version=Attempt.version + 1, updated_at=now, launch_sent_at=now)
+        .execution_options(synchronize_session=False)
+    )
+    if result.rowcount != len(rows):
+        raise ConcurrentModification("attempts changed while being marked launching")
+    session.execute(
+        insert(Transition),
+        [
+            {
+                "entity": "attempt",
+                "entity_id": row.id,
+                "job_id": row.job_id,
+                "stimulus_id": f"launch:{row.id}:{row.version}",
+                "from_state": from_state.value,
+                "to_state": AttemptState.LAUNCHING.value,
+                "reason": "sending to Slurm",
+                "actor": actor,
+                "at": now,
+            }
+            for row in rows
+        ],
+    )
+    return moved
