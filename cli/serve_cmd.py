@@ -29,6 +29,14 @@ from tenants.secrets import DEFAULT_ROOT
 @click.option("--metrics-address", default="127.0.0.1", show_default=True)
 @click.option("--slurm-bin-dir", default=None, help="Directory of sbatch/squeue/... (default: PATH).")
 @click.option("--submit-timeout", default=30.0, show_default=True, type=float, help="sbatch timeout (s).")
+@click.option(
+    "--submit-parallel",
+    default=4,
+    show_default=True,
+    type=click.IntRange(1, 64),
+    envvar="METASCHED_SUBMIT_PARALLEL",
+    help="sbatch calls in flight at once.",
+)
 @click.option("--grace", default=60, show_default=True, type=int, help="Checkpoint grace before a preemption cancel (s).")
 @click.option("--log-dir", default="/tmp/metasched/logs", show_default=True, help="Where job stdout/stderr go.")
 @click.option("--secrets-root", default=DEFAULT_ROOT, show_default=True, help="Tenant secret files (<root>/<tenant>/<NAME>).")
@@ -48,6 +56,7 @@ def serve(
     metrics_address: str,
     slurm_bin_dir: str | None,
     submit_timeout: float,
+    submit_parallel: int,
     grace: int,
     log_dir: str,
     secrets_root: str,
@@ -69,6 +78,7 @@ def serve(
         period_s=period,
         leader_lease_s=leader_lease,
         submit_timeout_s=submit_timeout,
+        submit_parallel=submit_parallel,
         launch=LaunchSettings(
             log_dir=log_dir, grace_s=grace, db_url_file=str(url_file), secrets_root=secrets_root
         ),

@@ -40,7 +40,7 @@ from slurm_bridge.render import render
 
 log = logging.getLogger("metasched.actuator")
 LAUNCH_BATCH = 32  # attempts marked "launching" per commit
-SUBMIT_PARALLEL = 4  # sbatch calls in flight at once (slurmctld serialises them anyway)
+SUBMIT_PARALLEL = 4  # default sbatch calls in flight at once (slurmctld serialises them anyway)
 
 ResumeLookup = Callable[[Session, str], str | None]
 
@@ -98,12 +98,14 @@ class Actuator:
         settings: LaunchSettings | None = None,
         *,
         submit_timeout_s: float = 30.0,
+        submit_parallel: int = SUBMIT_PARALLEL,
     ):
         self.db = db
         self.client = client
         self.specs = specs
         self.settings = settings or LaunchSettings()
         self.submit_timeout_s = submit_timeout_s
+        self.submit_parallel = max(1, submit_parallel)
         self.cancel_resend_s = 15.0
         # when scancel was last sent per attempt: only a throttle, never a source of truth
         self._cancel_sent: dict[str, datetime] = {}
@@ -164,7 +166,7 @@ class Actuator:
     def _submit_all(
         self, prepared: list[tuple[str, int, str]]
     ) -> list[tuple[str, int, int | SlurmError | None]]:
-        """_submit_all runs sbatch for each prepared attempt, SUBMIT_PARALLEL at a time."""
+        """_submit_all runs sbatch for each prepared attempt, ``submit_parallel`` at a time."""
 
         deposed = threading.Event()  # set once this replica lost the lease: send nothing more
         gate = threading.Lock()  # lease checks run one at a time; sbatch calls still overlap
@@ -184,7 +186,7 @@ class Actuator:
             except SlurmError as exc:
                 return attempt_id, token, exc
 
-        with ThreadPoolExecutor(max_workers=SUBMIT_PARALLEL) as pool:
+        with ThreadPoolExecutor(max_workers=self.submit_parallel) as pool:
             outcomes = list(pool.map(submit, prepared))
         if deposed.is_set():
             self._record(outcomes, ActuationResult())  # what did go out is still recorded

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 from sqlalchemy import event, func, select
 
-from meta.actuator import ActuationResult, Actuator
+from meta.actuator import SUBMIT_PARALLEL, ActuationResult, Actuator
 from meta.apply import apply_plan
 from meta.durations import utcnow
 from meta.health import NodeWatch, evict_from_unusable_nodes
@@ -65,6 +65,7 @@ class DaemonConfig:
     topology_refresh_s: float = 300.0
     attempt_lease_s: float = 300.0
     submit_timeout_s: float = 30.0
+    submit_parallel: int = SUBMIT_PARALLEL
     unhealthy_grace_s: float = 60.0  # a down/unknown node evicts its work only after this long
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     launch: LaunchSettings = field(default_factory=LaunchSettings)
@@ -167,7 +168,12 @@ class Daemon:
         self._finalized: set[str] = set()
         self.holds = HoldSync(client)
         self.actuator = Actuator(
-            db, client, self.specs, config.launch, submit_timeout_s=config.submit_timeout_s
+            db,
+            client,
+            self.specs,
+            config.launch,
+            submit_timeout_s=config.submit_timeout_s,
+            submit_parallel=config.submit_parallel,
         )
         # a period with many sbatch calls can outlast the lease: renew it between launches
         self.actuator.keep_lease = self._keep_lease

@@ -194,6 +194,8 @@ def test_launch_timeouts_before_and_after_acceptance_with_kill9(
         "METASCHED_FAKE_SBATCH_CONTROL": str(control),
         "METASCHED_FAKE_SBATCH_SLEEP": "6",  # longer than --submit-timeout 2
         "METASCHED_FAKE_SBATCH_DELAY": "0.1",
+        # one sbatch in flight at a time, so a kill interrupts at most one launch (the count below)
+        "METASCHED_SUBMIT_PARALLEL": "1",
     }
     started = time.monotonic()
     try:
