@@ -42,7 +42,6 @@ log = logging.getLogger("metasched.actuator")
 LAUNCH_BATCH = 32  # attempts marked "launching" per commit
 SUBMIT_PARALLEL = 4  # default sbatch calls in flight at once (slurmctld serialises them anyway)
 
-ResumeLookup = Callable[[Session, str], str | None]
 
 
 @dataclass
