@@ -37,9 +37,10 @@ class SchedulerConfig:
     short_job_weight: float = 10.0
     # ... where the runtime estimate is first multiplied by GPUs ** this (1 = smallest GPU-time first).
     short_job_gpu_exponent: float = 0.0
-    # Tenants whose shares differ by less than this band are treated as equal, and their tasks
-    # merge by the key above (0 = strict share order: the lowest share always goes next).
-    fair_share_band: float = 0.0
+    # None = strict share order (the lowest share always goes next). A number merges tenants'
+    # tasks by the key above, each pushed back by this many seconds per unit of its tenant's
+    # weighted share: over-share tenants wait longer, yet their short jobs can pass long ones.
+    fair_share_horizon_s: float | None = None
     # Backfill: how many head-of-line tasks get nodes held for their earliest start.
     max_held_reservations: int = 1
     # Only tasks that small jobs could starve get held nodes: gangs, tasks of at least this many
@@ -49,6 +50,9 @@ class SchedulerConfig:
     preemption_enabled: bool = True
     max_preemption_attempts: int = 2  # per cycle: each costs a pass over running work
     max_victims_considered: int = 64
+    # Reclaiming a guarantee preempts only when running work would not free room within this
+    # long anyway (0 = preempt at once): a victim's lost work and requeue buy little otherwise.
+    reclaim_patience_s: float = 0.0
 
     def gpu_cost(self, gpu_type: str | None) -> float:
         """gpu_cost is the fair-share weight of one GPU of ``gpu_type``."""

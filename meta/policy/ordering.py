@@ -10,6 +10,7 @@ from __future__ import annotations
 import heapq
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import replace
 
 from meta.policy.config import SchedulerConfig
 from meta.policy.fairshare import FairShare
@@ -60,7 +61,8 @@ def ordered(
     borrowing: list[PendingTask] = []
     for t in pending:  # classified once, before any placement changes usage
         (owned if within_guarantee(t) else borrowing).append(t)
-    yield from _ordered(owned, fair, config, now, rank_of)
+    # Inside guarantees tenants take turns by share (each is owed its own); borrowers may merge.
+    yield from _ordered(owned, fair, replace(config, fair_share_horizon_s=None), now, rank_of)
     yield from _ordered(borrowing, fair, config, now, rank_of)
 
 
@@ -93,35 +95,39 @@ def _ordered(
 def _interleave(
     queues: dict[str, list[PendingTask]], fair: FairShare, config: SchedulerConfig
 ) -> Iterator[PendingTask]:
-    """_interleave hands the next turn to the tenant with the lowest current share.
+    """_interleave hands the next turn to the tenant whose head task is furthest up the line.
 
-    With ``fair_share_band`` > 0, tenants whose shares fall in the same band count as equal and
-    their tasks merge by the within-tenant key (submit time, nudged towards short jobs).
+    By default that is the tenant with the lowest current share. With ``fair_share_horizon_s``
+    set, tenants' tasks merge by the within-tenant key (submit time, nudged towards short jobs)
+    shifted back by horizon x share: a tenant with more than its share waits longer, but its
+    short jobs can still pass another tenant's long ones.
     """
-    band = config.fair_share_band
+    horizon = config.fair_share_horizon_s
     heads: dict[str, int] = {}
     heap: list[tuple[float, tuple, str]] = []
 
-    def position(tenant: str) -> float:
-        """position is a tenant's place in line: its share, or the band its share falls in."""
+    def position(tenant: str, key: tuple) -> float:
+        """position is a tenant's place in line: its share, or its head's key shifted by its share."""
         share = fair.share(tenant)
-        return share // band if band > 0 else share
+        return share if horizon is None else key[0] + horizon * share
+
+    def push(tenant: str, at: int) -> None:
+        """push queues the tenant's task at index ``at`` at its current position."""
+        key = _tenant_key(queues[tenant][at], config)
+        heapq.heappush(heap, (position(tenant, key), key, tenant))
 
     for tenant, tasks in queues.items():
         tasks.sort(key=lambda t: _tenant_key(t, config))
         heads[tenant] = 0
-        heap.append((position(tenant), _tenant_key(tasks[0], config), tenant))
-    heapq.heapify(heap)
+        push(tenant, 0)
     while heap:
         pos, key, tenant = heapq.heappop(heap)
-        current = position(tenant)
-        if current > pos + 1e-12:
+        if position(tenant, key) > pos + 1e-12:
             # The tenant got capacity since it was queued: re-queue at its new position.
-            heapq.heappush(heap, (current, key, tenant))
+            push(tenant, heads[tenant])
             continue
-        tasks = queues[tenant]
         at = heads[tenant]
         heads[tenant] = at + 1
-        yield tasks[at]
-        if at + 1 < len(tasks):
-            heapq.heappush(heap, (position(tenant), _tenant_key(tasks[at + 1], config), tenant))
+        yield queues[tenant][at]
+        if at + 1 < len(queues[tenant]):
+            push(tenant, at + 1)

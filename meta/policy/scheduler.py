@@ -322,6 +322,8 @@ class Cycle:
         urgent = is_urgent(task, self.now, self.cfg)
         if not reclaim and not urgent and rank <= self._lowest_victim_rank and not self._any_stopping:
             return False  # no rule allows evicting anything for this task
+        if reclaim and not urgent and rank <= self._lowest_victim_rank and self._frees_soon(shape, classes):
+            return False  # running work frees the capacity soon enough: not worth anyone's lost work
         key = (shape.gpu_type, shape.topology, shape.partition, shape.network, shape.avoid, rank, reclaim, urgent,
                task.tenant if reclaim else "")
         size = (shape.gpus, shape.cpus, shape.mem, shape.sto, shape.workers)
@@ -360,6 +362,16 @@ class Cycle:
         waiting = len(chosen[0]) - len(evicted)
         self.plan.reasons[task.task_id] = explain.preempting(len(evicted), sum(v.lost for v in evicted), waiting)
         return True
+
+    def _frees_soon(self, shape: Shape, classes: Sequence[NodeClass]) -> bool:
+        """_frees_soon tells whether expected ends free room for the shape within the reclaim patience."""
+        patience = self.cfg.reclaim_patience_s
+        if patience <= 0:
+            return False
+        if self.releases is None:
+            self.releases = releases_of(self.cap)
+        soon = [r for r in self.releases + self.placed if r[0] <= self.now + patience]
+        return earliest_start(self.cap, shape, classes, soon, self.now) is not None
 
     # --- backfill holds -----------------------------------------------------------------------------
 
