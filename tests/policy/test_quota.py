@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from meta.policy.config import SchedulerConfig
 from meta.policy.plan import ReasonCode
-from tests.policy.builders import Case, JobKind, TenantState, node, run_case, running, snap, task
+from tests.policy.builders import NOW, Case, JobKind, TenantState, node, run_case, running, snap, task
+
+PATIENT = SchedulerConfig(reclaim_patience_s=1800)
 
 Q = ReasonCode.WAITING_FOR_QUOTA
 MIXED = (node("h1"), node("a1", gpu_type="a100"))
@@ -41,6 +44,16 @@ CASES = [
               [running("rb", "h1", 8, tenant="b", preemptible=True), running("rc", "h2", 8, tenant="a")],
               tenants=[TenantState("a", guaranteed={"h100": 16}), TenantState("b", guaranteed={"h100": 8})]),
          want_waiting={"a": ReasonCode.NO_FEASIBLE_NODE}),
+    Case("reclaim waits for a borrower that ends within the patience",
+         snap([node("h1")], [task("a", "a", gpus=8, kind=JobKind.EVALUATION)],
+              [running("rb", "h1", 8, tenant="b", preemptible=True, end=NOW + 600)],
+              tenants=[TenantState("a", guaranteed={"h100": 8}), TenantState("b")]),
+         want_waiting={"a": ReasonCode.HELD_FOR_GANG}, config=PATIENT),
+    Case("reclaim preempts a borrower that would outlast the patience",
+         snap([node("h1")], [task("a", "a", gpus=8, kind=JobKind.EVALUATION)],
+              [running("rb", "h1", 8, tenant="b", preemptible=True, end=NOW + 7200)],
+              tenants=[TenantState("a", guaranteed={"h100": 8}), TenantState("b")]),
+         want_waiting={"a": ReasonCode.PREEMPTING}, want_preempted={"rb"}, config=PATIENT),
     Case("no reclaim beyond the guarantee",
          snap([node("h1")], [task("a", "a", gpus=8, kind=JobKind.EVALUATION)],
               [running("rb", "h1", 8, tenant="b", preemptible=True)],
