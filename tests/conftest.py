@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import fcntl
 import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +18,7 @@ from sqlalchemy import create_engine, text
 from meta.service import Service
 from meta.store.db import Database
 from meta.store.migrate import upgrade
+from tests.cluster_gate import require_cluster
 
 DEFAULT_PG_URL = "postgresql+psycopg://metasched:metasched@127.0.0.1:5432/metasched_test"
 _TABLES = (
@@ -118,36 +117,13 @@ def pg_service(pg_database: Database) -> Service:
 
 # --- the real Slurm dev cluster -------------------------------------------------------------
 
-REPO = Path(__file__).resolve().parents[1]
 _LOCK = Path("/tmp/metasched-slurm-tests.lock")
-
-
-def cluster_problem() -> str:
-    """cluster_problem says why the dev cluster cannot be used ('' when it is up)."""
-    if os.geteuid() != 0:
-        return "deploy/devcluster needs root"
-    if shutil.which("sbatch") is None:
-        return "Slurm is not installed"
-    status = subprocess.run(
-        [str(REPO / "deploy" / "devcluster"), "status"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        stdin=subprocess.DEVNULL,
-    )
-    return "" if status.returncode == 0 else f"`deploy/devcluster status` exited {status.returncode}"
 
 
 @pytest.fixture(scope="session")
 def slurm_cluster() -> None:
     """slurm_cluster requires the dev cluster: skip with the reason, or fail when CI requires it."""
-    problem = cluster_problem()
-    if not problem:
-        return
-    message = f"the dev Slurm cluster is not up ({problem}); run `deploy/devcluster up`"
-    if os.environ.get("METASCHED_REQUIRE_SLURM") == "1":
-        pytest.fail(f"METASCHED_REQUIRE_SLURM=1 but {message}", pytrace=False)
-    pytest.skip(message)
+    require_cluster()
 
 
 @pytest.fixture

@@ -7,9 +7,7 @@ when METASCHED_REQUIRE_SLURM=1 (CI sets it so a broken cluster cannot pass silen
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
 import subprocess
 import time
 import uuid
@@ -36,31 +34,9 @@ def _run(argv: list[str], timeout: float = 120) -> subprocess.CompletedProcess[s
     return subprocess.run(argv, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL)
 
 
-def require_cluster() -> None:
-    """Skip (or fail under METASCHED_REQUIRE_SLURM=1) unless `deploy/devcluster status` exits 0."""
-    if os.geteuid() != 0:
-        problem = "deploy/devcluster needs root"
-    elif shutil.which("sbatch") is None:
-        problem = "Slurm is not installed"
-    else:
-        status = _run([str(DEVCLUSTER), "status"], timeout=60)
-        problem = (
-            ""
-            if status.returncode == 0
-            else f"`deploy/devcluster status` exited {status.returncode}:\n{status.stdout}"
-        )
-    if not problem:
-        return
-    message = f"the dev Slurm cluster is not up ({problem}); run `deploy/devcluster up`"
-    if os.environ.get("METASCHED_REQUIRE_SLURM") == "1":
-        pytest.fail(f"METASCHED_REQUIRE_SLURM=1 but {message}", pytrace=False)
-    pytest.skip(message)
-
-
 @pytest.fixture(scope="module", autouse=True)
-def cluster() -> None:
+def cluster(slurm_cluster: None) -> None:
     """Gate every test in this module on a running dev cluster."""
-    require_cluster()
 
 
 def daemon_pids(status_out: str) -> dict[str, int]:

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import shutil
-import subprocess
 import sys
 import textwrap
 from collections.abc import Callable
@@ -16,6 +13,8 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 if str(REPO) not in sys.path:  # the tests run from a checkout, without installing the package
     sys.path.insert(0, str(REPO))
+
+from tests.cluster_gate import cluster_required, require_cluster  # noqa: E402
 
 FIXTURES = REPO / "tests" / "fixtures" / "slurm"
 REFERENCE = FIXTURES / "reference"
@@ -86,42 +85,14 @@ def recorded_calls(tmp_path: Path) -> Callable[..., list[dict]]:
     return read
 
 
-_CLUSTER_UP: bool | None = None
-
-
-def _cluster_up() -> bool:
-    """_cluster_up asks ``deploy/devcluster status`` once per session."""
-    global _CLUSTER_UP
-    if _CLUSTER_UP is None:
-        # METASCHED_DEVCLUSTER points at another status script (or a missing one, to test the gate).
-        script = Path(os.environ.get("METASCHED_DEVCLUSTER", REPO / "deploy" / "devcluster"))
-        if not script.exists() or shutil.which("sbatch") is None:
-            _CLUSTER_UP = False
-        else:
-            try:
-                status = subprocess.run([str(script), "status"], capture_output=True, timeout=60)
-                _CLUSTER_UP = status.returncode == 0
-            except (OSError, subprocess.TimeoutExpired):
-                _CLUSTER_UP = False
-    return _CLUSTER_UP
-
-
-_NOT_UP = "the dev Slurm cluster is not up: run `deploy/devcluster up` (status must exit 0)"
-
-
-def _required() -> bool:
-    """_required tells whether slurm tests must fail (not skip) without a cluster."""
-    return os.environ.get("METASCHED_REQUIRE_SLURM") == "1"
-
-
 @pytest.fixture(autouse=True)
 def _skip_without_slurm(request: pytest.FixtureRequest) -> None:
     """_skip_without_slurm skips slurm tests without a cluster (unless METASCHED_REQUIRE_SLURM=1)."""
-    if request.node.get_closest_marker("slurm") is not None and not _required() and not _cluster_up():
-        pytest.skip(_NOT_UP)
+    if request.node.get_closest_marker("slurm") is not None and not cluster_required():
+        require_cluster()
 
 
 def pytest_runtest_call(item: pytest.Item) -> None:
     """pytest_runtest_call fails slurm tests (as FAILED, not ERROR) when a cluster is required but down."""
-    if item.get_closest_marker("slurm") is not None and _required() and not _cluster_up():
-        pytest.fail(f"METASCHED_REQUIRE_SLURM=1 but {_NOT_UP}", pytrace=False)
+    if item.get_closest_marker("slurm") is not None and cluster_required():
+        require_cluster()
