@@ -10,7 +10,6 @@ The plan was computed from a snapshot that may be a moment old. Before anything 
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -25,7 +24,7 @@ from meta.leader import Leadership, fence
 from meta.lifecycle import DEFAULT_LEASE_S, attempt_event, create_attempt
 from meta.policy.plan import Plan
 from meta.policy.snapshot import NodeShare, NodeState
-from meta.snapshot_source import placement_shares, share_to_json
+from meta.snapshot_source import placement_shares, share_to_json, totals_per_node
 from meta.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition, TaskState
 from meta.store.models import Attempt, CycleRecord, Job, Task, TaskReason
 from meta.store.upsert import insert_ignore
@@ -57,14 +56,7 @@ class NodeLedger:
 
     def take(self, shares: Sequence[NodeShare], *, force: bool = False) -> bool:
         """take subtracts the shares if all fit (``force`` records existing reservations regardless)."""
-        need: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
-        for share in shares:
-            r = share.resources
-            amounts = need[share.node]
-            amounts[0] += r.cpus
-            amounts[1] += r.memory_mib
-            amounts[2] += r.gpus
-            amounts[3] += r.storage_gib
+        need = {node: [r.cpus, r.memory_mib, r.gpus, r.storage_gib] for node, r in totals_per_node(shares).items()}
         if not force:
             for node, amounts in need.items():
                 free = self._free.get(node)

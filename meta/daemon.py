@@ -37,7 +37,7 @@ from meta.policy.scheduler import schedule
 from meta.policy.snapshot import NodeState
 from meta.reconciler import Reconciler, ReconcileSettings
 from meta.resources import ResourceVector
-from meta.snapshot_source import SpecCache, build_snapshot, placement_shares
+from meta.snapshot_source import SpecCache, build_snapshot, placement_shares, totals_per_node
 from meta.states import LIVE_ATTEMPT_STATES, AttemptState
 from meta.store.db import Database
 from meta.store.models import Attempt, Job, Task
@@ -300,23 +300,11 @@ class Daemon:
         self._last_reconcile = time.monotonic()
 
     def _ours_per_node(self) -> dict[str, ResourceVector]:
-        ours: dict[str, ResourceVector] = {}
+        """_ours_per_node is what metasched's live attempts hold on each node."""
+        live = [AttemptState.RUNNING.value, AttemptState.STOPPING.value]
         with self.db.session() as session:
-            for placement in session.scalars(
-                select(Attempt.placement).where(
-                    Attempt.state.in_([AttemptState.RUNNING.value, AttemptState.STOPPING.value])
-                )
-            ):
-                for share in placement_shares(placement):
-                    r = share.resources
-                    prev = ours.get(share.node)
-                    ours[share.node] = ResourceVector.model_construct(
-                        cpus=r.cpus + (prev.cpus if prev else 0.0),
-                        memory_mib=r.memory_mib + (prev.memory_mib if prev else 0),
-                        gpus=r.gpus + (prev.gpus if prev else 0),
-                        gpu_type=r.gpu_type,
-                    )
-        return ours
+            placements = session.scalars(select(Attempt.placement).where(Attempt.state.in_(live)))
+            return totals_per_node(share for placement in placements for share in placement_shares(placement))
 
     def _cycle(self, inventory: Inventory, report: PeriodReport) -> None:
         assert self.leadership is not None

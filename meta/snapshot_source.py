@@ -7,7 +7,7 @@ tenants with quotas and decayed usage. Specs are immutable, so parsed specs are 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -52,6 +52,15 @@ class SpecCache:
 def epoch_s(moment: datetime | None) -> float | None:
     """epoch_s converts an aware datetime to seconds since the epoch (None stays None)."""
     return moment.timestamp() if moment is not None else None
+
+
+def totals_per_node(shares: Iterable[NodeShare]) -> dict[str, ResourceVector]:
+    """totals_per_node sums shares node by node (a gang may put several workers on one node)."""
+    totals: dict[str, ResourceVector] = {}
+    for share in shares:
+        prev = totals.get(share.node)
+        totals[share.node] = share.resources if prev is None else prev + share.resources
+    return totals
 
 
 def placement_shares(placement: Sequence[dict[str, Any]]) -> tuple[NodeShare, ...]:
