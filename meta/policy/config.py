@@ -50,6 +50,9 @@ class SchedulerConfig:
     preemption_enabled: bool = True
     max_preemption_attempts: int = 2  # per cycle: each costs a pass over running work
     max_victims_considered: int = 64
+    # A tenant with any guarantee left may reclaim (and go before borrowers) for a whole task that
+    # takes it past its guarantee: a 52-GPU guarantee otherwise never covers a seventh 8-GPU job.
+    guarantee_rounds_up_to_task: bool = False
     # Reclaiming a guarantee preempts only when running work would not free room within this
     # long anyway (0 = preempt at once): a victim's lost work and requeue buy little otherwise.
     reclaim_patience_s: float = 0.0

@@ -115,7 +115,13 @@ class Cycle:
     def within_guarantee(self, task: PendingTask) -> bool:
         """within_guarantee tells whether the task fits inside its tenant's guarantee at cycle start."""
         r = task.per_worker
-        return self.quota.below_guarantee(task.tenant, r.gpu_type if r.gpus else None, r.gpus * task.workers)
+        return self._guaranteed(task.tenant, r.gpu_type if r.gpus else None, r.gpus * task.workers)
+
+    def _guaranteed(self, tenant: str, gpu_type: str | None, gpus: int) -> bool:
+        """_guaranteed tells whether ``gpus`` more count as the tenant's own (see guarantee_rounds_up_to_task)."""
+        if gpus and self.cfg.guarantee_rounds_up_to_task:
+            gpus = 1  # any guarantee left admits the whole task
+        return self.quota.below_guarantee(tenant, gpu_type, gpus)
 
     def _rank_of_key(self, key: tuple) -> int:
         """_rank_of_key is rank() for a precomputed (class, kind, has deadline) key."""
@@ -318,7 +324,7 @@ class Cycle:
             return False
         rank = self.rank(task)
         gpu_type = shape.gpu_type
-        reclaim = self.quota.below_guarantee(task.tenant, gpu_type, shape.total_gpus)
+        reclaim = self._guaranteed(task.tenant, gpu_type, shape.total_gpus)
         urgent = is_urgent(task, self.now, self.cfg)
         if not reclaim and not urgent and rank <= self._lowest_victim_rank and not self._any_stopping:
             return False  # no rule allows evicting anything for this task
