@@ -40,6 +40,9 @@ class SchedulerConfig:
     # None = strict share order (the lowest share always goes next). A number merges tenants'
     # tasks by the key above, each pushed back by this many seconds per unit of its tenant's
     # weighted share: over-share tenants wait longer, yet their short jobs can pass long ones.
+    # Tasks inside their tenant's guarantee keep strict share order; the horizon orders
+    # borrowers, i.e. capacity nobody is entitled to. 0 = borrowers purely shortest-first, sound
+    # where guarantees carry fairness (with no guarantees set, everyone is a borrower).
     fair_share_horizon_s: float | None = None
     # Backfill: how many head-of-line tasks get nodes held for their earliest start.
     max_held_reservations: int = 1

@@ -11,13 +11,14 @@ import pytest
 
 from meta.sim.config import SimConfig
 from meta.sim.run import RunSpec, run
+from meta.sim.tuning import metasched_config
 
 EXACT = SimConfig(estimate="noise", noise_factor=1.0, warmup_hours=0.0)
 
 
-def _times(tiny_trace, policy: str):
+def _times(tiny_trace, policy: str, policy_config=None):
     """_times runs the tiny trace and returns {job: (queue delay, JCT)}."""
-    outcome = run(RunSpec(trace=tiny_trace, cluster="2x4", policy=policy, config=EXACT))
+    outcome = run(RunSpec(trace=tiny_trace, cluster="2x4", policy=policy, config=EXACT, policy_config=policy_config))
     return {j.trace.job_id: (j.queue_s, j.jct) for j in outcome.raw.jobs}, outcome.report
 
 
@@ -60,11 +61,12 @@ def test_jct_is_queue_plus_duration_without_preemption(tiny_trace):
         assert report["metrics"]["preemptions"] == 0
 
 
-def test_metasched_fair_turns_holds_and_backfill(tiny_trace):
-    # Config = meta.sim.tuning: short_job_weight 10, so inside a tenant the turn key is
-    # submit + 10 × estimate (C: 10 + 1000 = 1010, D: 20 + 600 = 620 → D before C).
-    # One priority class (training), so tenants take turns by lowest share (usage + held now);
-    # preemption has no reason to fire (same class, no guarantees without tenant weights).
+def test_metasched_strict_share_turns_holds_and_backfill(tiny_trace):
+    # Tuned config but tenants in strict share order (fair_share_horizon_s=None, the policy's
+    # default). short_job_weight 10: inside a tenant the turn key is submit + 10 × estimate
+    # (C: 10 + 1000 = 1010, D: 20 + 600 = 620 → D before C). One priority class (training), so
+    # tenants take turns by lowest share (usage + held now); preemption has no reason to fire
+    # (same class, no guarantees without tenant weights).
     # t=0   A, B (x) start on the two nodes.
     # t=10  C (y) does not fit; it gets a held start at A's end, 300, on both nodes.
     # t=20  D (y) does not fit either (no free GPU); t=30 E (z) likewise.
@@ -72,7 +74,20 @@ def test_metasched_fair_turns_holds_and_backfill(tiny_trace):
     #       fits now: D 100–160. z's E finds no free GPU. C is held again at 300.
     # t=160 D ends; y now has usage, z none: E goes first and fits now, 160–560.
     #       C's held start moves to E's end: C runs 560–660.
-    times, _ = _times(tiny_trace, "metasched")
+    times, _ = _times(tiny_trace, "metasched", metasched_config(fair_share_horizon_s=None))
     assert times == {
         "A": (0, 300), "B": (0, 100), "C": (550, 650), "D": (80, 140), "E": (130, 530),
+    }
+
+
+def test_metasched_tuned_merges_tenants_shortest_first(tiny_trace):
+    # The tuned config (meta.sim.tuning): no guarantees here, so every task is a borrower and
+    # borrowers merge by submit + 10 × estimate across tenants: D 620, C 1010, E 30 + 4000.
+    # t=0..30 as above: A, B run; C is held at 300 on both nodes; D and E wait.
+    # t=100 B ends: D (620) goes first and fits on node 1: D 100–160.
+    # t=160 D ends: C (1010) before E (4030); C is held at 300, and E (400 s) would delay it.
+    # t=300 A ends: C runs 300–400. t=400: E runs 400–800.
+    times, _ = _times(tiny_trace, "metasched")
+    assert times == {
+        "A": (0, 300), "B": (0, 100), "C": (290, 390), "D": (80, 140), "E": (370, 770),
     }
