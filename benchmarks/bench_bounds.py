@@ -50,7 +50,8 @@ class Scenario:
 SCENARIOS = (
     Scenario("metasched as tuned (time-limit estimates)"),
     Scenario("metasched, true durations as estimates", sim=PERFECT),
-    Scenario("metasched, borrowers merged shortest-first across tenants", policy={"fair_share_horizon_s": 0.0}),
+    Scenario("metasched, tenants in strict share order (policy defaults for both knobs)",
+             policy={"fair_share_horizon_s": None, "guarantee_rounds_up_to_task": False}),
     Scenario("non-preemptive SJF oracle (true durations, no tenants)", sim=PERFECT | {"guarantee_fraction": 0.0},
              policy=SJF_ORACLE, within_rules=False),
     Scenario("metasched, guarantees oversubscribed 1.5x", sim={"guarantee_fraction": 1.5}, within_rules=False),
