@@ -11,11 +11,13 @@ from types import FrameType
 import click
 
 from cli.context import CliState, pass_state
-from cli.errors import handle_errors
+from cli.errors import EXIT_USAGE, fail, handle_errors
 from cli.output import echo_json
 from meta.daemon import Daemon, DaemonConfig
 from meta.launch_plan import LaunchSettings
 from meta.metrics import Metrics
+from meta.policy.config import SchedulerConfig
+from meta.policy_file import PolicyFileError, load_policy_config
 from meta.reconciler import ReconcileSettings
 from meta.store.db import write_url_file
 from slurm_bridge.commands import CliSlurmClient
@@ -46,6 +48,13 @@ from tenants.secrets import DEFAULT_ROOT
 @click.option("--holder", default=None, help="Replica name for leader election (default host:pid).")
 @click.option("--once", is_flag=True, help="Run a single period and print its report.")
 @click.option("--exit-when-idle", is_flag=True, help="Exit once no task waits and no attempt is live.")
+@click.option(
+    "--policy-config",
+    default=None,
+    envvar="METASCHED_POLICY_CONFIG",
+    type=click.Path(dir_okay=False),
+    help="YAML of policy settings over the defaults (e.g. meta/sim/tuned-policy.yaml).",
+)
 @click.option("--log-level", default="INFO", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 @pass_state
 @handle_errors
@@ -66,10 +75,12 @@ def serve(
     holder: str | None,
     once: bool,
     exit_when_idle: bool,
+    policy_config: str | None,
     log_level: str,
 ) -> None:
     """Run the scheduler daemon against Slurm until SIGTERM or SIGINT."""
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    scheduler = _scheduler_config(policy_config)
     service = state.service()  # opens the store and brings the schema to head
     url_file = write_url_file(service.db.url, Path(log_dir) / ".metasched-db-url")
     metrics = Metrics()
@@ -83,6 +94,7 @@ def serve(
             log_dir=log_dir, grace_s=grace, db_url_file=str(url_file), secrets_root=secrets_root
         ),
         reconcile=ReconcileSettings(unknown_window_s=unknown_window, lost_grace_s=lost_grace),
+        scheduler=scheduler,
     )
     if holder:
         config.holder = holder
@@ -102,3 +114,14 @@ def serve(
     signal.signal(signal.SIGINT, _stop)
     logging.getLogger("metasched.serve").info("serving as %s, period %.1fs", config.holder, period)
     daemon.run(stop, exit_when_idle=exit_when_idle)
+
+
+def _scheduler_config(path: str | None) -> SchedulerConfig:
+    """_scheduler_config is the policy's defaults, or a policy file over them (a bad file exits 2)."""
+    if path is None:
+        return SchedulerConfig()
+    try:
+        return load_policy_config(path)
+    except PolicyFileError as exc:
+        fail(f"bad --policy-config:\n  {str(exc).replace(chr(10), chr(10) + '  ')}", EXIT_USAGE)
+        raise  # unreachable: fail exits

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from meta.policy_file import PolicyFileError, load_policy_config
 from meta.sim import policies
 from meta.sim.cluster import ClusterError
 from meta.sim.config import SimConfig
@@ -88,12 +89,14 @@ def _run_all(spec: RunSpec, names: list[str], show_progress: bool) -> list[RunOu
               help="Fraction of the GPUs guaranteed to tenants by weight (presets with tenant weights only).")
 @click.option("--preemption-grace", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Seconds a preempted attempt keeps its capacity before it exits.")
+@click.option("--policy-config", type=click.Path(dir_okay=False), default=None,
+              help="YAML of metasched policy settings over the defaults (default: meta/sim/tuned-policy.yaml).")
 @click.option("--json", "as_json", is_flag=True, help="Print the same figures as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write a PNG: queue-delay CDF and utilization.")
 def simulate(
     trace: str, cluster: str, policy: str, load: float, scale: float, compare: str | None, max_jobs: int | None,
     warmup_hours: float | None, cycle_interval: float, estimate: str, guarantees: float, preemption_grace: float,
-    as_json: bool, plot: str | None,
+    policy_config: str | None, as_json: bool, plot: str | None,
 ) -> None:
     """simulate replays a job trace on a simulated cluster and reports queue delays, JCT, utilization."""
     if load <= 0 or scale <= 0:
@@ -101,9 +104,10 @@ def simulate(
     try:
         names = _policy_names(policy, compare)
         spec = RunSpec(trace=trace, cluster=cluster, policy=names[0], load=load, scale=scale, max_jobs=max_jobs,
-                       config=_sim_config(warmup_hours, cycle_interval, estimate, guarantees, preemption_grace))
+                       config=_sim_config(warmup_hours, cycle_interval, estimate, guarantees, preemption_grace),
+                       policy_config=load_policy_config(policy_config) if policy_config else None)
         outcomes = _run_all(spec, names, show_progress=not as_json and sys.stderr.isatty())
-    except (TraceError, ClusterError, policies.PolicyError) as exc:
+    except (TraceError, ClusterError, policies.PolicyError, PolicyFileError) as exc:
         _fail(str(exc), EXIT_USAGE)
     except SimulationError as exc:
         _fail(f"the policy returned a plan that cannot be applied: {exc}", EXIT_ERROR)

@@ -25,7 +25,7 @@ class RunSpec:
     scale: float = 1.0
     max_jobs: int | None = None
     config: SimConfig = field(default_factory=SimConfig)
-    policy_config: Any = None  # None = the policy's default (metasched: meta.sim.tuning)
+    policy_config: Any = None  # metasched's SchedulerConfig; None = meta.sim.tuning (baselines: their own)
 
 
 @dataclass(slots=True)
@@ -58,7 +58,8 @@ def run(spec: RunSpec, progress: Callable[[int], None] | None = None, prepared=N
     """run simulates one policy and returns its report."""
     policy_fn, default_config = policies.resolve(spec.policy)
     jobs, originals, cluster, notes = prepared or prepare(spec)
-    policy_config = spec.policy_config if spec.policy_config is not None else default_config
+    ours = policies.canonical(spec.policy) == "metasched"
+    policy_config = spec.policy_config if ours and spec.policy_config is not None else default_config
     engine = Engine(jobs, cluster, policy_fn, policy_config, spec.config, originals, progress)
     raw = engine.run()
     weights = dict(cluster.tenants) | dict(spec.config.tenant_weights)

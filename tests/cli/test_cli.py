@@ -473,3 +473,11 @@ def test_job_files_that_break_validation_are_usage_errors(
     result = run_sqlite("submit", "-f", write(tmp_path / "bad.yaml", text))
     assert result.exit_code == 2, result.output
     assert f"\n  {field}: " in result.stderr
+
+
+def test_serve_refuses_a_bad_policy_file_before_touching_anything(run_sqlite: Run, tmp_path: Path) -> None:
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("max_held_reservations: lots\n")
+    result = run_sqlite("serve", "--once", "--policy-config", policy)
+    assert result.exit_code == 2
+    assert "bad --policy-config" in result.output and "max_held_reservations" in result.output

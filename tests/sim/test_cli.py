@@ -48,6 +48,7 @@ def test_plot_writes_a_png(tiny_trace, tmp_path):
         (["--cluster", "no-such-cluster"], "unknown cluster"),
         (["--cluster", "2x4", "--policy", "lottery"], "unknown policy"),
         (["--cluster", "2x4", "--load", "0"], "must be positive"),
+        (["--cluster", "2x4", "--policy-config", "/nonexistent/policy.yaml"], "cannot read"),
     ],
 )
 def test_bad_input_exits_2_without_traceback(tiny_trace, args, message):
@@ -81,3 +82,29 @@ def test_invalid_cluster_yaml_exits_2(tiny_trace, tmp_path):
     spec.write_text("name: bad\nnode_groups:\n  - {name: a, count: -1}\n")
     result = _invoke(["--trace", str(tiny_trace), "--cluster", str(spec)])
     assert result.exit_code == 2 and "invalid cluster file" in result.output
+
+
+def test_policy_config_file_sets_metasched_over_the_defaults(tiny_trace, tmp_path):
+    # Time-limit estimates: every job's is the 30-min bucket. Tuned (one held start): C's gang is
+    # held at A's *estimated* end, D and E (30 min each) would delay it, so all wait for C:
+    # C 300–400, then D and E — the FIFO delays 0, 0, 290, 380, 370 (mean 208).
+    # With no held starts (the file): D takes node 1 at 100–160, then E (tenant z, no usage)
+    # 160–560, and C gets both nodes only at 560: delays 0, 0, 550, 80, 130 (mean 152).
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("max_held_reservations: 0\n")
+    args = ["--trace", str(tiny_trace), *BASE, "--compare", "fifo,metasched", "--json"]
+    tuned = json.loads(_invoke(args).output)["runs"]
+    result = _invoke([*args, "--policy-config", str(policy)])
+    assert result.exit_code == 0, result.output
+    fifo, ours = json.loads(result.output)["runs"]
+    assert tuned[1]["metrics"]["queue"]["mean"] == pytest.approx(208.0)
+    assert fifo["metrics"]["queue"]["mean"] == pytest.approx(208.0)  # baselines ignore the file
+    assert ours["metrics"]["queue"]["mean"] == pytest.approx((550 + 80 + 130) / 5)
+
+
+def test_a_misspelt_policy_setting_is_named(tiny_trace, tmp_path):
+    policy = tmp_path / "policy.yaml"
+    policy.write_text("short_job_wieght: 3\n")
+    result = _invoke(["--trace", str(tiny_trace), *BASE, "--policy-config", str(policy)])
+    assert result.exit_code == 2
+    assert "unknown setting 'short_job_wieght' (did you mean 'short_job_weight'?)" in result.output
