@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import Row, select, update
 from sqlalchemy.orm import Session
 
 from meta.durations import utcnow
@@ -182,10 +182,43 @@ class Reconciler:
         for start in range(0, len(live_ids), _CHUNK):
             with self.db.session() as session:
                 fence(session, leadership)
-                for attempt_id in live_ids[start : start + _CHUNK]:
-                    self._follow(session, attempt_id, observation, result)
+                chunk = live_ids[start : start + _CHUNK]
+                steady = self._steady(session, chunk, observation)
+                for attempt_id in chunk:
+                    if attempt_id not in steady:
+                        self._follow(session, attempt_id, observation, result)
+                self._renew(session, steady, observation.at)
         self._cancel_orphans(observation, set(live_ids), result)
         return result
+
+    def _steady(self, session: Session, attempt_ids: list[str], observation: Observation) -> list[str]:
+        """_steady are attempts seen once, under their recorded Slurm id, in the state they are in.
+
+        For them a period only renews the lease: one UPDATE for the chunk instead of a savepoint,
+        a read and a write each — the common case, and what a period costs at thousands of jobs.
+        """
+        rows = session.execute(
+            select(Attempt.id, Attempt.state, Attempt.slurm_job_id, Attempt.stop_reason, Attempt.cancel_requested)
+            .where(Attempt.id.in_(attempt_ids), Attempt.state.in_(_LIVE))
+        )
+        steady = []
+        for row in rows:
+            sightings = observation.sightings(row.id)
+            if len(sightings) != 1 or sightings[0].slurm_job_id != row.slurm_job_id:
+                continue  # unseen, duplicated or not yet recorded: the full path decides
+            target, _, _ = self._target(row, sightings[0].observed)
+            if target is None or target.value == row.state:
+                steady.append(row.id)
+        return steady
+
+    def _renew(self, session: Session, attempt_ids: list[str], now: datetime) -> None:
+        """_renew records a sighting and renews the lease of steady attempts in one statement."""
+        if attempt_ids:
+            session.execute(
+                update(Attempt)
+                .where(Attempt.id.in_(attempt_ids), Attempt.state.in_(_LIVE))
+                .values(last_seen_at=now, lease_expires_at=now + timedelta(seconds=self.settings.lease_s))
+            )
 
     # --- one attempt ----------------------------------------------------------------------------
 
@@ -259,7 +292,7 @@ class Reconciler:
 
     @staticmethod
     def _target(
-        attempt: Attempt, observed: Observed
+        attempt: Attempt | Row, observed: Observed
     ) -> tuple[AttemptState | None, FailureCategory | None, str]:
         """_target is the attempt state a Slurm observation implies (None: no move)."""
         state = AttemptState(attempt.state)
