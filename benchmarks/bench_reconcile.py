@@ -25,6 +25,7 @@ from meta.reconciler import Reconciler, ReconcileSettings, observe  # noqa: E402
 from meta.service import Service  # noqa: E402
 from meta.states import AttemptState  # noqa: E402
 from meta.store.db import Database  # noqa: E402
+from meta.store.models import Attempt  # noqa: E402
 from meta.store.migrate import upgrade  # noqa: E402
 from tests.runtime.fake_slurm import FakeSlurm  # noqa: E402
 from tests.runtime.support import lead, place, share, submit, training  # noqa: E402
@@ -45,7 +46,9 @@ def measure(n: int, url: str | None, periods: int) -> dict[str, float]:
     for i in range(n):
         _, (task_id,) = submit(service, training(name=f"bench-{i}"))
         attempt_id = place(db, task_id, [share("node1")], AttemptState.LAUNCHING)
-        fake.add_job(f"ms-{attempt_id}", f"metasched:attempt={attempt_id}:token=1", "RUNNING", ("node1",))
+        job = fake.add_job(f"ms-{attempt_id}", f"metasched:attempt={attempt_id}:token=1", "RUNNING", ("node1",))
+        with db.session() as session:  # the actuator records the id sbatch answered with
+            session.get(Attempt, attempt_id).slurm_job_id = str(job.job_id)
     reconciler = Reconciler(db, fake, ReconcileSettings())
     times = []
     for _ in range(periods):

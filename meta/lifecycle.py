@@ -23,6 +23,8 @@ from meta.states import (
     AttemptState,
     IllegalTransition,
     TaskState,
+    attempt_can,
+    task_can,
     task_state_for_attempt,
 )
 from meta.store.models import Attempt, Job, JobSpecRow, Task, Transition
@@ -231,29 +233,87 @@ def mark_launching(
         return []
     moved = [row.id for row in rows]
     now = utcnow()
+    _cas_all(session, Attempt, moved, from_state.value, AttemptState.LAUNCHING.value, now, {"launch_sent_at": now})
+    session.execute(insert(Transition), [
+        _line("attempt", row.id, row.job_id, f"launch:{row.id}:{row.version}", from_state.value,
+              AttemptState.LAUNCHING.value, "sending to Slurm", actor, now)
+        for row in rows
+    ])
+    return moved
+
+
+# Bulk moves the reconciler makes for a burst of jobs that started or finished cleanly; the task
+# of each attempt follows to this state in the same statement pair.
+_BULK_TASK_FOLLOWS = {AttemptState.RUNNING: TaskState.RUNNING, AttemptState.SUCCEEDED: TaskState.SUCCEEDED}
+
+
+def move_attempts(
+    session: Session,
+    stimuli: dict[str, str],
+    from_state: AttemptState,
+    target: AttemptState,
+    *,
+    reason: str,
+    actor: str,
+    values: dict[str, Any] | None = None,
+) -> None:
+    """move_attempts makes ``attempt_event``'s move for many attempts with a few statements.
+
+    ``stimuli`` maps each attempt to its stimulus id (logged as the one-at-a-time path logs it).
+    Every attempt must be in ``from_state`` and its task in a state that may follow, or nothing
+    moves: ``ConcurrentModification`` / ``IllegalTransition`` tell the caller to go one by one.
+    """
+    follows = _BULK_TASK_FOLLOWS.get(target)
+    if follows is None or not attempt_can(from_state, target):
+        raise IllegalTransition("attempt", ",".join(stimuli), from_state, target)
+    ids = list(stimuli)
+    attempts = session.execute(
+        select(Attempt.id, Attempt.job_id, Attempt.task_id)
+        .where(Attempt.id.in_(ids), Attempt.state == from_state.value)
+        .with_for_update()
+    ).all()
+    tasks = session.execute(
+        select(Task.id, Task.state).where(Task.id.in_([a.task_id for a in attempts])).with_for_update()
+    ).all()
+    if len(attempts) != len(ids) or len(tasks) != len(ids):
+        raise ConcurrentModification("attempts changed before a bulk move")
+    moving = [t for t in tasks if t.state != follows.value]
+    if any(not task_can(TaskState(t.state), follows) for t in moving):
+        raise IllegalTransition("task", ",".join(t.id for t in moving), TaskState(moving[0].state), follows)
+    now = utcnow()
+    changes = dict(values or {})
+    changes.setdefault("started_at" if target == AttemptState.RUNNING else "ended_at", now)
+    _cas_all(session, Attempt, ids, from_state.value, target.value, now, changes)
+    by_state: dict[str, list[str]] = {}
+    for t in moving:
+        by_state.setdefault(t.state, []).append(t.id)
+    for state, task_ids in by_state.items():
+        _cas_all(session, Task, task_ids, state, follows.value, now, {"reason": reason})
+    job_of = {a.id: a.job_id for a in attempts}
+    stimulus_of_task = {a.task_id: stimuli[a.id] for a in attempts}
+    job_of_task = {a.task_id: a.job_id for a in attempts}
+    lines = [_line("attempt", a, job_of[a], stimuli[a], from_state.value, target.value, reason, actor, now)
+             for a in ids]
+    lines += [_line("task", t.id, job_of_task[t.id], stimulus_of_task[t.id], t.state, follows.value, reason, actor, now)
+              for t in moving]
+    session.execute(insert(Transition), lines)
+
+
+def _cas_all(session: Session, model: type[Attempt] | type[Task], ids: list[str], current: str, target: str,
+             now: Any, values: dict[str, Any]) -> None:
+    """_cas_all moves every row of ``ids`` from ``current`` to ``target``, or raises if one moved first."""
     result = session.execute(
-        update(Attempt)
-        .where(Attempt.id.in_(moved), Attempt.state == from_state.value)
-        .values(state=AttemptState.LAUNCHING.value, version=Attempt.version + 1, updated_at=now, launch_sent_at=now)
+        update(model)
+        .where(model.id.in_(ids), model.state == current)
+        .values(state=target, version=model.version + 1, updated_at=now, **values)
         .execution_options(synchronize_session=False)
     )
-    if result.rowcount != len(rows):
-        raise ConcurrentModification("attempts changed while being marked launching")
-    session.execute(
-        insert(Transition),
-        [
-            {
-                "entity": "attempt",
-                "entity_id": row.id,
-                "job_id": row.job_id,
-                "stimulus_id": f"launch:{row.id}:{row.version}",
-                "from_state": from_state.value,
-                "to_state": AttemptState.LAUNCHING.value,
-                "reason": "sending to Slurm",
-                "actor": actor,
-                "at": now,
-            }
-            for row in rows
-        ],
-    )
-    return moved
+    if result.rowcount != len(ids):
+        raise ConcurrentModification(f"{model.__tablename__} changed during a bulk move to {target}")
+
+
+def _line(entity: str, entity_id: str, job_id: str, stimulus_id: str, from_state: str, to_state: str,
+          reason: str, actor: str, at: Any) -> dict[str, Any]:
+    """_line is one transition-log row."""
+    return {"entity": entity, "entity_id": entity_id, "job_id": job_id, "stimulus_id": stimulus_id,
+            "from_state": from_state, "to_state": to_state, "reason": reason, "actor": actor, "at": at}

@@ -403,3 +403,61 @@ def test_a_job_that_completes_before_its_cancel_lands_succeeds(service: Service)
     _reconcile(service, fake, leadership)
     assert attempt(service.db, attempt_id).state == AttemptState.SUCCEEDED.value
     assert task(service.db, t).state == TaskState.SUCCEEDED.value
+
+
+def _transitions(db, attempt_id: str, task_id: str):
+    """_transitions are the log lines of one attempt and its task, oldest first."""
+    from sqlalchemy import select
+
+    from meta.store.models import Transition
+
+    with db.session() as session:
+        rows = session.scalars(
+            select(Transition).where(Transition.entity_id.in_([attempt_id, task_id])).order_by(Transition.id)
+        ).all()
+        return [(r.entity, r.stimulus_id, r.from_state, r.to_state, r.reason, r.actor) for r in rows]
+
+
+def test_a_burst_moves_together_and_logs_like_one_at_a_time(service: Service) -> None:
+    fake = FakeSlurm()
+    leadership = lead(service.db)
+    launched = [_launched(service, fake, training(name=f"burst-{i}")) for i in range(5)]
+    result, _ = _reconcile(service, fake, leadership)
+    assert result.transitions == 5
+    for t, attempt_id, job in launched:
+        assert attempt(service.db, attempt_id).state == AttemptState.RUNNING.value
+        assert task(service.db, t).state == TaskState.RUNNING.value
+        stimulus = f"slurm:{job.job_id}:RUNNING:running"
+        assert _transitions(service.db, attempt_id, t)[-2:] == [
+            ("attempt", stimulus, "launching", "running", "Slurm RUNNING", "reconciler"),
+            ("task", stimulus, "scheduled", "running", "Slurm RUNNING", "reconciler"),
+        ]
+    for _, _, job in launched:
+        fake.finish(job.job_id, "COMPLETED", 0)
+    finished: list[str] = []
+    reconciler = Reconciler(service.db, fake, SETTINGS, on_success=lambda _s, a: finished.append(a.id))
+    assert reconciler.apply(observe(fake, reconciler.since()), leadership).transitions == 5
+    assert sorted(finished) == sorted(a for _, a, _ in launched)
+    for t, attempt_id, _ in launched:
+        row = attempt(service.db, attempt_id)
+        assert row.state == AttemptState.SUCCEEDED.value and row.exit_code == 0 and row.ended_at is not None
+        assert task(service.db, t).state == TaskState.SUCCEEDED.value
+
+
+def test_a_burst_with_one_odd_task_falls_back_to_one_at_a_time(service: Service) -> None:
+    from sqlalchemy import update
+
+    from meta.store.models import Task
+
+    fake = FakeSlurm()
+    leadership = lead(service.db)
+    launched = [_launched(service, fake, training(name=f"odd-{i}")) for i in range(3)]
+    odd_task, odd_attempt, _ = launched[1]
+    with service.db.session() as session:  # the task ended behind the attempt's back
+        session.execute(update(Task).where(Task.id == odd_task).values(state=TaskState.CANCELLED.value))
+    result, _ = _reconcile(service, fake, leadership)
+    assert result.transitions == 2
+    assert attempt(service.db, odd_attempt).state == AttemptState.LAUNCHING.value
+    for t, attempt_id, _ in (launched[0], launched[2]):
+        assert attempt(service.db, attempt_id).state == AttemptState.RUNNING.value
+        assert task(service.db, t).state == TaskState.RUNNING.value
