@@ -143,7 +143,9 @@ class Actuator:
         prepared = []
         with self.db.session() as session:
             fence(session, leadership)
-            for attempt_id in mark_launching(session, ids, from_state):
+            moved = mark_launching(session, ids, from_state)
+            self._load_rows(session, moved)
+            for attempt_id in moved:
                 try:
                     script, token = self._script(session, attempt_id)
                 except (LaunchRequestError, ValueError) as exc:
@@ -207,8 +209,18 @@ class Actuator:
                     result.launched.append(attempt_id)
                     log.info("launched attempt %s as Slurm job %s", attempt_id, outcome)
 
+    @staticmethod
+    def _load_rows(session: Session, attempt_ids: list[str]) -> None:
+        """_load_rows reads a batch's attempts, tasks and jobs in three queries (not three per attempt)."""
+        attempts = session.scalars(
+            select(Attempt).where(Attempt.id.in_(attempt_ids)).execution_options(populate_existing=True)
+        ).all()
+        session.scalars(select(Task).where(Task.id.in_({a.task_id for a in attempts}))).all()
+        session.scalars(select(Job).where(Job.id.in_({a.job_id for a in attempts}))).all()
+
     def _script(self, session: Session, attempt_id: str) -> tuple[str, int]:
-        attempt = session.get(Attempt, attempt_id, populate_existing=True)
+        """_script renders one attempt's sbatch script from rows already in the session."""
+        attempt = session.get(Attempt, attempt_id)
         assert attempt is not None
         task = session.get(Task, attempt.task_id)
         job = session.get(Job, attempt.job_id)
