@@ -25,8 +25,8 @@ from meta.reconciler import Reconciler, ReconcileSettings, observe  # noqa: E402
 from meta.service import Service  # noqa: E402
 from meta.states import AttemptState  # noqa: E402
 from meta.store.db import Database  # noqa: E402
-from meta.store.models import Attempt  # noqa: E402
 from meta.store.migrate import upgrade  # noqa: E402
+from meta.store.models import Attempt  # noqa: E402
 from tests.runtime.fake_slurm import FakeSlurm  # noqa: E402
 from tests.runtime.support import lead, place, share, submit, training  # noqa: E402
 
