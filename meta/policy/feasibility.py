@@ -207,7 +207,7 @@ def never_feasible(task: PendingTask, nodes: Sequence[NodeState]) -> PendingReas
     """never_feasible returns an UnschedulableAndUnresolvable reason if no node could ever host task."""
     node_tuple = tuple(nodes)
     classes, _ = build_classes(node_tuple)
-    shape = shape_of(task)
+    shape = shape_of(task)._replace(avoid=frozenset())  # avoided nodes are used rather than stranding a task
     static_ok, reason = run_static_chain(shape, classes)
     if reason is not None:
         return reason

@@ -144,6 +144,12 @@ class Cycle:
         """schedule_one runs filters, quota, fit and the fallbacks for one pending task."""
         shape = self.shapes[task.task_id] = shape_of(task)
         verdict = self._verdict(shape)
+        never = ReasonCode.UNSCHEDULABLE_AND_UNRESOLVABLE
+        if verdict.reason is not None and shape.avoid and verdict.reason.code is never:
+            # Nodes are avoided after they failed the task; if avoiding them leaves no node that
+            # could ever host it, avoiding them would strand it for good: use them after all.
+            shape = self.shapes[task.task_id] = shape._replace(avoid=frozenset())
+            verdict = self._verdict(shape)
         if verdict.reason is not None:
             self.plan.reasons[task.task_id] = verdict.reason
             return

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from collections import defaultdict
+from dataclasses import replace
 
 from meta.policy.config import SchedulerConfig
+from meta.policy.feasibility import never_feasible
 from meta.policy.plan import Plan
-from meta.policy.snapshot import Snapshot
+from meta.policy.snapshot import PendingTask, Snapshot
 
 
 def _use(acc: dict, node: str, r, sign: int = 1) -> None:
@@ -51,16 +53,26 @@ def check_tasks(snapshot: Snapshot, plan: Plan, config: SchedulerConfig | None =
     assert set(placed) | set(plan.reasons) == set(pending), "a pending task has neither placement nor reason"
     for p in plan.placements:
         t = pending[p.task_id]
+        # avoided nodes are used only when avoiding them would leave no possible host at all
+        may_use_avoided = _avoiding_strands(t, snapshot)
         assert len(p.shares) == max(1, t.workers), f"{t.task_id} gang not whole"
         assert len({s.resources.gpu_type for s in p.shares}) == 1, f"{t.task_id} mixes GPU types"
         for s in p.shares:
             r = s.resources
             w = t.per_worker
             assert (r.gpus, r.cpus, r.memory_mib, r.storage_gib) == (w.gpus, w.cpus, w.memory_mib, w.storage_gib)
-            assert s.node not in t.avoid_nodes
+            assert may_use_avoided or s.node not in t.avoid_nodes, f"{t.task_id} placed on avoided {s.node}"
             if w.gpus and w.gpu_type:
                 assert r.gpu_type == w.gpu_type
     _check_limits(snapshot, plan)
+
+
+def _avoiding_strands(task: PendingTask, snapshot: Snapshot) -> bool:
+    """_avoiding_strands tells whether no node could ever host the task while it avoids its nodes."""
+    if not task.avoid_nodes:
+        return False
+    usable = [n for n in snapshot.nodes if n.name not in task.avoid_nodes]
+    return never_feasible(replace(task, avoid_nodes=frozenset()), usable) is not None
 
 
 def _check_limits(snapshot: Snapshot, plan: Plan) -> None:
