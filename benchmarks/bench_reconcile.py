@@ -27,28 +27,31 @@ from meta.states import AttemptState  # noqa: E402
 from meta.store.db import Database  # noqa: E402
 from meta.store.migrate import upgrade  # noqa: E402
 from meta.store.models import Attempt  # noqa: E402
+from tests.conftest import truncate_all  # noqa: E402
 from tests.runtime.fake_slurm import FakeSlurm  # noqa: E402
 from tests.runtime.support import lead, place, share, submit, training  # noqa: E402
 
 
 def open_store(url: str | None) -> Database:
-    """open_store is a fresh migrated SQLite file, or the given (empty) database."""
-    url = url or f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite"
-    db = Database(url)
-    upgrade(db.engine, url)
+    """open_store is a fresh migrated SQLite file, or the given PostgreSQL database emptied."""
+    db = Database(url or f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite")
+    upgrade(db.engine, db.url)
+    if url:
+        truncate_all(db)
     return db
 
 
 def measure(n: int, url: str | None, periods: int) -> dict[str, float]:
     """measure sets up ``n`` launching attempts with running Slurm jobs and times reconcile passes."""
     db = open_store(url)
-    service, fake, leadership = Service(db), FakeSlurm(), lead(db)
+    service, fake = Service(db), FakeSlurm()
     for i in range(n):
         _, (task_id,) = submit(service, training(name=f"bench-{i}"))
         attempt_id = place(db, task_id, [share("node1")], AttemptState.LAUNCHING)
         job = fake.add_job(f"ms-{attempt_id}", f"metasched:attempt={attempt_id}:token=1", "RUNNING", ("node1",))
         with db.session() as session:  # the actuator records the id sbatch answered with
             session.get(Attempt, attempt_id).slurm_job_id = str(job.job_id)
+    leadership = lead(db, lease_s=3600)  # after the setup, which may take longer than a lease
     reconciler = Reconciler(db, fake, ReconcileSettings())
     times = []
     for _ in range(periods):

@@ -76,7 +76,8 @@ def pg_database() -> Iterator[Database]:
     database.dispose()
 
 
-def _truncate(database: Database) -> None:
+def truncate_all(database: Database) -> None:
+    """truncate_all empties every metasched table of a PostgreSQL store (tests and benchmarks)."""
     with database.engine.begin() as connection:
         connection.execute(text(f"TRUNCATE {', '.join(_TABLES)} CASCADE"))
 
@@ -98,7 +99,7 @@ def database(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Databas
         db.dispose()
         return
     db = request.getfixturevalue("pg_database")
-    _truncate(db)
+    truncate_all(db)
     yield db
 
 
@@ -111,7 +112,7 @@ def service(database: Database) -> Service:
 @pytest.fixture
 def pg_service(pg_database: Database) -> Service:
     """pg_service is the API over an empty PostgreSQL store."""
-    _truncate(pg_database)
+    truncate_all(pg_database)
     return Service(pg_database)
 
 
