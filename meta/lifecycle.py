@@ -289,13 +289,12 @@ def move_attempts(
         by_state.setdefault(t.state, []).append(t.id)
     for state, task_ids in by_state.items():
         _cas_all(session, Task, task_ids, state, follows.value, now, {"reason": reason})
-    job_of = {a.id: a.job_id for a in attempts}
-    stimulus_of_task = {a.task_id: stimuli[a.id] for a in attempts}
-    job_of_task = {a.task_id: a.job_id for a in attempts}
-    lines = [_line("attempt", a, job_of[a], stimuli[a], from_state.value, target.value, reason, actor, now)
-             for a in ids]
-    lines += [_line("task", t.id, job_of_task[t.id], stimulus_of_task[t.id], t.state, follows.value, reason, actor, now)
-              for t in moving]
+    # the task's line carries its attempt's stimulus, as the one-at-a-time path logs it
+    of_task = {a.task_id: a for a in attempts}
+    lines = [_line("attempt", a.id, a.job_id, stimuli[a.id], from_state.value, target.value, reason, actor, now)
+             for a in attempts]
+    lines += [_line("task", t.id, of_task[t.id].job_id, stimuli[of_task[t.id].id], t.state, follows.value, reason,
+                    actor, now) for t in moving]
     session.execute(insert(Transition), lines)
 
 

@@ -103,6 +103,11 @@ class ReconcileResult:
     lost: list[str] = field(default_factory=list)
 
 
+def _stimulus(slurm_job_id: str, observed: Observed, target: AttemptState) -> str:
+    """_stimulus names a move a Slurm report caused; the same report never moves an attempt twice."""
+    return f"slurm:{slurm_job_id}:{observed.slurm_state}:{target.value}"
+
+
 def _index_squeue(jobs: Iterable[SqueueJob]) -> dict[str, list[Sighting]]:
     index: dict[str, list[Sighting]] = {}
     for job in jobs:
@@ -224,8 +229,7 @@ class Reconciler:
                 steady.append(row.id)
             elif target in _CLEAN_MOVES and observed.exit_code in (None, 0):
                 key = (AttemptState(row.state), target, reason, observed.exit_code)
-                stimulus = f"slurm:{row.slurm_job_id}:{observed.slurm_state}:{target.value}"
-                groups.setdefault(key, {})[row.id] = stimulus
+                groups.setdefault(key, {})[row.id] = _stimulus(row.slurm_job_id, observed, target)
         return steady, groups
 
     def _move_together(
@@ -233,7 +237,7 @@ class Reconciler:
     ) -> bool:
         """_move_together moves one group in bulk; False (nothing moved) sends it one by one."""
         from_state, target, reason, exit_code = key
-        values: dict[str, object] = {"last_seen_at": now, "lease_expires_at": now + timedelta(seconds=self.settings.lease_s)}
+        values: dict[str, object] = {**self._sighted(now)}
         if exit_code is not None:
             values["exit_code"] = exit_code
         try:
@@ -254,8 +258,12 @@ class Reconciler:
             session.execute(
                 update(Attempt)
                 .where(Attempt.id.in_(attempt_ids), Attempt.state.in_(_LIVE))
-                .values(last_seen_at=now, lease_expires_at=now + timedelta(seconds=self.settings.lease_s))
+                .values(**self._sighted(now))
             )
+
+    def _sighted(self, now: datetime) -> dict[str, datetime]:
+        """_sighted are the columns a sighting sets: when it was seen, and the lease it renews."""
+        return {"last_seen_at": now, "lease_expires_at": now + timedelta(seconds=self.settings.lease_s)}
 
     # --- one attempt ----------------------------------------------------------------------------
 
@@ -294,11 +302,7 @@ class Reconciler:
         session.execute(
             update(Attempt)
             .where(Attempt.id == attempt.id, Attempt.fencing_token == attempt.fencing_token)
-            .values(
-                slurm_job_id=attempt.slurm_job_id or sighting.slurm_job_id,
-                last_seen_at=now,
-                lease_expires_at=now + timedelta(seconds=self.settings.lease_s),
-            )
+            .values(slurm_job_id=attempt.slurm_job_id or sighting.slurm_job_id, **self._sighted(now))
         )
         session.refresh(attempt)
         target, category, reason = self._target(attempt, sighting.observed)
@@ -313,7 +317,7 @@ class Reconciler:
             values["exit_code"] = sighting.observed.exit_code
         if target == AttemptState.SUCCEEDED and self.on_success is not None:
             self.on_success(session, attempt)
-        stimulus = f"slurm:{sighting.slurm_job_id}:{sighting.observed.slurm_state}:{target.value}"
+        stimulus = _stimulus(sighting.slurm_job_id, sighting.observed, target)
         attempt_event(
             session,
             attempt.id,
