@@ -28,9 +28,8 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_traces import SETUPS, SIM  # noqa: E402
+from benchmarks.bench_traces import SIM, philly_pair  # noqa: E402
 from meta.sim.report import markdown  # noqa: E402
-from meta.sim.run import RunSpec, prepare, run  # noqa: E402
 from meta.sim.tuning import metasched_config  # noqa: E402
 
 PERFECT = {"estimate": "noise", "noise_factor": 1.0}
@@ -61,14 +60,8 @@ SCENARIOS = (
 
 def measure(scenario: Scenario, traces_dir: Path) -> dict[str, Any]:
     """measure runs the baseline and metasched for one scenario and returns both metric dicts."""
-    setup = next(s for s in SETUPS if s.name == "philly")
-    sim = replace(SIM, **scenario.sim)
-    spec = RunSpec(trace=traces_dir / setup.trace, cluster=setup.cluster, policy="slurm", config=sim)
-    prepared = prepare(spec)
-    baseline = run(spec, prepared=prepared).report["metrics"]
-    spec.policy = "metasched"
-    spec.policy_config = metasched_config(**scenario.policy)
-    ours = run(spec, prepared=prepared).report["metrics"]
+    baseline, ours = philly_pair(traces_dir, replace(SIM, **scenario.sim),
+                                 policy_config=metasched_config(**scenario.policy))
     print(f"  {scenario.name}", file=sys.stderr)
     return {"scenario": scenario.name, "within_rules": scenario.within_rules, "metasched": ours, "slurm": baseline}
 

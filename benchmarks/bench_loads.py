@@ -21,21 +21,15 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from benchmarks.bench_traces import SETUPS, SIM  # noqa: E402
+from benchmarks.bench_traces import philly_pair  # noqa: E402
 from meta.sim.report import markdown  # noqa: E402
-from meta.sim.run import RunSpec, prepare, run  # noqa: E402
 
 DEFAULT_LOADS = "0.9,0.95,1,1.05,1.1"
 
 
 def measure(load: float, traces_dir: Path) -> dict[str, Any]:
     """measure runs slurm-like and metasched on the Philly setup at one load factor."""
-    setup = next(s for s in SETUPS if s.name == "philly")
-    spec = RunSpec(trace=traces_dir / setup.trace, cluster=setup.cluster, policy="slurm", load=load, config=SIM)
-    prepared = prepare(spec)
-    slurm = run(spec, prepared=prepared).report["metrics"]
-    spec.policy = "metasched"
-    ours = run(spec, prepared=prepared).report["metrics"]
+    slurm, ours = philly_pair(traces_dir, load=load)
     print(f"  load ×{load:g}", file=sys.stderr)
     return {"load": load, "metasched": ours, "slurm": slurm}
 

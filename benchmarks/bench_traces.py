@@ -76,6 +76,17 @@ def run_setup(setup: Setup, traces_dir: Path, policies: list[str], max_jobs: int
     return reports
 
 
+def philly_pair(traces_dir: Path, sim: SimConfig = SIM, load: float = 1.0,
+                policy_config: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+    """philly_pair runs slurm-like and metasched on the Philly setup (trace prepared once): their metrics."""
+    setup = next(s for s in SETUPS if s.name == "philly")
+    spec = RunSpec(trace=traces_dir / setup.trace, cluster=setup.cluster, policy="slurm", load=load, config=sim)
+    prepared = prepare(spec)
+    slurm = run(spec, prepared=prepared).report["metrics"]
+    spec.policy, spec.policy_config = "metasched", policy_config
+    return slurm, run(spec, prepared=prepared).report["metrics"]
+
+
 def _row(r: dict[str, Any]) -> list[str]:
     """_row is one Markdown row of a report."""
     m = r["metrics"]
