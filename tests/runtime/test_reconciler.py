@@ -54,6 +54,13 @@ def _launched(service: Service, fake: FakeSlurm, spec=None, state: str = "RUNNIN
     return t, attempt_id, job
 
 
+def _assert_succeeded(service: Service, task_id: str, attempt_id: str) -> None:
+    """_assert_succeeded: the attempt ended with exit 0 and its task succeeded."""
+    row = attempt(service.db, attempt_id)
+    assert row.state == AttemptState.SUCCEEDED.value and row.exit_code == 0 and row.ended_at is not None
+    assert task(service.db, task_id).state == TaskState.SUCCEEDED.value
+
+
 def test_running_in_squeue_moves_launching_to_running_and_renews(service: Service) -> None:
     fake = FakeSlurm()
     leadership = lead(service.db)
@@ -85,9 +92,7 @@ def test_completed_moves_to_succeeded(service: Service, in_squeue: bool) -> None
     fake.finish(job.job_id, "COMPLETED", 0)
     job.in_squeue = in_squeue
     _reconcile(service, fake, leadership)
-    row = attempt(service.db, attempt_id)
-    assert row.state == AttemptState.SUCCEEDED.value and row.exit_code == 0 and row.ended_at is not None
-    assert task(service.db, t).state == TaskState.SUCCEEDED.value
+    _assert_succeeded(service, t, attempt_id)
 
 
 def test_failed_exit_3_is_a_user_error_and_retries_by_policy(service: Service) -> None:
@@ -439,9 +444,7 @@ def test_a_burst_moves_together_and_logs_like_one_at_a_time(service: Service) ->
     assert reconciler.apply(observe(fake, reconciler.since()), leadership).transitions == 5
     assert sorted(finished) == sorted(a for _, a, _ in launched)
     for t, attempt_id, _ in launched:
-        row = attempt(service.db, attempt_id)
-        assert row.state == AttemptState.SUCCEEDED.value and row.exit_code == 0 and row.ended_at is not None
-        assert task(service.db, t).state == TaskState.SUCCEEDED.value
+        _assert_succeeded(service, t, attempt_id)
 
 
 def test_a_burst_with_one_odd_task_falls_back_to_one_at_a_time(service: Service) -> None:
