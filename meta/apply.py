@@ -19,9 +19,9 @@ from sqlalchemy.orm import Session
 
 from meta import audit
 from meta.durations import utcnow
-from meta.errors import Conflict
+from meta.errors import ConcurrentModification, Conflict
 from meta.leader import Leadership, fence
-from meta.lifecycle import DEFAULT_LEASE_S, attempt_event, create_attempt
+from meta.lifecycle import DEFAULT_LEASE_S, NewAttempt, attempt_event, create_attempt, create_attempts
 from meta.policy.plan import Plan
 from meta.policy.snapshot import NodeShare, NodeState
 from meta.snapshot_source import placement_shares, share_to_json, totals_per_node
@@ -108,11 +108,7 @@ def apply_plan(
     session.add(record)
     session.flush()
     result.cycle_id = record.id
-    ledger = _ledger(session, nodes)
-    for placement in plan.placements:
-        why = _place(session, placement.task_id, placement.shares, ledger, record.id, leadership, lease_s, result)
-        if why:
-            result.skipped[placement.task_id] = why
+    _place_all(session, plan, _ledger(session, nodes), record.id, leadership, lease_s, result)
     for preemption in plan.preemptions:
         if _preempt(session, preemption.attempt_id, preemption.reason, record.id):
             result.preempting.append(preemption.attempt_id)
@@ -132,38 +128,67 @@ def apply_plan(
     return result
 
 
-def _place(
+def _place_all(
     session: Session,
-    task_id: str,
-    shares: Sequence[NodeShare],
+    plan: Plan,
     ledger: NodeLedger,
     cycle_id: int,
     leadership: Leadership,
     lease_s: float,
     result: ApplyResult,
-) -> str:
-    """_place creates one attempt if the task is still pending and the nodes still have room."""
-    task = session.get(Task, task_id)
-    if task is None or task.state != TaskState.PENDING.value:
-        return "task is no longer pending"
-    if not ledger.take(shares):
-        return "capacity changed since the snapshot"
+) -> None:
+    """_place_all creates the attempts of every placement still pending and still fitting.
+
+    All of them with a few statements; if one changed underneath (a cancel, a concurrent
+    creator) nothing of the bulk step stays and each is placed on its own instead.
+    """
+    ids = [p.task_id for p in plan.placements]
+    states = dict(session.execute(select(Task.id, Task.state).where(Task.id.in_(ids))).all()) if ids else {}
+    wanted: list[NewAttempt] = []
+    for placement in plan.placements:
+        if states.get(placement.task_id) != TaskState.PENDING.value:
+            result.skipped[placement.task_id] = "task is no longer pending"
+        elif not ledger.take(placement.shares):
+            result.skipped[placement.task_id] = "capacity changed since the snapshot"
+        else:
+            wanted.append(_new_attempt(placement.task_id, placement.shares))
+    if not wanted:
+        return
+    stimulus = f"cycle:{cycle_id}:place"
+    try:
+        with session.begin_nested():
+            created = create_attempts(session, wanted, stimulus, lease_s=lease_s, epoch=leadership.epoch)
+    except (Conflict, ConcurrentModification, IllegalTransition):
+        created = {}
+        for one in wanted:
+            attempt_id, why = _place(session, one, stimulus, leadership, lease_s)
+            if why:
+                result.skipped[one.task_id] = why
+            else:
+                created[one.task_id] = attempt_id
+    result.created.extend(created.values())
+    session.execute(delete(TaskReason).where(TaskReason.task_id.in_(list(created))))
+
+
+def _new_attempt(task_id: str, shares: Sequence[NodeShare]) -> NewAttempt:
+    """_new_attempt describes the attempt a placement asks for, with the reason its task logs."""
+    nodes = ",".join(sorted({s.node for s in shares}))
+    return NewAttempt(task_id, [share_to_json(s) for s in shares], f"placed on {nodes}")
+
+
+def _place(
+    session: Session, wanted: NewAttempt, stimulus: str, leadership: Leadership, lease_s: float
+) -> tuple[str, str]:
+    """_place creates one attempt (when the bulk step could not): its id, or why it was not made."""
     try:
         with session.begin_nested():
             attempt = create_attempt(
-                session,
-                task_id,
-                f"cycle:{cycle_id}:place",
-                placement=[share_to_json(s) for s in shares],
-                lease_s=lease_s,
-                reason=f"placed on {','.join(sorted({s.node for s in shares}))}",
+                session, wanted.task_id, stimulus, placement=wanted.placement, lease_s=lease_s, reason=wanted.reason
             )
             attempt.epoch = leadership.epoch
-    except (Conflict, IllegalTransition) as exc:
-        return str(exc)
-    result.created.append(attempt.id)
-    session.execute(delete(TaskReason).where(TaskReason.task_id == task_id))
-    return ""
+    except (Conflict, ConcurrentModification, IllegalTransition) as exc:
+        return "", str(exc)
+    return attempt.id, ""
 
 
 def _preempt(session: Session, attempt_id: str, reason: str, cycle_id: int) -> bool:

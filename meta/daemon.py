@@ -286,7 +286,7 @@ class Daemon:
     def _reconcile(self, report: PeriodReport) -> None:
         assert self.leadership is not None
         result = self.reconciler.run(self.leadership)
-        report.slurm_reads += 2
+        report.slurm_reads += result.slurm_reads
         report.reconcile_transitions = result.transitions
         self.metrics.reconcile_transitions.inc(result.transitions)
         self.metrics.orphans.inc(len(result.orphans_cancelled))

@@ -7,6 +7,8 @@ ends the task or — by the job's retry policy — sends it back to pending for 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
@@ -31,6 +33,7 @@ from meta.store.models import Attempt, Job, JobSpecRow, Task, Transition
 from meta.transitions import TransitionResult, transition_attempt, transition_task
 
 DEFAULT_LEASE_S = 300.0
+_LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
 
 _CATEGORY_OF_END = {
     AttemptState.PREEMPTED: FailureCategory.PREEMPTED,
@@ -106,6 +109,80 @@ def create_attempt(
     except IntegrityError as exc:  # the one-live-attempt index caught a concurrent creator
         raise ConcurrentModification(f"task {task_id} got another live attempt concurrently") from exc
     return attempt
+
+
+@dataclass(frozen=True)
+class NewAttempt:
+    """NewAttempt is one placement to turn into an attempt: the task, its shares and why."""
+
+    task_id: str
+    placement: list[dict[str, Any]]
+    reason: str
+
+
+def create_attempts(
+    session: Session,
+    wanted: Sequence[NewAttempt],
+    stimulus_id: str,
+    *,
+    lease_s: float = DEFAULT_LEASE_S,
+    epoch: int = 0,
+    actor: str = "scheduler",
+) -> dict[str, str]:
+    """create_attempts makes ``create_attempt``'s move for many tasks with a few statements.
+
+    Same rows, tokens and log lines as one at a time. Every task must still be pending, without
+    a live attempt and without this stimulus applied, or nothing is created:
+    ``ConcurrentModification`` tells the caller to go one by one. Returns task id -> attempt id.
+    """
+    ids = [w.task_id for w in wanted]
+    tasks = {
+        row.id: row
+        for row in session.execute(
+            select(Task.id, Task.job_id, Task.fencing_counter, Task.attempts_made)
+            .where(Task.id.in_(ids), Task.state == TaskState.PENDING.value)
+            .with_for_update()
+        )
+    }
+    if len(tasks) != len(set(ids)) or len(ids) != len(set(ids)):
+        raise ConcurrentModification("tasks changed before a bulk placement")
+    busy = select(Attempt.task_id).where(Attempt.task_id.in_(ids), Attempt.state.in_(_LIVE)).limit(1)
+    done = select(Transition.entity_id).where(
+        Transition.entity == "task", Transition.entity_id.in_(ids), Transition.stimulus_id == stimulus_id
+    ).limit(1)
+    if session.scalar(busy) is not None or session.scalar(done) is not None:
+        raise ConcurrentModification("a task got an attempt before a bulk placement")
+    now = utcnow()
+    by_reason: dict[str, list[str]] = {}
+    for w in wanted:
+        by_reason.setdefault(w.reason, []).append(w.task_id)
+    counters = {"fencing_counter": Task.fencing_counter + 1, "attempts_made": Task.attempts_made + 1, "not_before": None}
+    for reason, task_ids in by_reason.items():
+        _cas_all(session, Task, task_ids, TaskState.PENDING.value, TaskState.SCHEDULED.value, now,
+                 {"reason": reason, **counters})
+    created = {w.task_id: new_uuid() for w in wanted}
+    rows = [_attempt_row(created[w.task_id], tasks[w.task_id], w, now, lease_s, epoch) for w in wanted]
+    try:
+        with session.begin_nested():
+            session.execute(insert(Attempt), rows)
+    except IntegrityError as exc:  # the one-live-attempt index caught a concurrent creator
+        raise ConcurrentModification("a task got another live attempt concurrently") from exc
+    session.execute(insert(Transition), [
+        _line("task", w.task_id, tasks[w.task_id].job_id, stimulus_id, TaskState.PENDING.value,
+              TaskState.SCHEDULED.value, w.reason, actor, now)
+        for w in wanted
+    ])
+    return created
+
+
+def _attempt_row(attempt_id: str, task: Any, wanted: NewAttempt, now: Any, lease_s: float, epoch: int) -> dict[str, Any]:
+    """_attempt_row is the attempt ``create_attempt`` would add for a task row read just before."""
+    return {
+        "id": attempt_id, "task_id": task.id, "job_id": task.job_id, "number": task.attempts_made + 1,
+        "state": AttemptState.CREATED.value, "version": 1, "fencing_token": task.fencing_counter + 1,
+        "lease_expires_at": now + timedelta(seconds=lease_s), "placement": wanted.placement,
+        "reason": wanted.reason, "epoch": epoch, "created_at": now, "updated_at": now,
+    }
 
 
 def attempt_event(

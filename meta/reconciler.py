@@ -1,7 +1,9 @@
 """Reconciliation (cycle step 7): move attempts by what Slurm reports, never by guesses.
 
-Each period reads Slurm in a fixed number of batched calls — one ``squeue --json`` and one
-``sacct -P`` (sinfo is read by the daemon for the inventory) — however many jobs there are.
+Each period reads Slurm in a fixed number of batched calls — one ``squeue --json`` and, only
+when some live attempt is missing from it, one ``sacct -P`` (sinfo is read by the daemon for the
+inventory) — however many jobs there are. squeue lists ended jobs too for ``MinJobAge``, so in
+a steady period accounting (slurmdbd, the slowest read) has nothing to add and is skipped.
 Jobs are matched to attempts by their tag (``ms-<attempt>`` name and comment), never by Slurm
 job id alone. If a read fails, nothing is concluded: errors are unknowns, not job failures.
 
@@ -86,6 +88,7 @@ class Observation:
     squeue: dict[str, list[Sighting]] = field(default_factory=dict)
     sacct: dict[str, list[Sighting]] = field(default_factory=dict)
     calls: int = 0
+    accounting_read: bool = True  # False: sacct was skipped, so no attempt may be concluded absent
 
     def sightings(self, attempt_id: str) -> list[Sighting]:
         """sightings are the attempt's jobs in squeue, else in sacct."""
@@ -97,6 +100,7 @@ class ReconcileResult:
     """ReconcileResult counts what one reconcile pass did."""
 
     transitions: int = 0
+    slurm_reads: int = 0  # squeue, and sacct when it was needed
     relaunch: list[str] = field(default_factory=list)  # attempts confirmed absent: submit again
     orphans_cancelled: list[str] = field(default_factory=list)
     duplicates_cancelled: list[str] = field(default_factory=list)
@@ -135,12 +139,23 @@ def _index_sacct(records: Iterable[SacctJob]) -> dict[str, list[Sighting]]:
     return index
 
 
-def observe(client: SlurmClient, since: datetime) -> Observation:
-    """observe reads squeue and sacct once each (raises SlurmError if either read fails)."""
+def observe(
+    client: SlurmClient, since: datetime | Callable[[], datetime], live_ids: Iterable[str] | None = None
+) -> Observation:
+    """observe reads squeue, then sacct unless every one of ``live_ids`` is in squeue (None: always).
+
+    Raises SlurmError if a read fails. ``since`` may be a callable: the sacct window is then
+    worked out only when sacct is read.
+    """
     now = utcnow()
-    queue = client.squeue()
-    accounting = client.sacct(since)
-    return Observation(at=now, squeue=_index_squeue(queue), sacct=_index_sacct(accounting), calls=2)
+    observation = Observation(at=now, squeue=_index_squeue(client.squeue()), calls=1)
+    if live_ids is not None and all(attempt_id in observation.squeue for attempt_id in live_ids):
+        observation.accounting_read = False
+        return observation
+    start = since() if callable(since) else since
+    observation.sacct = _index_sacct(client.sacct(start))
+    observation.calls += 1
+    return observation
 
 
 class Reconciler:
@@ -174,8 +189,9 @@ class Reconciler:
 
     def run(self, leadership: Leadership) -> ReconcileResult:
         """run observes Slurm once and applies what it saw; a failed read changes nothing."""
-        observation = observe(self.client, self.since())
-        return self.apply(observation, leadership)
+        with self.db.session() as session:
+            live_ids = list(session.scalars(select(Attempt.id).where(Attempt.state.in_(_LIVE))))
+        return self.apply(observe(self.client, self.since, live_ids), leadership)
 
     def apply(self, observation: Observation, leadership: Leadership) -> ReconcileResult:
         """apply follows every live attempt and cancels orphans, from one observation.
@@ -184,7 +200,7 @@ class Reconciler:
         attempt: a period costs a few commits however many jobs run, and one attempt that lost a
         race (a user cancel at the same moment) is simply looked at again next period.
         """
-        result = ReconcileResult()
+        result = ReconcileResult(slurm_reads=observation.calls)
         with self.db.session() as session:
             live_ids = list(session.scalars(select(Attempt.id).where(Attempt.state.in_(_LIVE))))
         for start in range(0, len(live_ids), _CHUNK):
@@ -197,7 +213,7 @@ class Reconciler:
                     if self._move_together(session, key, stimuli, observation.at, result):
                         done.update(stimuli)
                 for attempt_id in chunk:
-                    if attempt_id not in done:
+                    if attempt_id not in done and self._can_judge(attempt_id, observation):
                         self._follow(session, attempt_id, observation, result)
                 self._renew(session, steady, observation.at)
         self._cancel_orphans(observation, set(live_ids), result)
@@ -251,6 +267,15 @@ class Reconciler:
             return False
         result.transitions += len(stimuli)
         return True
+
+    @staticmethod
+    def _can_judge(attempt_id: str, observation: Observation) -> bool:
+        """_can_judge: an attempt squeue missed is only judged once accounting was read too.
+
+        It went live after the reads were planned (another replica's launch, a relaunch): the
+        next period reads sacct for it rather than concluding "absent" from squeue alone.
+        """
+        return observation.accounting_read or attempt_id in observation.squeue
 
     def _renew(self, session: Session, attempt_ids: list[str], now: datetime) -> None:
         """_renew records a sighting and renews the lease of steady attempts in one statement."""

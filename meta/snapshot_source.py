@@ -31,6 +31,7 @@ from meta.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
 from meta.store.models import Attempt, Checkpoint, Job, JobSpecRow, Task, Tenant, TenantUsage
 
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
+_IN_CHUNK = 1000  # ids per IN (...) list: well under SQLite's bound on bound parameters
 
 
 class SpecCache:
@@ -193,14 +194,16 @@ def build_snapshot(
     moment = now or utcnow()
     jobs: dict[str, Job] = {}
 
+    live = list(session.scalars(select(Attempt).where(Attempt.state.in_(_LIVE))))
+    # the jobs of live attempts (their specs come joined) in one query per chunk, not one per attempt
+    job_ids = sorted({a.job_id for a in live})
+    for start in range(0, len(job_ids), _IN_CHUNK):
+        chunk = job_ids[start : start + _IN_CHUNK]
+        jobs.update((job.id, job) for job in session.scalars(select(Job).where(Job.id.in_(chunk))))
+
     def job_of(job_id: str) -> Job:
-        if job_id not in jobs:
-            found = session.get(Job, job_id)
-            assert found is not None
-            jobs[job_id] = found
         return jobs[job_id]
 
-    live = list(session.scalars(select(Attempt).where(Attempt.state.in_(_LIVE))))
     checkpoints = _last_checkpoints(session, [a.task_id for a in live])
     reservations = tuple(
         reservation(job_of(a.job_id), a, specs.get(session, a.job_id), checkpoints.get(a.task_id)) for a in live

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 
@@ -14,6 +15,12 @@ _RANGE = re.compile(r"^(\d+)(?:-(\d+))?$")
 
 class HostlistError(SlurmParseError):
     """HostlistError is raised for malformed hostlist expressions."""
+
+
+@functools.lru_cache(maxsize=4096)
+def expand_cached(expression: str) -> tuple[str, ...]:
+    """expand_cached is ``expand`` as a tuple, remembered: squeue repeats a few node lists many times."""
+    return tuple(expand(expression))
 
 
 def expand(expression: str) -> list[str]:

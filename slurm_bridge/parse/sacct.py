@@ -129,7 +129,7 @@ def _record(row: dict[str, str]) -> SacctJob:
         signal=signal,
         reservation=row.get("Reservation") or None,
         alloc_tres=parse_tres(row.get("AllocTRES")),
-        nodes=tuple(hostlist.expand(row.get("NodeList", ""))),
+        nodes=hostlist.expand_cached(row.get("NodeList", "")),
         account=row.get("Account", ""),
         start=local_time(row.get("Start", "")),
         end=local_time(row.get("End", "")),

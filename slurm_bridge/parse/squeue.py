@@ -147,7 +147,7 @@ def _job(entry: dict[str, Any]) -> SqueueJob:
         qos=text(entry.get("qos")),
         partition=text(entry.get("partition")),
         nodelist=nodelist,
-        nodes=tuple(hostlist.expand(nodelist)),
+        nodes=hostlist.expand_cached(nodelist),
         tres_alloc=parse_tres(text(entry.get("tres_alloc_str"))),
         tres_per_node=parse_gres(text(entry.get("tres_per_node"))),
         gres_detail=tuple(g for item in entry.get("gres_detail") or () for g in parse_gres(text(item))),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -40,6 +41,9 @@ def split_top_level(value: str, separator: str = ",") -> list[str]:
     return [item.strip() for item in items if item.strip()]
 
 
+# squeue and sacct repeat the same few strings across hundreds of jobs: parse each once. The
+# results are frozen (Tres's dicts are never written after parsing), so sharing them is safe.
+@functools.lru_cache(maxsize=4096)
 def parse_gres(value: str | None) -> tuple[Gres, ...]:
     """parse_gres reads ``gpu:a100:8``, ``gpu:8``, ``gres:gpu:a100:2`` or ``gpu:t4:2(IDX:0-1)``."""
     if value is None or value.strip() in _EMPTY:
@@ -104,6 +108,7 @@ class Tres:
         return next(iter(self.gpus_by_type)) if len(self.gpus_by_type) == 1 else None
 
 
+@functools.lru_cache(maxsize=4096)
 def parse_tres(value: str | None) -> Tres:
     """parse_tres reads ``cpu=1,mem=2000M,node=1,billing=1,gres/gpu=2,gres/gpu:a100=2``."""
     if value is None or value.strip() in _EMPTY:

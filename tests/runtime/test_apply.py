@@ -212,3 +212,69 @@ def test_stale_leadership_commits_nothing(service: Service) -> None:
         assert session.scalar(select(func.count()).select_from(Attempt).where(Attempt.task_id == t1)) == 0
     assert attempt(db, victim).state == AttemptState.RUNNING.value
     assert task(db, t1).state == TaskState.PENDING.value
+
+
+def _placement_record(db: Database, task_id: str) -> tuple:
+    """_placement_record is what placing a task wrote: attempt fields, task fields and its log line."""
+    from meta.store.models import Task, Transition
+
+    (row,) = attempts_of(db, task_id)
+    with db.session() as session:
+        t = session.get(Task, task_id)
+        line = session.scalars(
+            select(Transition).where(Transition.entity == "task", Transition.entity_id == task_id, Transition.to_state == "scheduled")
+        ).one()
+        task_fields = (t.state, t.fencing_counter, t.attempts_made, t.reason, t.not_before)
+        log = (line.from_state, line.to_state, line.reason, line.actor, line.stimulus_id.split(":")[-1])
+    attempt_fields = (row.state, row.number, row.fencing_token, row.epoch, row.placement, row.reason)
+    return attempt_fields, task_fields, log
+
+
+@pytest.mark.parametrize("bulk", [True, False], ids=["bulk", "one-by-one"])
+def test_a_burst_of_placements_writes_what_one_at_a_time_writes(
+    service: Service, monkeypatch: pytest.MonkeyPatch, bulk: bool
+) -> None:
+    import meta.apply
+    from meta.errors import ConcurrentModification
+
+    db = service.db
+    leadership = lead(db)
+    job, (retried,) = submit(service, training("retried"))
+    first = place(db, retried, [share("node2")], AttemptState.RUNNING)
+    with db.session() as session:  # an earlier attempt was lost: the task is pending again
+        from meta.lifecycle import attempt_event
+
+        attempt_event(session, first, AttemptState.LOST, "test:lost", actor="test")
+    assert task(db, retried).state == TaskState.PENDING.value
+    other, (fresh,) = submit(service, training("fresh"))
+    if not bulk:  # the bulk step fails (as on a concurrent change): every task is placed on its own
+        def refuse(*args, **kwargs):
+            raise ConcurrentModification("injected")
+
+        monkeypatch.setattr(meta.apply, "create_attempts", refuse)
+    plan = Plan(placements=[Placement(retried, job, (_share("node1"),)), Placement(fresh, other, (_share("node2"),))])
+    result = _apply(db, plan, leadership)
+    assert len(result.created) == 2 and not result.skipped
+    assert [attempt(db, a).task_id for a in result.created] == [retried, fresh]
+    node1 = [share_to_json(_share("node1"))]
+    retried_attempt = [a for a in attempts_of(db, retried) if a.state == AttemptState.CREATED.value]
+    assert len(retried_attempt) == 1 and retried_attempt[0].number == 2 and retried_attempt[0].fencing_token == 2
+    assert _placement_record(db, fresh) == (
+        ("created", 1, 1, leadership.epoch, [share_to_json(_share("node2"))], "placed on node2"),
+        ("scheduled", 1, 1, "placed on node2", None),
+        ("pending", "scheduled", "placed on node2", "scheduler", "place"),
+    )
+    assert retried_attempt[0].placement == node1 and retried_attempt[0].epoch == leadership.epoch
+
+
+def test_bulk_placement_refuses_a_task_that_is_no_longer_pending(service: Service) -> None:
+    from meta.errors import ConcurrentModification
+    from meta.lifecycle import NewAttempt, create_attempts
+
+    db = service.db
+    _, (t1,) = submit(service, training("a"))
+    _, (t2,) = submit(service, training("b"))
+    place(db, t2, [share("node2")], AttemptState.RUNNING)
+    with db.session() as session, pytest.raises(ConcurrentModification):
+        create_attempts(session, [NewAttempt(t1, [], "x"), NewAttempt(t2, [], "x")], "test:bulk")
+    assert attempts_of(db, t1) == [] and task(db, t1).state == TaskState.PENDING.value

@@ -289,16 +289,37 @@ def test_one_task_preempts_only_as_much_as_it_needs(service: Service, tmp_path: 
     assert len(stopping) == 1, "one 8-GPU task needs exactly one 8-GPU victim"
 
 
-@pytest.mark.parametrize("which", ["squeue", "sacct"])
-def test_unreadable_slurm_ends_the_period_without_scheduling(service: Service, tmp_path: Path, which: str) -> None:
+def test_unreadable_squeue_ends_the_period_without_scheduling(service: Service, tmp_path: Path) -> None:
     fake = FakeSlurm()
     daemon = _daemon(service, fake, tmp_path)
     job = service.submit(evaluation()).job.id
-    setattr(fake, f"{which}_fault", TRANSIENT_ERROR)
+    fake.squeue_fault = TRANSIENT_ERROR
     report = daemon.period()
     assert report.error.startswith("slurm:") and report.placed == 0
     assert _attempts(service) == [] and fake.calls["submit"] == 0
-    setattr(fake, f"{which}_fault", None)
+    fake.squeue_fault = None
+    _run(service, daemon, fake, [job])
+    assert service.status(job).state == JobState.SUCCEEDED
+
+
+def test_sacct_is_read_only_when_squeue_misses_a_live_attempt(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm()
+    daemon = _daemon(service, fake, tmp_path)
+    job = service.submit(evaluation()).job.id
+    assert daemon.period().error == ""  # placed and launched
+    fake.advance()
+    calls = fake.calls["sacct"]
+    report = daemon.period()  # the job is in squeue: accounting has nothing to add
+    assert report.error == "" and fake.calls["sacct"] == calls and report.slurm_reads == 2  # sinfo + squeue
+    (attempt,) = _attempts(service)
+    slurm_job = fake.job_of(attempt.id)
+    fake.finish(slurm_job.job_id)
+    slurm_job.in_squeue = False  # aged out of squeue (MinJobAge): only slurmdbd still knows it
+    fake.sacct_fault = TRANSIENT_ERROR
+    report = daemon.period()
+    assert report.error.startswith("slurm:") and fake.calls["sacct"] == calls + 1
+    assert service.status(job).state != JobState.SUCCEEDED  # nothing concluded from a failed read
+    fake.sacct_fault = None
     _run(service, daemon, fake, [job])
     assert service.status(job).state == JobState.SUCCEEDED
 

@@ -226,6 +226,22 @@ def test_launching_without_an_id_past_the_window_becomes_unknown_and_relaunches(
     assert attempt(service.db, attempt_id).state == AttemptState.LAUNCH_UNKNOWN.value
 
 
+def test_attempt_that_went_live_after_a_squeue_only_read_is_not_judged(service: Service) -> None:
+    fake = FakeSlurm()
+    leadership = lead(service.db)
+    reconciler = Reconciler(service.db, fake, SETTINGS)
+    observation = observe(fake, reconciler.since, live_ids=[])  # nothing live: sacct is skipped
+    assert not observation.accounting_read and fake.calls["sacct"] == 0
+    _, (t,) = submit(service, training())
+    attempt_id = place(service.db, t, state=AttemptState.LAUNCHING)  # live only after the reads
+    late = dataclasses.replace(observation, at=observation.at + timedelta(seconds=SETTINGS.unknown_window_s + 1))
+    result = reconciler.apply(late, leadership)
+    assert result.relaunch == [] and result.slurm_reads == 1
+    assert attempt(service.db, attempt_id).state == AttemptState.LAUNCHING.value
+    judged, _ = _reconcile(service, fake, leadership, later_s=SETTINGS.unknown_window_s + 1)
+    assert judged.relaunch == [attempt_id]  # once sacct was read too, the absence is confirmed
+
+
 def test_launched_attempt_unseen_past_lost_grace_is_lost(service: Service) -> None:
     fake = FakeSlurm()
     leadership = lead(service.db)
