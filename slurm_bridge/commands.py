@@ -27,7 +27,7 @@ from slurm_bridge.parse.scontrol import (
 )
 from slurm_bridge.parse.sdiag import Sdiag, parse_sdiag
 from slurm_bridge.parse.sinfo import SinfoNode, parse_sinfo_json
-from slurm_bridge.parse.squeue import SqueueJob, parse_squeue_json
+from slurm_bridge.parse.squeue import SqueueJob, parse_squeue_text, squeue_format_args
 from slurm_bridge.parse.topology import Switch, parse_topology
 from slurm_bridge.runner import CommandRunner
 
@@ -108,8 +108,8 @@ class CliSlurmClient:
                 raise
 
     def squeue(self) -> list[SqueueJob]:
-        """squeue runs ``squeue --json`` (22.05 ignores -j/-t/-p with --json)."""
-        return self.runner.run_parsed("squeue", ["--json"], parse_squeue_json, timeout_s=self.timeouts.read)
+        """squeue lists every job slurmctld holds as ``--Format`` fields (not ``--json``: see parse.squeue)."""
+        return self.runner.run_parsed("squeue", squeue_format_args(), parse_squeue_text, timeout_s=self.timeouts.read)
 
     def sinfo(self) -> list[SinfoNode]:
         """sinfo runs ``sinfo --json``; nodes are deduplicated by the parser."""

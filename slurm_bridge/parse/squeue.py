@@ -1,8 +1,15 @@
-"""Parse ``squeue --json`` (openapi v0.0.38 on Slurm 22.05; later shapes tolerated)."""
+"""Parse squeue: ``--Format`` text (what the daemon reads) and ``--json`` (openapi v0.0.38 on 22.05).
+
+The daemon reads the text form. 22.05's ``--json`` ignores every filter and renders every job
+slurmctld still holds (ended ones too, for ``MinJobAge``): with 3,400 jobs in memory it took
+0.39 s and 15 MB per call against 0.03 s for the same jobs as ``--Format`` fields. The JSON
+parser stays for captured documents and as the reference the text parser is tested against.
+"""
 
 from __future__ import annotations
 
 import json
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -11,7 +18,7 @@ from typing import Any
 from slurm_bridge import hostlist
 from slurm_bridge.errors import SlurmParseError, SlurmTransient
 from slurm_bridge.parse.tres import Gres, Tres, parse_gres, parse_tres
-from slurm_bridge.parse.values import epoch, number, text, wait_status
+from slurm_bridge.parse.values import epoch, local_time, number, text, wait_status
 from slurm_bridge.states import Observed, base_state, map_state
 from slurm_bridge.tags import AttemptTag, parse_tag
 
@@ -63,6 +70,90 @@ def parse_squeue_json(payload: str | bytes) -> list[SqueueJob]:
     """parse_squeue_json reads the ``jobs`` list of ``squeue --json`` output."""
     jobs = _jobs_list(_load(payload, "squeue --json"))
     return [_job(entry) for entry in jobs]
+
+
+log = logging.getLogger("metasched.slurm")
+
+# ``squeue --Format`` field names (22.05), in the order parse_squeue_text reads them. Each field
+# ends with the unit separator (0x1f): job names and comments may hold '|', ',' or spaces.
+SQUEUE_FIELDS = (
+    "JobID", "Name", "Comment", "State", "Account", "QOS", "Partition", "NodeList", "tres-alloc",
+    "tres-per-node", "Exit_Code", "HetJobID", "HetJobOffset", "ArrayJobID", "ArrayTaskID",
+    "Reservation", "Reason", "RestartCnt", "SubmitTime", "StartTime", "EndTime", "UserName",
+    "PriorityLong",
+)  # fmt: skip
+FIELD_END = "\x1f"
+
+
+def squeue_format_args() -> list[str]:
+    """squeue_format_args asks for every job slurmctld holds (ended ones too) as SQUEUE_FIELDS."""
+    return ["--noheader", "--states=all", "--Format=" + ",".join(f"{name}:{FIELD_END}" for name in SQUEUE_FIELDS)]
+
+
+def parse_squeue_text(payload: str) -> list[SqueueJob]:
+    """parse_squeue_text reads ``squeue --Format`` output in SQUEUE_FIELDS order.
+
+    A line that does not parse is logged and skipped: one odd foreign job must not blind the
+    reconciler (an attempt squeue misses is looked up in sacct). Output of which no line parses
+    is not an empty queue but something else entirely, and raises.
+    """
+    jobs = []
+    lines = [line for line in payload.splitlines() if line.strip()]
+    for number_, line in enumerate(lines, 1):
+        parts = line.split(FIELD_END)
+        if parts[-1].strip() == "":
+            parts.pop()
+        try:
+            if len(parts) != len(SQUEUE_FIELDS):
+                raise SlurmParseError(f"expected {len(SQUEUE_FIELDS)} fields, got {len(parts)}")
+            jobs.append(_text_job(dict(zip(SQUEUE_FIELDS, parts, strict=True))))
+        except SlurmParseError as error:
+            log.warning("skipping unparseable squeue line %d: %s: %r", number_, error, line[:200])
+    if lines and not jobs:
+        raise SlurmParseError(f"squeue: none of {len(lines)} lines is a job: {lines[0][:200]!r}")
+    return jobs
+
+
+def _text_job(row: dict[str, str]) -> SqueueJob:
+    """_text_job builds one SqueueJob from named ``--Format`` fields (gres_detail is JSON-only)."""
+    job_id = number(row["JobID"])
+    if job_id is None:
+        raise SlurmParseError(f"bad JobID {row['JobID']!r}")
+    raw = number(row["Exit_Code"])
+    code, signal = wait_status(raw) if raw is not None else (None, None)
+    het_id = number(row["HetJobID"])
+    array_task = number(row["ArrayTaskID"])
+    nodelist = text(row["NodeList"])
+    return SqueueJob(
+        job_id=job_id,
+        name=text(row["Name"]),
+        comment=text(row["Comment"]),
+        state=_state(row["State"]),
+        account=text(row["Account"]),
+        qos=text(row["QOS"]),
+        partition=text(row["Partition"]),
+        nodelist=nodelist,
+        nodes=hostlist.expand_cached(nodelist),
+        tres_alloc=parse_tres(text(row["tres-alloc"])),
+        tres_per_node=parse_gres(text(row["tres-per-node"])),
+        gres_detail=(),
+        raw_exit_status=raw,
+        exit_code=code,
+        signal=signal,
+        het_job_id=het_id,
+        het_job_offset=number(row["HetJobOffset"]) if het_id else None,
+        # squeue prints a job's own id as ArrayJobID when it is not part of an array
+        array_job_id=number(row["ArrayJobID"]) if array_task is not None else None,
+        array_task_id=array_task,
+        reservation=text(row["Reservation"]) or None,
+        state_reason=text(row["Reason"]),
+        restart_count=number(row["RestartCnt"], 0) or 0,
+        submit_time=local_time(row["SubmitTime"]),
+        start_time=local_time(row["StartTime"]),
+        end_time=local_time(row["EndTime"]),
+        user_name=text(row["UserName"]),
+        priority=number(row["PriorityLong"]),
+    )
 
 
 def metasched_jobs(jobs: Iterable[SqueueJob]) -> list[SqueueJob]:

@@ -8,7 +8,7 @@ from typing import Any
 
 from slurm_bridge.errors import SlurmParseError
 
-_UNSET_TIMES = {"", "Unknown", "None", "N/A", "(null)", "0"}
+_UNSET_TIMES = {"", "Unknown", "None", "NONE", "N/A", "(null)", "0"}  # NONE: squeue's EndTime of a job without a time limit
 _ELAPSED = re.compile(r"^(?:(\d+)-)?(?:(\d+):)?(\d+):(\d+)(?:\.\d+)?$")
 
 

@@ -257,6 +257,44 @@ def test_het_job_roles_run_as_components(client, tmp_path):
     assert "role=trainer" in output and "role=evaluator" in output
 
 
+def _reconciler_view(job) -> tuple:
+    """_reconciler_view is what the reconciler and the tests read of one squeue job."""
+    return (
+        job.job_id, job.name, job.comment, job.state, job.exit_code, job.signal, job.nodes, job.het_job_id,
+        job.het_job_offset, job.array_job_id, job.array_task_id, job.tres_alloc.cpus, job.tres_alloc.gpus,
+        job.account, job.partition, job.start_time, job.end_time, job.tag,
+    )
+
+
+def test_squeue_text_read_agrees_with_squeue_json():
+    import json
+    import subprocess
+
+    from slurm_bridge.parse.squeue import parse_squeue_json
+
+    base = ["sbatch", "--parsable", "-A", "tenant-a", "-c1", "--mem=100M", "-o", "/dev/null"]
+    odd = base + ["-J", "a|b c,d", "--comment", "x|y,z", "--array=1-2", "--wrap", "exit 3"]
+    het = base + ["-J", "het", "--wrap", "true", ":", "-c1", "--mem=100M"]
+    ids = [int(subprocess.run(argv, check=True, capture_output=True, text=True).stdout.split(";")[0].split("+")[0])
+           for argv in (odd, het)]
+    client = CliSlurmClient()
+
+    def ended():
+        mine = [j for j in client.squeue() if ids[0] in (j.job_id, j.array_job_id) or j.het_job_id == ids[1]]
+        return mine if len(mine) == 4 and all(j.observed.terminal for j in mine) else None
+
+    text_jobs = {j.job_id: j for j in wait_for(ended, "the array and het job to end")}
+    document = subprocess.run(["squeue", "--json"], check=True, capture_output=True, text=True).stdout
+    json_jobs = {j.job_id: j for j in parse_squeue_json(document) if j.job_id in text_jobs}
+    assert json_jobs.keys() == text_jobs.keys()
+    for job_id, job in text_jobs.items():
+        assert _reconciler_view(job) == _reconciler_view(json_jobs[job_id])
+    array_tasks = [j for j in text_jobs.values() if j.array_job_id == ids[0]]
+    assert sorted(j.array_task_id for j in array_tasks) == [1, 2]
+    assert all((j.name, j.comment, j.exit_code) == ("a|b c,d", "x|y,z", 3) for j in array_tasks)
+    assert json.loads(document)  # the reference was a real document, not an error stub
+
+
 def test_unknown_outcome_is_resolved_by_lookup(client, tmp_path):
     faulty = FaultInjectingClient(client)
     faulty.inject("submit", FaultKind.TIMEOUT_AFTER)
@@ -346,4 +384,4 @@ def test_unreachable_controller_and_slurmdbd_are_transient(unreachable_client, t
     with pytest.raises(SlurmTransient, match="Unable to contact slurm controller"):
         unreachable_client.submit(render(launch(tmp_path, "true")))
     with pytest.raises(SlurmTransient):
-        unreachable_client.squeue()  # exits 0 with an errors entry: never "no jobs"
+        unreachable_client.squeue()  # a failed read, never "no jobs"
