@@ -9,7 +9,7 @@ Modules, one concept each:
 - ``client``: the ``SlurmClient`` protocol; ``commands.CliSlurmClient`` is the default implementation.
 - ``faults``: ``FaultInjectingClient`` for tests (drop, reject, timeout before / after delegating).
 - ``pyslurm_adapter``: optional stub; refuses unless a matching pyslurm is importable.
-- ``parse.*``: pure parsers (squeue/sinfo ``--json``, ``sacct -P``, ``scontrol -o``, topology, sdiag).
+- ``parse.*``: pure parsers (squeue ``--Format`` text and ``--json``, sinfo ``--json``, ``sacct -P``, ``scontrol -o``, topology, sdiag).
 - ``hostlist``: ``a100n[1-2],t4n1`` expand / compress.
 - ``states``: Slurm job state -> ``Outcome`` + ``FailureCategory``; ``observe``: group by attempt.
 - ``inventory``: sinfo + topology -> ``NodeState``s, inventory version, ``NodeUsage``.

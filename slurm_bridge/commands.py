@@ -1,8 +1,8 @@
 """CliSlurmClient: the default SlurmClient, built on the Slurm command-line tools.
 
-Reads use the forms that work on 22.05: ``squeue --json`` and ``sinfo --json`` (filters are
-ignored there, so none are passed), ``sacct -P`` text (its JSON loses exit codes),
-``scontrol -o`` key=value lines.
+Reads use the forms that work on 22.05: ``squeue --Format`` fields (``--json`` renders every
+job in memory and ignores filters: far slower, see parse.squeue), ``sinfo --json``, ``sacct -P``
+text (its JSON loses exit codes), ``scontrol -o`` key=value lines.
 """
 
 from __future__ import annotations

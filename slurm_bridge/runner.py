@@ -110,7 +110,7 @@ class CommandRunner:
     ) -> T:
         """run_parsed runs a read and parses stdout; a parse failure is the outcome the observer sees.
 
-        ``squeue --json`` exits 0 when the controller is down and only the parser notices, so
+        ``sinfo --json`` exits 0 when the controller is down and only the parser notices, so
         the call must not be counted as "ok".
         """
         return self._call(command, args, timeout_s, None, False, parse)[1]

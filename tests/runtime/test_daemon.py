@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from meta.daemon import Daemon, DaemonConfig
+from meta.daemon import Daemon, DaemonConfig, PeriodReport
 from meta.durations import utcnow
 from meta.invariants import (
     check_i2_slurm_matches_attempts,
@@ -289,15 +289,21 @@ def test_one_task_preempts_only_as_much_as_it_needs(service: Service, tmp_path: 
     assert len(stopping) == 1, "one 8-GPU task needs exactly one 8-GPU victim"
 
 
+def _failed_period(daemon: Daemon, fake: FakeSlurm, fault: str) -> PeriodReport:
+    """_failed_period runs one period with a Slurm read failing (``fault`` of FakeSlurm), then heals it."""
+    setattr(fake, fault, TRANSIENT_ERROR)
+    report = daemon.period()
+    setattr(fake, fault, None)
+    assert report.error.startswith("slurm:"), report
+    return report
+
+
 def test_unreadable_squeue_ends_the_period_without_scheduling(service: Service, tmp_path: Path) -> None:
     fake = FakeSlurm()
     daemon = _daemon(service, fake, tmp_path)
     job = service.submit(evaluation()).job.id
-    fake.squeue_fault = TRANSIENT_ERROR
-    report = daemon.period()
-    assert report.error.startswith("slurm:") and report.placed == 0
-    assert _attempts(service) == [] and fake.calls["submit"] == 0
-    fake.squeue_fault = None
+    report = _failed_period(daemon, fake, "squeue_fault")
+    assert report.placed == 0 and _attempts(service) == [] and fake.calls["submit"] == 0
     _run(service, daemon, fake, [job])
     assert service.status(job).state == JobState.SUCCEEDED
 
@@ -315,11 +321,9 @@ def test_sacct_is_read_only_when_squeue_misses_a_live_attempt(service: Service, 
     slurm_job = fake.job_of(attempt.id)
     fake.finish(slurm_job.job_id)
     slurm_job.in_squeue = False  # aged out of squeue (MinJobAge): only slurmdbd still knows it
-    fake.sacct_fault = TRANSIENT_ERROR
-    report = daemon.period()
-    assert report.error.startswith("slurm:") and fake.calls["sacct"] == calls + 1
+    _failed_period(daemon, fake, "sacct_fault")
+    assert fake.calls["sacct"] == calls + 1
     assert service.status(job).state != JobState.SUCCEEDED  # nothing concluded from a failed read
-    fake.sacct_fault = None
     _run(service, daemon, fake, [job])
     assert service.status(job).state == JobState.SUCCEEDED
 

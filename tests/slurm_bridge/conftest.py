@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import sys
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,14 @@ from tests.cluster_gate import cluster_required, require_cluster  # noqa: E402
 FIXTURES = REPO / "tests" / "fixtures" / "slurm"
 REFERENCE = FIXTURES / "reference"
 GOLDEN = REPO / "tests" / "golden" / "sbatch"
+
+
+def jobs_by_name(jobs: Iterable[Any]) -> dict[str, list[Any]]:
+    """jobs_by_name groups parsed squeue jobs by name, in job-id order (ids change on re-capture)."""
+    grouped: dict[str, list[Any]] = {}
+    for job in sorted(jobs, key=lambda j: j.job_id):
+        grouped.setdefault(job.name, []).append(job)
+    return grouped
 
 
 def _captured(name: str) -> Path:

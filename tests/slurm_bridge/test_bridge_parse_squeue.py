@@ -7,15 +7,13 @@ import pytest
 from slurm_bridge.errors import SlurmParseError, SlurmTransient
 from slurm_bridge.parse.squeue import metasched_jobs, parse_squeue_json
 from slurm_bridge.states import FailureCategory, Outcome
+from tests.slurm_bridge.conftest import jobs_by_name
 
 
 @pytest.fixture
 def jobs(captured):
-    """jobs maps job name to its latest squeue entry (ids change whenever fixtures are re-captured)."""
-    by_name = {}
-    for job in sorted(parse_squeue_json(captured("squeue.json").read_text()), key=lambda j: j.job_id):
-        by_name.setdefault(job.name, []).append(job)
-    return by_name
+    """jobs maps job name to its squeue entries in job-id order."""
+    return jobs_by_name(parse_squeue_json(captured("squeue.json").read_text()))
 
 
 def test_exit_three_is_a_user_error(jobs):

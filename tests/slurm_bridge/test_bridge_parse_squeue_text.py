@@ -5,15 +5,13 @@ import pytest
 from slurm_bridge.errors import SlurmParseError
 from slurm_bridge.parse.squeue import FIELD_END, SQUEUE_FIELDS, parse_squeue_text, squeue_format_args
 from slurm_bridge.states import FailureCategory, Outcome
+from tests.slurm_bridge.conftest import jobs_by_name
 
 
 @pytest.fixture
 def jobs(captured):
     """jobs maps job name to its squeue entries in job-id order."""
-    by_name = {}
-    for job in sorted(parse_squeue_text(captured("squeue.txt").read_text()), key=lambda j: j.job_id):
-        by_name.setdefault(job.name, []).append(job)
-    return by_name
+    return jobs_by_name(parse_squeue_text(captured("squeue.txt").read_text()))
 
 
 def test_every_captured_line_is_a_job(captured):
