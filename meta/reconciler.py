@@ -1,6 +1,6 @@
 """Reconciliation (cycle step 7): move attempts by what Slurm reports, never by guesses.
 
-Each period reads Slurm in a fixed number of batched calls — one ``squeue --json`` and, only
+Each period reads Slurm in a fixed number of batched calls — one ``squeue`` and, only
 when some live attempt is missing from it, one ``sacct -P`` (sinfo is read by the daemon for the
 inventory) — however many jobs there are. squeue lists ended jobs too for ``MinJobAge``, so in
 a steady period accounting (slurmdbd, the slowest read) has nothing to add and is skipped.
@@ -189,9 +189,7 @@ class Reconciler:
 
     def run(self, leadership: Leadership) -> ReconcileResult:
         """run observes Slurm once and applies what it saw; a failed read changes nothing."""
-        with self.db.session() as session:
-            live_ids = list(session.scalars(select(Attempt.id).where(Attempt.state.in_(_LIVE))))
-        return self.apply(observe(self.client, self.since, live_ids), leadership)
+        return self.apply(observe(self.client, self.since, self._live_ids()), leadership)
 
     def apply(self, observation: Observation, leadership: Leadership) -> ReconcileResult:
         """apply follows every live attempt and cancels orphans, from one observation.
@@ -201,8 +199,7 @@ class Reconciler:
         race (a user cancel at the same moment) is simply looked at again next period.
         """
         result = ReconcileResult(slurm_reads=observation.calls)
-        with self.db.session() as session:
-            live_ids = list(session.scalars(select(Attempt.id).where(Attempt.state.in_(_LIVE))))
+        live_ids = self._live_ids()  # read again: the observation may be older than this call
         for start in range(0, len(live_ids), _CHUNK):
             with self.db.session() as session:
                 fence(session, leadership)
@@ -267,6 +264,11 @@ class Reconciler:
             return False
         result.transitions += len(stimuli)
         return True
+
+    def _live_ids(self) -> list[str]:
+        """_live_ids are the attempts whose Slurm job metasched follows, read now."""
+        with self.db.session() as session:
+            return list(session.scalars(select(Attempt.id).where(Attempt.state.in_(_LIVE))))
 
     @staticmethod
     def _can_judge(attempt_id: str, observation: Observation) -> bool:
@@ -464,8 +466,7 @@ class Reconciler:
 
     def _cancel_orphans(self, observation: Observation, live_ids: set[str], result: ReconcileResult) -> None:
         """_cancel_orphans cancels active metasched-tagged jobs whose attempt is not live (I2)."""
-        with self.db.session() as session:
-            still_live = set(session.scalars(select(Attempt.id).where(Attempt.state.in_(_LIVE))))
+        still_live = set(self._live_ids())
         for attempt_id, sightings in observation.squeue.items():
             if attempt_id in live_ids or attempt_id in still_live:
                 continue

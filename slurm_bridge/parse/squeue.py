@@ -99,7 +99,7 @@ def parse_squeue_text(payload: str) -> list[SqueueJob]:
     """
     jobs = []
     lines = [line for line in payload.splitlines() if line.strip()]
-    for number_, line in enumerate(lines, 1):
+    for line_no, line in enumerate(lines, 1):
         parts = line.split(FIELD_END)
         if parts[-1].strip() == "":
             parts.pop()
@@ -108,7 +108,7 @@ def parse_squeue_text(payload: str) -> list[SqueueJob]:
                 raise SlurmParseError(f"expected {len(SQUEUE_FIELDS)} fields, got {len(parts)}")
             jobs.append(_text_job(dict(zip(SQUEUE_FIELDS, parts, strict=True))))
         except SlurmParseError as error:
-            log.warning("skipping unparseable squeue line %d: %s: %r", number_, error, line[:200])
+            log.warning("skipping unparseable squeue line %d: %s: %r", line_no, error, line[:200])
     if lines and not jobs:
         raise SlurmParseError(f"squeue: none of {len(lines)} lines is a job: {lines[0][:200]!r}")
     return jobs

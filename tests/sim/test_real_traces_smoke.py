@@ -23,7 +23,7 @@ CASES = [
 def test_first_jobs_run_to_completion(trace, cluster, scale, policy):
     path = TRACES / trace
     if not path.is_file():
-        pytest.skip(f"{path} not available")
+        pytest.skip(f"{path} not available: the shared traces folder is not beside this checkout")
     config = SimConfig(cycle_interval_s=60, strict=True)  # an invalid plan raises
     outcome = run(RunSpec(trace=path, cluster=cluster, policy=policy, scale=scale, max_jobs=300, config=config))
     jobs = outcome.report["metrics"]["jobs"]
