@@ -10,19 +10,12 @@ import random
 import statistics
 import time
 
+from meta.model.kinds import JobKind, Topology
+from meta.model.nodes import NodeState
+from meta.model.resources import ResourceVector
 from meta.policy.config import SchedulerConfig
 from meta.policy.scheduler import schedule
-from meta.policy.snapshot import (
-    JobKind,
-    NodeShare,
-    NodeState,
-    PendingTask,
-    Reservation,
-    Snapshot,
-    TenantState,
-    Topology,
-)
-from meta.resources import ResourceVector
+from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot, TenantState
 
 GPU_TYPES = (("h100", 8, 96), ("a100", 8, 64), ("l40s", 4, 48), ("t4", 4, 32))  # type, GPUs, cpus
 NODES_PER_LEAF = 16

@@ -42,12 +42,12 @@ from sqlalchemy import func, select, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from meta.daemon import Daemon, DaemonConfig  # noqa: E402
-from meta.launch_plan import LaunchSettings  # noqa: E402
-from meta.reconciler import ReconcileSettings  # noqa: E402
-from meta.service import Service  # noqa: E402
-from meta.spec import spec_from_dict  # noqa: E402
-from meta.states import LIVE_ATTEMPT_STATES, JobState, TaskState  # noqa: E402
+from meta.cycle.daemon import Daemon, DaemonConfig  # noqa: E402
+from meta.cycle.launch_plan import LaunchSettings  # noqa: E402
+from meta.cycle.reconcile import ReconcileSettings  # noqa: E402
+from meta.model.spec import spec_from_dict  # noqa: E402
+from meta.model.states import LIVE_ATTEMPT_STATES, JobState, TaskState  # noqa: E402
+from meta.service.api import Service  # noqa: E402
 from meta.store.db import Database  # noqa: E402
 from meta.store.migrate import upgrade  # noqa: E402
 from meta.store.models import Attempt, Job, Task  # noqa: E402

@@ -21,9 +21,9 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from meta.reconciler import Reconciler, ReconcileSettings, observe  # noqa: E402
-from meta.service import Service  # noqa: E402
-from meta.states import AttemptState  # noqa: E402
+from meta.cycle.reconcile import Reconciler, ReconcileSettings, observe  # noqa: E402
+from meta.model.states import AttemptState  # noqa: E402
+from meta.service.api import Service  # noqa: E402
 from meta.store.db import Database  # noqa: E402
 from meta.store.migrate import upgrade  # noqa: E402
 from meta.store.models import Attempt  # noqa: E402

@@ -6,8 +6,8 @@ from datetime import datetime
 
 from sqlalchemy.orm import Session
 
-from meta.errors import NotFound, StaleFencingToken
-from meta.lifecycle import live_attempt
+from meta.model.errors import NotFound, StaleFencingToken
+from meta.store.lifecycle import live_attempt
 from meta.store.models import Attempt
 
 

@@ -22,9 +22,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from checkpoint.fencing import current_attempt
-from meta.durations import utcnow
-from meta.errors import Conflict, InvalidRequest, NotFound
-from meta.states import LIVE_ATTEMPT_STATES
+from meta.model.durations import utcnow
+from meta.model.errors import Conflict, InvalidRequest, NotFound
+from meta.model.states import LIVE_ATTEMPT_STATES
 from meta.store.models import Attempt, Job, PartitionCommit, Task
 
 STAGING = "_attempts"

@@ -13,8 +13,8 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from checkpoint.fencing import current_attempt
-from meta.durations import utcnow
-from meta.errors import InvalidRequest
+from meta.model.durations import utcnow
+from meta.model.errors import InvalidRequest
 from meta.store.models import Checkpoint
 
 

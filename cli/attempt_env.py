@@ -6,7 +6,7 @@ import os
 
 import click
 
-from meta.errors import InvalidRequest
+from meta.model.errors import InvalidRequest
 
 
 def attempt_identity(attempt: str | None, token: int | None) -> tuple[str, int]:

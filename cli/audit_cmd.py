@@ -7,8 +7,8 @@ import click
 from cli.context import CliState, pass_state
 from cli.errors import handle_errors
 from cli.output import echo_json, echo_table, short_time
-from meta import audit
-from meta.durations import parse_instant
+from meta.model.durations import parse_instant
+from meta.store import audit
 
 
 @click.command(name="audit")

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 import click
 
-from meta.service import Service
+from meta.service.api import Service
 from tenants.identity import Principal, local_principal
 
 

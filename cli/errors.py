@@ -12,9 +12,9 @@ from typing import Any, TypeVar
 import click
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
-from meta.errors import MetaschedError
-from meta.spec import SpecError
-from meta.states import IllegalTransition
+from meta.model.errors import MetaschedError
+from meta.model.spec import SpecError
+from meta.model.states import IllegalTransition
 from meta.store.db import DatabaseURLError
 
 F = TypeVar("F", bound=Callable[..., Any])

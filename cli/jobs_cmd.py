@@ -7,9 +7,9 @@ import click
 from cli.context import CliState, pass_state
 from cli.errors import handle_errors
 from cli.output import echo_json, echo_table, short_time
-from meta.spec import load_spec_file
-from meta.states import JobState
-from meta.views import JobStatus, JobSummary
+from meta.model.spec import load_spec_file
+from meta.model.states import JobState
+from meta.service.views import JobStatus, JobSummary
 
 
 def _tasks_text(summary: JobSummary) -> str:

@@ -2,7 +2,7 @@
 
 It reads the script's ``#SBATCH`` block and the command line with sbatch's precedence
 (``cli.sbatch_options``), translates them into a JobSpec (``cli.sbatch_translate``), and submits
-it through ``meta.service.Service``. Output is sbatch's: ``Submitted batch job <id>``, or just
+it through ``meta.service.api.Service``. Output is sbatch's: ``Submitted batch job <id>``, or just
 ``<id>`` with ``--parsable``. Usage errors (an unsupported option, a bad value, a missing
 script or account) exit 2 with ``msbatch: error: ...``; service errors exit 1 (2 for a request
 the service calls invalid or unschedulable), never with a traceback.
@@ -33,7 +33,7 @@ from cli.sbatch_options import (
 )
 from cli.sbatch_script import bind_arguments, read_script
 from cli.sbatch_translate import Submission, Translation, default_cwd, translate
-from meta.service import Service
+from meta.service.api import Service
 from tenants.identity import local_principal
 
 PROG = "msbatch"

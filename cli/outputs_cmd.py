@@ -11,7 +11,7 @@ from cli.attempt_env import attempt_identity, attempt_option, token_option
 from cli.context import CliState, pass_state
 from cli.errors import handle_errors
 from cli.output import echo_json, echo_table
-from meta.errors import InvalidRequest
+from meta.model.errors import InvalidRequest
 
 
 @click.command(name="commit")

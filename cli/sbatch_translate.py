@@ -63,8 +63,8 @@ from cli.sbatch_values import (
     parse_size_mib,
     parse_time_s,
 )
-from meta.policy.snapshot import JobKind
-from meta.spec import AnySpec, SpecError, spec_from_dict
+from meta.model.kinds import JobKind
+from meta.model.spec import AnySpec, SpecError, spec_from_dict
 
 T = TypeVar("T")
 _NAME_JUNK = re.compile(r"[^A-Za-z0-9._-]+")

@@ -10,8 +10,8 @@ import re
 import signal
 from dataclasses import dataclass
 
-from meta.durations import parse_slurm_time_s
-from meta.resources import parse_memory_mib
+from meta.model.durations import parse_slurm_time_s
+from meta.model.resources import parse_memory_mib
 
 MAX_ARRAY_TASKS = 100_000  # the spec's partition limit; also stops "0-999999999" from eating memory
 

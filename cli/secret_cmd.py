@@ -9,7 +9,7 @@ import click
 from cli.context import CliState, pass_state
 from cli.errors import handle_errors
 from cli.output import echo_json
-from meta.errors import Forbidden, InvalidRequest, NotFound
+from meta.model.errors import Forbidden, InvalidRequest, NotFound
 from tenants.secrets import DEFAULT_ROOT, delete_secret, secret_names, set_secret
 
 root_option = click.option("--root", default=DEFAULT_ROOT, show_default=True, help="Secrets directory.")

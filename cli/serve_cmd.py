@@ -13,12 +13,12 @@ import click
 from cli.context import CliState, pass_state
 from cli.errors import EXIT_USAGE, fail, handle_errors
 from cli.output import echo_json
-from meta.daemon import Daemon, DaemonConfig
-from meta.launch_plan import LaunchSettings
-from meta.metrics import Metrics
+from meta.config.policy_file import PolicyFileError, load_policy_config
+from meta.cycle.daemon import Daemon, DaemonConfig
+from meta.cycle.launch_plan import LaunchSettings
+from meta.cycle.metrics import Metrics
+from meta.cycle.reconcile import ReconcileSettings
 from meta.policy.config import SchedulerConfig
-from meta.policy_file import PolicyFileError, load_policy_config
-from meta.reconciler import ReconcileSettings
 from meta.store.db import write_url_file
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.runner import CommandRunner

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from meta.policy_file import PolicyFileError, load_policy_config
+from meta.config.policy_file import PolicyFileError, load_policy_config
 from meta.sim import policies
 from meta.sim.cluster import ClusterError
 from meta.sim.config import SimConfig

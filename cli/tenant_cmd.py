@@ -9,7 +9,7 @@ import click
 from cli.context import CliState, pass_state
 from cli.errors import handle_errors
 from cli.output import echo_json, echo_table
-from meta.errors import Forbidden
+from meta.model.errors import Forbidden
 from tenants.quotas import get_tenant, list_tenants, parse_quotas, set_tenant
 
 

@@ -18,8 +18,8 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from meta.policy.snapshot import NodeState
-from meta.resources import ZERO, ResourceVector
+from meta.model.nodes import NodeState
+from meta.model.resources import ZERO, ResourceVector
 from slurm_bridge.parse.sinfo import SinfoNode
 from slurm_bridge.parse.topology import Switch, leaf_of_node, switch_parents
 from slurm_bridge.parse.tres import Gres, gpus_by_type

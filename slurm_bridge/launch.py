@@ -6,8 +6,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from meta.policy.snapshot import JobKind
-from meta.resources import ZERO, ResourceVector
+from meta.model.kinds import JobKind
+from meta.model.resources import ZERO, ResourceVector
 from slurm_bridge.tags import check_attempt_id
 
 # Values that go into "#SBATCH --opt=value" lines unquoted: sbatch splits directives on

@@ -13,8 +13,8 @@ import re
 import shlex
 from collections.abc import Iterator
 
-from meta.policy.snapshot import JobKind
-from meta.resources import ResourceVector, format_memory
+from meta.model.kinds import JobKind
+from meta.model.resources import ResourceVector, format_memory
 from slurm_bridge import hostlist, tags
 from slurm_bridge.launch import LaunchRequest, Role, is_token
 

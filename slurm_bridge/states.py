@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import StrEnum
 
-from meta.spec import FailureCategory
+from meta.model.kinds import FailureCategory
 
 
 class Outcome(StrEnum):

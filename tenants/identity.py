@@ -6,7 +6,7 @@ import getpass
 import os
 from dataclasses import dataclass
 
-from meta.errors import NotFound
+from meta.model.errors import NotFound
 
 TENANT_ENV = "METASCHED_TENANT"
 

@@ -8,9 +8,9 @@ from dataclasses import dataclass
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from meta import audit
-from meta.durations import utcnow
-from meta.errors import InvalidRequest, NotFound
+from meta.model.durations import utcnow
+from meta.model.errors import InvalidRequest, NotFound
+from meta.store import audit
 from meta.store.models import Tenant, TenantUsage
 from meta.store.upsert import insert_ignore
 

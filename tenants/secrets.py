@@ -11,7 +11,7 @@ import os
 import re
 from pathlib import Path
 
-from meta.errors import InvalidRequest
+from meta.model.errors import InvalidRequest
 
 DEFAULT_ROOT = "/etc/metasched/secrets"
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")

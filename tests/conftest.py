@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import create_engine, text
 
-from meta.service import Service
+from meta.service.api import Service
 from meta.store.db import Database
 from meta.store.migrate import upgrade
 from tests.cluster_gate import require_cluster

@@ -13,11 +13,11 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from meta.model.kinds import Topology
 from meta.policy.capacity import Capacity
 from meta.policy.equivalence import NodeClass
 from meta.policy.gang import Pick, select
 from meta.policy.shape import Shape
-from meta.policy.snapshot import Topology
 
 Release = tuple[float, int, int, float, int, int]  # (end, node index, gpus, cpus, memory, storage)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from meta.policy.snapshot import JobKind
+from meta.model.kinds import JobKind
 
 DEFAULT_GPU_COST_WEIGHTS: Mapping[str, float] = {"h100": 3.0, "a100": 2.0, "t4": 0.5}
 DEFAULT_PRIORITY_CLASSES: Mapping[str, int] = {

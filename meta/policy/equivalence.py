@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from meta.policy.snapshot import NodeState
+from meta.model.nodes import NodeState
 
 
 @dataclass(slots=True)

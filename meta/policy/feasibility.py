@@ -13,11 +13,13 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from meta.model.kinds import Topology
+from meta.model.nodes import NodeState
 from meta.policy.equivalence import NodeClass, build_classes
 from meta.policy.inventory import leaf_name
 from meta.policy.plan import PendingReason, ReasonCode
 from meta.policy.shape import Shape, shape_of
-from meta.policy.snapshot import NodeState, PendingTask, Topology
+from meta.policy.snapshot import PendingTask
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,9 +13,11 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from meta.model.kinds import Topology
+from meta.model.nodes import NodeState
+from meta.model.resources import ResourceVector
 from meta.policy.plan import FragmentationReport, PendingReason, Placement, Plan, ReasonCode
-from meta.policy.snapshot import NodeShare, NodeState, PendingTask, Snapshot, Topology
-from meta.resources import ResourceVector
+from meta.policy.snapshot import NodeShare, PendingTask, Snapshot
 
 Free = dict[str, list[float]]  # node name -> [cpus, memory_mib, gpus] still free
 

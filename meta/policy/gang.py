@@ -6,7 +6,7 @@ from bisect import bisect_left
 from collections import defaultdict
 from collections.abc import Sequence
 
-from meta.policy.snapshot import Topology
+from meta.model.kinds import Topology
 
 Pick = tuple[int, int]  # (node index, workers placed there)
 

@@ -11,8 +11,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from meta.model.nodes import NodeState
 from meta.policy.equivalence import NodeClass, build_classes
-from meta.policy.snapshot import NodeState
 
 
 def leaf_name(switch: str | None) -> str:

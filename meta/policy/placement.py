@@ -10,11 +10,11 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Callable, Sequence
 
+from meta.model.kinds import Topology
 from meta.policy.capacity import Capacity
 from meta.policy.equivalence import NodeClass
 from meta.policy.gang import Pick, select
 from meta.policy.shape import Shape
-from meta.policy.snapshot import Topology
 
 
 def node_slots(cap: Capacity, i: int, shape: Shape, end: float, ignore_holds: bool, limit: int) -> int:

@@ -12,13 +12,14 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from meta.model.kinds import Topology
 from meta.policy.capacity import Capacity
 from meta.policy.config import SchedulerConfig
 from meta.policy.equivalence import NodeClass
 from meta.policy.gang import Pick, select
 from meta.policy.quota import QuotaLedger
 from meta.policy.shape import Shape
-from meta.policy.snapshot import PendingTask, Reservation, Topology
+from meta.policy.snapshot import PendingTask, Reservation
 
 
 @dataclass(slots=True)

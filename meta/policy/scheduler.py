@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from meta.model.kinds import Topology
+from meta.model.resources import ResourceVector
 from meta.policy import explain
 from meta.policy.backfill import Release, earliest_start, nodes_when_all_end, releases_of
 from meta.policy.capacity import Capacity
@@ -48,8 +50,7 @@ from meta.policy.plan import (
 from meta.policy.preemption import Evictable, candidates, choose, evictable, stopping
 from meta.policy.quota import QuotaLedger
 from meta.policy.shape import Shape, shape_of
-from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot, Topology
-from meta.resources import ResourceVector
+from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot
 
 # Reasons after which a task may still preempt or get a held start: it is short of capacity,
 # not of quota, health or possibility.

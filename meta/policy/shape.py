@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from meta.policy.snapshot import PendingTask, Topology
+from meta.model.kinds import Topology
+from meta.policy.snapshot import PendingTask
 
 
 class Shape(NamedTuple):

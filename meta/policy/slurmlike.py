@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from meta.model.kinds import Topology
+from meta.model.nodes import NodeState
 from meta.policy.fifo import (
     Free,
     fragmentation,
@@ -44,7 +46,7 @@ from meta.policy.fifo import (
     first_fit as _first_fit,
 )
 from meta.policy.plan import HeldReservation, PendingReason, Placement, Plan, ReasonCode
-from meta.policy.snapshot import NodeShare, NodeState, PendingTask, Snapshot, Topology
+from meta.policy.snapshot import NodeShare, PendingTask, Snapshot
 
 
 @dataclass(frozen=True, slots=True)

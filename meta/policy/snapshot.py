@@ -8,42 +8,10 @@ simulated clock, as long as one snapshot uses one clock).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-from meta.resources import ResourceVector
-
-
-class JobKind(StrEnum):
-    """JobKind is the shape of work: a training gang, inference partitions or an evaluation."""
-
-    TRAINING = "training"
-    INFERENCE = "inference"
-    EVALUATION = "evaluation"
-
-
-class Topology(StrEnum):
-    """Topology is a gang's placement constraint over the switch tree."""
-
-    NONE = "none"
-    PREFER_SAME_SWITCH = "prefer-same-switch"
-    REQUIRE_SAME_SWITCH = "require-same-switch"
-
-
-@dataclass(frozen=True, slots=True)
-class NodeState:
-    """NodeState is one worker node: configured capacity, health, partitions and leaf switch."""
-
-    name: str
-    capacity: ResourceVector
-    partitions: tuple[str, ...] = ()
-    switch: str | None = None
-    healthy: bool = True
-    drained: bool = False
-    features: frozenset[str] = frozenset()
-
-    def schedulable(self) -> bool:
-        """schedulable tells whether new work may be placed here."""
-        return self.healthy and not self.drained
+from meta.model.kinds import JobKind, Topology
+from meta.model.nodes import NodeState
+from meta.model.resources import ResourceVector
 
 
 @dataclass(frozen=True, slots=True)

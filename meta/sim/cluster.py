@@ -17,8 +17,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from meta.policy.snapshot import NodeState
-from meta.resources import ResourceVector, parse_memory_mib
+from meta.model.nodes import NodeState
+from meta.model.resources import ResourceVector, parse_memory_mib
 
 PRESET_DIR = Path(__file__).parent / "presets"
 _UNIFORM = re.compile(r"^\s*(\d+)\s*x\s*(\d+)(?::([\w.-]+))?\s*$")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from meta.policy.snapshot import JobKind, Topology
+from meta.model.kinds import JobKind, Topology
 
 # Time-limit buckets (s) a user would pick with ``sbatch --time``: 30 min … 30 days.
 TIME_LIMIT_BUCKETS_S = (

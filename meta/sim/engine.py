@@ -18,10 +18,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from meta.model.kinds import Topology
+from meta.model.nodes import NodeState
+from meta.model.resources import ResourceVector
 from meta.policy.fifo import never_fits
 from meta.policy.plan import Placement, Plan, Preemption
-from meta.policy.snapshot import NodeState, PendingTask, Reservation, Snapshot, Topology
-from meta.resources import ResourceVector
+from meta.policy.snapshot import PendingTask, Reservation, Snapshot
 from meta.sim.cluster import ClusterSpec, gang_shape
 from meta.sim.config import SimConfig, runtime_estimate
 from meta.sim.job import JobState, SimJob

@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from meta.policy.snapshot import JobKind
+from meta.model.kinds import JobKind
 
 UNKNOWN_TENANT = "unknown"
 

@@ -17,6 +17,6 @@ TUNED: dict[str, Any] = yaml.safe_load(TUNED_FILE.read_text(encoding="utf-8"))
 
 def metasched_config(**overrides: Any):
     """metasched_config is the policy's defaults with TUNED and then ``overrides`` applied."""
-    from meta.policy_file import policy_config_from
+    from meta.config.policy_file import policy_config_from
 
     return policy_config_from(TUNED | overrides, source=str(TUNED_FILE))

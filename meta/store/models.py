@@ -24,7 +24,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
-from meta.states import LIVE_ATTEMPT_STATES
+from meta.model.states import LIVE_ATTEMPT_STATES
 from meta.store.types import JSONText, UTCDateTime
 
 LIVE_STATES_SQL = ", ".join(f"'{state.value}'" for state in sorted(LIVE_ATTEMPT_STATES))

@@ -7,7 +7,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from meta.resources import parse_memory_mib
+from meta.model.resources import parse_memory_mib
 from slurm_bridge.errors import SlurmParseError
 
 _EMPTY = {"", "(null)", "N/A", "none"}

@@ -18,7 +18,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cli.main import cli
-from meta.spec import PriorityClass
+from meta.model.kinds import PriorityClass
 from tests.conftest import pg_url
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"

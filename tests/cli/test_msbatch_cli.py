@@ -9,7 +9,7 @@ import pytest
 from click.testing import CliRunner, Result
 
 from cli.msbatch import main
-from meta.service import Service
+from meta.service.api import Service
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "msbatch"
 TRAINING = GOLDEN / "ddp_2node_a100.sh"

@@ -10,7 +10,7 @@ from cli.msbatch import prepare
 from cli.sbatch_options import SbatchError, parse_command_line
 from cli.sbatch_script import bind_arguments, check_script, interpreter
 from cli.sbatch_translate import Translation, sanitise_name
-from meta.spec import EvaluationSpec, InferenceSpec, TrainingSpec
+from meta.model.spec import EvaluationSpec, InferenceSpec, TrainingSpec
 
 CWD = "/home/alice/proj"
 BODY = "srun python job.py\n"

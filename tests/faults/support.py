@@ -21,10 +21,10 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from meta.durations import utcnow
-from meta.invariants import check_invariants
-from meta.service import Service
-from meta.states import AttemptState, JobState
+from meta.cycle.invariants import check_invariants
+from meta.model.durations import utcnow
+from meta.model.states import AttemptState, JobState
+from meta.service.api import Service
 from meta.store.models import Attempt, LeaderLease
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.inventory import build_inventory

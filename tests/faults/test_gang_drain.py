@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from meta.states import AttemptState, JobState
+from meta.model.states import AttemptState, JobState
 from tests.faults.support import attempts_of, duplicates, invariant_violations, report, slurm_jobs_of, trials
 from tests.integration.harness import DaemonHarness, sacct_records, squeue_names
 

@@ -26,11 +26,11 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from meta.durations import utcnow
-from meta.lifecycle import attempt_event
-from meta.service import Service
-from meta.spec import spec_from_dict
-from meta.states import AttemptState, JobState
+from meta.model.durations import utcnow
+from meta.model.spec import spec_from_dict
+from meta.model.states import AttemptState, JobState
+from meta.service.api import Service
+from meta.store.lifecycle import attempt_event
 from meta.store.models import Attempt
 from tests.faults.support import (
     ServeProcess,

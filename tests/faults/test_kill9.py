@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from meta.service import Service
-from meta.spec import spec_from_dict
-from meta.states import AttemptState, JobState
+from meta.model.spec import spec_from_dict
+from meta.model.states import AttemptState, JobState
+from meta.service.api import Service
 from meta.store.models import Transition
 from tests.faults.support import (
     ServeProcess,

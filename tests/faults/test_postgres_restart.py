@@ -19,10 +19,10 @@ from pathlib import Path
 
 import pytest
 
-from meta.durations import utcnow
-from meta.service import Service
-from meta.spec import spec_from_dict
-from meta.states import JobState
+from meta.model.durations import utcnow
+from meta.model.spec import spec_from_dict
+from meta.model.states import JobState
+from meta.service.api import Service
 from tests.faults.support import (
     ServeProcess,
     attempts_of,

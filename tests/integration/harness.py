@@ -9,12 +9,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from meta.daemon import Daemon, DaemonConfig
-from meta.launch_plan import LaunchSettings
-from meta.reconciler import ReconcileSettings
-from meta.service import Service
-from meta.spec import spec_from_dict
-from meta.states import JobState
+from meta.cycle.daemon import Daemon, DaemonConfig
+from meta.cycle.launch_plan import LaunchSettings
+from meta.cycle.reconcile import ReconcileSettings
+from meta.model.spec import spec_from_dict
+from meta.model.states import JobState
+from meta.service.api import Service
 from meta.store.db import write_url_file
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.runner import CommandRunner

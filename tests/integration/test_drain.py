@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 from sqlalchemy import select
 
-from meta.states import AttemptState
+from meta.model.states import AttemptState
 from meta.store.models import TaskReason
 from tests.integration.harness import DaemonHarness
 from tests.integration.test_unknown_launch import attempts_of, slurm_invariants

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from meta.states import AttemptState, JobState
+from meta.model.states import AttemptState, JobState
 from tenants.secrets import set_secret
 from tests.integration.harness import DaemonHarness, sacct_wait, slurm_jobs_per_attempt, squeue_names
 

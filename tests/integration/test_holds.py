@@ -8,7 +8,7 @@ import subprocess
 import pytest
 from sqlalchemy import select
 
-from meta.states import JobState
+from meta.model.states import JobState
 from meta.store.models import Task, TaskReason
 from slurm_bridge.reservations import HOLD_PREFIX
 from tests.integration.harness import DaemonHarness

@@ -26,10 +26,10 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from meta.durations import utcnow
-from meta.service import Service
-from meta.spec import spec_from_dict
-from meta.states import AttemptState, JobState
+from meta.model.durations import utcnow
+from meta.model.spec import spec_from_dict
+from meta.model.states import AttemptState, JobState
+from meta.service.api import Service
 from meta.store.models import CycleRecord, LeaderLease, Transition
 from tests.conftest import pg_url
 from tests.integration.harness import sacct_wait, slurm_jobs_per_attempt, squeue_names

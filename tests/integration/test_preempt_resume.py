@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from meta.states import AttemptState, JobState
+from meta.model.states import AttemptState, JobState
 from tests.integration.harness import DaemonHarness
 
 pytestmark = pytest.mark.slurm

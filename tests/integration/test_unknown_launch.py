@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from meta.invariants import check_invariants
-from meta.service import Service
-from meta.states import AttemptState, JobState
+from meta.cycle.invariants import check_invariants
+from meta.model.states import AttemptState, JobState
+from meta.service.api import Service
 from meta.store.models import Attempt, Transition
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.inventory import build_inventory

@@ -5,20 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from meta.model.kinds import JobKind, Topology
+from meta.model.nodes import NodeState
+from meta.model.resources import ResourceVector
 from meta.policy.config import SchedulerConfig
 from meta.policy.plan import Plan, ReasonCode
 from meta.policy.scheduler import schedule
-from meta.policy.snapshot import (
-    JobKind,
-    NodeShare,
-    NodeState,
-    PendingTask,
-    Reservation,
-    Snapshot,
-    TenantState,
-    Topology,
-)
-from meta.resources import ResourceVector
+from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot, TenantState
 
 NOW = 100_000.0
 

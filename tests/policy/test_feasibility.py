@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from meta.model.kinds import JobKind
 from meta.policy.feasibility import never_feasible
 from meta.policy.plan import ReasonCode
-from meta.policy.snapshot import JobKind, PendingTask
+from meta.policy.snapshot import PendingTask
 from tests.policy.builders import Case, Topology, node, run_case, running, rv, snap, task
 
 U = ReasonCode.UNSCHEDULABLE_AND_UNRESOLVABLE

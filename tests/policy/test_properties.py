@@ -6,11 +6,12 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from meta.model.kinds import JobKind, Topology
 from meta.policy.config import SchedulerConfig
 from meta.policy.feasibility import never_feasible
 from meta.policy.plan import ReasonCode
 from meta.policy.scheduler import schedule
-from meta.policy.snapshot import JobKind, NodeShare, Reservation, Snapshot, TenantState, Topology
+from meta.policy.snapshot import NodeShare, Reservation, Snapshot, TenantState
 from tests.policy.builders import NOW, node, rv, task
 from tests.policy.invariants import check_all
 

@@ -7,14 +7,14 @@ from typing import Any
 
 from sqlalchemy import select
 
-from meta.leader import Leadership, try_acquire
-from meta.lifecycle import attempt_event, create_attempt
-from meta.policy.snapshot import NodeState
-from meta.resources import ResourceVector
-from meta.service import Service
-from meta.spec import AnySpec, spec_from_dict
-from meta.states import AttemptState
+from meta.cycle.lease import Leadership, try_acquire
+from meta.model.nodes import NodeState
+from meta.model.resources import ResourceVector
+from meta.model.spec import AnySpec, spec_from_dict
+from meta.model.states import AttemptState
+from meta.service.api import Service
 from meta.store.db import Database
+from meta.store.lifecycle import attempt_event, create_attempt
 from meta.store.models import Attempt, Task
 
 RES = {"cpus": 4, "memory": "16G", "gpus": 2, "gpu_type": "a100"}

@@ -8,14 +8,14 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
-from meta.actuator import ActuationResult, Actuator
-from meta.durations import utcnow
-from meta.launch_plan import LaunchSettings
-from meta.leader import LEASE_NAME, NotLeader, try_acquire
-from meta.lifecycle import attempt_event
-from meta.service import Service
-from meta.snapshot_source import SpecCache
-from meta.states import AttemptState, TaskState
+from meta.cycle.actuate import ActuationResult, Actuator
+from meta.cycle.launch_plan import LaunchSettings
+from meta.cycle.lease import LEASE_NAME, NotLeader, try_acquire
+from meta.cycle.snapshot import SpecCache
+from meta.model.durations import utcnow
+from meta.model.states import AttemptState, TaskState
+from meta.service.api import Service
+from meta.store.lifecycle import attempt_event
 from meta.store.models import Attempt, Checkpoint, LeaderLease
 from slurm_bridge.errors import SlurmTransient
 from tests.runtime.fake_slurm import REJECTED, TRANSIENT, UNKNOWN_AFTER, UNKNOWN_BEFORE, FakeSlurm

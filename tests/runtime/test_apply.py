@@ -7,15 +7,16 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select, update
 
-from meta.apply import ApplyResult, apply_plan
-from meta.durations import utcnow
-from meta.leader import LEASE_NAME, Leadership, NotLeader, try_acquire
+from meta.cycle.apply import ApplyResult, apply_plan
+from meta.cycle.lease import LEASE_NAME, Leadership, NotLeader, try_acquire
+from meta.cycle.snapshot import share_to_json
+from meta.model.durations import utcnow
+from meta.model.nodes import NodeState
+from meta.model.resources import ResourceVector
+from meta.model.states import AttemptState, TaskState
 from meta.policy.plan import PendingReason, Placement, Plan, Preemption, ReasonCode
-from meta.policy.snapshot import NodeShare, NodeState
-from meta.resources import ResourceVector
-from meta.service import Service
-from meta.snapshot_source import share_to_json
-from meta.states import AttemptState, TaskState
+from meta.policy.snapshot import NodeShare
+from meta.service.api import Service
 from meta.store.db import Database
 from meta.store.models import Attempt, CycleRecord, LeaderLease, TaskReason
 from tests.runtime.support import (
@@ -234,15 +235,15 @@ def _placement_record(db: Database, task_id: str) -> tuple:
 def test_a_burst_of_placements_writes_what_one_at_a_time_writes(
     service: Service, monkeypatch: pytest.MonkeyPatch, bulk: bool
 ) -> None:
-    import meta.apply
-    from meta.errors import ConcurrentModification
+    import meta.cycle.apply
+    from meta.model.errors import ConcurrentModification
 
     db = service.db
     leadership = lead(db)
     job, (retried,) = submit(service, training("retried"))
     first = place(db, retried, [share("node2")], AttemptState.RUNNING)
     with db.session() as session:  # an earlier attempt was lost: the task is pending again
-        from meta.lifecycle import attempt_event
+        from meta.store.lifecycle import attempt_event
 
         attempt_event(session, first, AttemptState.LOST, "test:lost", actor="test")
     assert task(db, retried).state == TaskState.PENDING.value
@@ -251,7 +252,7 @@ def test_a_burst_of_placements_writes_what_one_at_a_time_writes(
         def refuse(*args, **kwargs):
             raise ConcurrentModification("injected")
 
-        monkeypatch.setattr(meta.apply, "create_attempts", refuse)
+        monkeypatch.setattr(meta.cycle.apply, "create_attempts", refuse)
     plan = Plan(placements=[Placement(retried, job, (_share("node1"),)), Placement(fresh, other, (_share("node2"),))])
     result = _apply(db, plan, leadership)
     assert len(result.created) == 2 and not result.skipped
@@ -268,8 +269,8 @@ def test_a_burst_of_placements_writes_what_one_at_a_time_writes(
 
 
 def test_bulk_placement_refuses_a_task_that_is_no_longer_pending(service: Service) -> None:
-    from meta.errors import ConcurrentModification
-    from meta.lifecycle import NewAttempt, create_attempts
+    from meta.model.errors import ConcurrentModification
+    from meta.store.lifecycle import NewAttempt, create_attempts
 
     db = service.db
     _, (t1,) = submit(service, training("a"))

@@ -14,11 +14,11 @@ from checkpoint.policy import (
     young_daly_interval_s,
 )
 from checkpoint.registry import history, latest, report
-from meta.durations import utcnow
-from meta.errors import InvalidRequest, NotFound, StaleFencingToken
-from meta.lifecycle import attempt_event
-from meta.service import Service
-from meta.states import AttemptState
+from meta.model.durations import utcnow
+from meta.model.errors import InvalidRequest, NotFound, StaleFencingToken
+from meta.model.states import AttemptState
+from meta.service.api import Service
+from meta.store.lifecycle import attempt_event
 from meta.store.models import Attempt
 from tests.runtime.support import attempt, checkpointing, place, share, submit
 

@@ -11,19 +11,19 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from meta.daemon import Daemon, DaemonConfig, PeriodReport
-from meta.durations import utcnow
-from meta.invariants import (
+from meta.cycle.daemon import Daemon, DaemonConfig, PeriodReport
+from meta.cycle.invariants import (
     check_i2_slurm_matches_attempts,
     check_i3_tokens_increase,
     check_i5_capacity,
     check_invariants,
 )
-from meta.launch_plan import LaunchSettings
-from meta.leader import LEASE_NAME, Leadership, try_acquire
-from meta.reconciler import ReconcileSettings
-from meta.service import Service
-from meta.states import LIVE_ATTEMPT_STATES, AttemptState, JobState
+from meta.cycle.launch_plan import LaunchSettings
+from meta.cycle.lease import LEASE_NAME, Leadership, try_acquire
+from meta.cycle.reconcile import ReconcileSettings
+from meta.model.durations import utcnow
+from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, JobState
+from meta.service.api import Service
 from meta.store.models import Attempt, LeaderLease, Task
 from slurm_bridge.errors import SlurmTransient
 from slurm_bridge.inventory import build_inventory

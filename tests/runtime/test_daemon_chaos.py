@@ -12,12 +12,12 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from meta.daemon import Daemon, DaemonConfig
-from meta.invariants import check_invariants
-from meta.launch_plan import LaunchSettings
-from meta.reconciler import ReconcileSettings
-from meta.service import Service
-from meta.states import JobState
+from meta.cycle.daemon import Daemon, DaemonConfig
+from meta.cycle.invariants import check_invariants
+from meta.cycle.launch_plan import LaunchSettings
+from meta.cycle.reconcile import ReconcileSettings
+from meta.model.states import JobState
+from meta.service.api import Service
 from meta.store.models import Attempt
 from slurm_bridge.errors import SlurmTransient
 from slurm_bridge.inventory import build_inventory

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-import meta.daemon as daemon_module
-from meta.actuator import SUBMIT_PARALLEL
-from meta.daemon import Daemon, DaemonConfig
-from meta.durations import utcnow
-from meta.launch_plan import LaunchSettings
-from meta.leader import LEASE_NAME, try_acquire
-from meta.service import Service
-from meta.states import AttemptState
+import meta.cycle.daemon as daemon_module
+from meta.cycle.actuate import SUBMIT_PARALLEL
+from meta.cycle.daemon import Daemon, DaemonConfig
+from meta.cycle.launch_plan import LaunchSettings
+from meta.cycle.lease import LEASE_NAME, try_acquire
+from meta.model.durations import utcnow
+from meta.model.states import AttemptState
+from meta.service.api import Service
 from meta.store.models import Attempt, LeaderLease
 from tests.runtime.fake_slurm import FakeSlurm
 from tests.runtime.support import evaluation

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from meta.daemon import effective_nodes
-from meta.resources import ResourceVector
+from meta.cycle.inventory import effective_nodes
+from meta.model.resources import ResourceVector
 from slurm_bridge.inventory import build_inventory
 from slurm_bridge.parse.tres import Gres
 from tests.runtime.fake_slurm import sinfo_node

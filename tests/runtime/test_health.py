@@ -7,11 +7,11 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import update
 
-from meta.durations import utcnow
-from meta.health import evict_from_unusable_nodes, unusable_nodes
-from meta.leader import LEASE_NAME, NotLeader, try_acquire
-from meta.service import Service
-from meta.states import AttemptState, TaskState
+from meta.cycle.health import evict_from_unusable_nodes, unusable_nodes
+from meta.cycle.lease import LEASE_NAME, NotLeader, try_acquire
+from meta.model.durations import utcnow
+from meta.model.states import AttemptState, TaskState
+from meta.service.api import Service
 from meta.store.models import LeaderLease, Task
 from tests.runtime.support import attempt, checkpointing, lead, node_state, place, share, submit, task
 

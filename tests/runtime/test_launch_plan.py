@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from meta.launch_plan import LaunchSettings, launch_request, staging_dir
-from meta.policy.snapshot import JobKind
-from meta.spec import AnySpec
+from meta.cycle.launch_plan import LaunchSettings, launch_request, staging_dir
+from meta.model.kinds import JobKind
+from meta.model.spec import AnySpec
 from meta.store.models import Attempt, Job, Task
 from slurm_bridge.render import render
 from tests.runtime.fake_slurm import parse_script

@@ -7,8 +7,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import update
 
-from meta.durations import utcnow
-from meta.leader import LEASE_NAME, Leadership, NotLeader, fence, release, renew, try_acquire
+from meta.cycle.lease import LEASE_NAME, Leadership, NotLeader, fence, release, renew, try_acquire
+from meta.model.durations import utcnow
 from meta.store.db import Database
 from meta.store.models import LeaderLease
 

@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 
 from checkpoint.manifest import build_manifest, commit, committed, gc_staging, job_manifest, write_atomically
-from meta.durations import utcnow
-from meta.errors import Conflict, InvalidRequest, StaleFencingToken
-from meta.launch_plan import staging_dir
-from meta.lifecycle import attempt_event
-from meta.service import Service
-from meta.states import AttemptState
+from meta.cycle.launch_plan import staging_dir
+from meta.model.durations import utcnow
+from meta.model.errors import Conflict, InvalidRequest, StaleFencingToken
+from meta.model.states import AttemptState
+from meta.service.api import Service
+from meta.store.lifecycle import attempt_event
 from tests.runtime.support import attempt, inference, place, share, submit
 
 

@@ -8,12 +8,12 @@ from datetime import timedelta
 from pathlib import Path
 
 from checkpoint.manifest import commit, committed
-from meta.lifecycle import attempt_event
-from meta.outputs import commit_on_success, finalize_jobs
-from meta.reconciler import Reconciler, observe
-from meta.service import Service
-from meta.snapshot_source import SpecCache
-from meta.states import AttemptState, TaskState
+from meta.cycle.outputs import commit_on_success, finalize_jobs
+from meta.cycle.reconcile import Reconciler, observe
+from meta.cycle.snapshot import SpecCache
+from meta.model.states import AttemptState, TaskState
+from meta.service.api import Service
+from meta.store.lifecycle import attempt_event
 from meta.store.models import Attempt, PartitionCommit
 from tests.runtime.fake_slurm import FakeSlurm
 from tests.runtime.support import attempt, inference, lead, place, share, submit, task, training

@@ -7,12 +7,12 @@ from datetime import timedelta
 
 import pytest
 
-from meta.durations import utcnow
-from meta.leader import Leadership
-from meta.lifecycle import create_attempt
-from meta.reconciler import Observation, Reconciler, ReconcileSettings, Sighting, observe
-from meta.service import Service
-from meta.states import AttemptState, TaskState
+from meta.cycle.lease import Leadership
+from meta.cycle.reconcile import Observation, Reconciler, ReconcileSettings, Sighting, observe
+from meta.model.durations import utcnow
+from meta.model.states import AttemptState, TaskState
+from meta.service.api import Service
+from meta.store.lifecycle import create_attempt
 from meta.store.models import Attempt
 from slurm_bridge.errors import SlurmTransient
 from slurm_bridge.states import map_state

@@ -5,11 +5,11 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from meta.durations import utcnow
-from meta.policy.snapshot import JobKind
-from meta.service import Service
-from meta.snapshot_source import SpecCache, build_snapshot
-from meta.states import AttemptState
+from meta.cycle.snapshot import SpecCache, build_snapshot
+from meta.model.durations import utcnow
+from meta.model.kinds import JobKind
+from meta.model.states import AttemptState
+from meta.service.api import Service
 from meta.store.models import Checkpoint, Job, Task, Tenant, TenantUsage
 from tests.runtime.support import checkpointing, inference, node_state, place, share, submit, training
 

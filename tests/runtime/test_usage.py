@@ -7,12 +7,12 @@ from datetime import timedelta
 
 import pytest
 
-from meta.durations import utcnow
+from meta.cycle.usage import accrue, current_cost_rate, decay
+from meta.model.durations import utcnow
+from meta.model.states import AttemptState
 from meta.policy.config import SchedulerConfig
-from meta.service import Service
-from meta.states import AttemptState
+from meta.service.api import Service
 from meta.store.models import TenantUsage
-from meta.usage import accrue, current_cost_rate, decay
 from tests.runtime.support import place, share, submit, training
 
 CONFIG = SchedulerConfig(gpu_cost_weights={"a100": 2.0, "t4": 0.5}, default_gpu_cost_weight=1.0, usage_half_life_s=3600.0)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from meta.policy.snapshot import JobKind
+from meta.model.kinds import JobKind
 from meta.sim.trace import TraceError, compress_arrivals, load_trace
 
 PHILLY = """job_id,submit_time,submit_ts,duration_s,num_gpus,gpu_type,num_cpus,memory_mib,tenant,status,queue_s,job_kind,vc_match,duration_sia_s

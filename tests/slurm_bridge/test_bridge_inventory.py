@@ -5,7 +5,7 @@ from dataclasses import replace
 
 import pytest
 
-from meta.resources import ResourceVector
+from meta.model.resources import ResourceVector
 from slurm_bridge.inventory import build_inventory, inventory_version, node_usage
 from slurm_bridge.parse.sinfo import parse_sinfo_json
 from slurm_bridge.parse.topology import parse_topology

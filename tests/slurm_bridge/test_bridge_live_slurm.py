@@ -17,8 +17,8 @@ from typing import TypeVar
 
 import pytest
 
-from meta.policy.snapshot import JobKind
-from meta.resources import ResourceVector
+from meta.model.kinds import JobKind
+from meta.model.resources import ResourceVector
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.errors import SlurmRejected, SlurmTransient, SlurmUnknownOutcome
 from slurm_bridge.faults import FaultInjectingClient, FaultKind

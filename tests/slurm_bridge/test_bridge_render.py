@@ -9,8 +9,8 @@ import subprocess
 
 import pytest
 
-from meta.policy.snapshot import JobKind
-from meta.resources import ResourceVector
+from meta.model.kinds import JobKind
+from meta.model.resources import ResourceVector
 from slurm_bridge.launch import LaunchRequest, LaunchRequestError, Role
 from slurm_bridge.render import format_time_limit, render
 

@@ -18,11 +18,12 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from sqlalchemy import func, select
 
-from meta.errors import Conflict, InvalidRequest
-from meta.lifecycle import attempt_event, create_attempt
-from meta.service import Service
-from meta.spec import FailureCategory, spec_from_dict
-from meta.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition, TaskState, attempt_can
+from meta.model.errors import Conflict, InvalidRequest
+from meta.model.kinds import FailureCategory
+from meta.model.spec import spec_from_dict
+from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition, TaskState, attempt_can
+from meta.service.api import Service
+from meta.store.lifecycle import attempt_event, create_attempt
 from meta.store.models import Attempt, Task, Transition
 from tests.conftest import sqlite_database
 

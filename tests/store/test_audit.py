@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import text
 
-from meta import audit
-from meta.service import Service
-from meta.spec import spec_from_dict
+from meta.model.spec import spec_from_dict
+from meta.service.api import Service
+from meta.store import audit
 from tenants.identity import Principal
 from tenants.quotas import set_tenant
 

@@ -8,8 +8,8 @@ import random
 import pytest
 from sqlalchemy import func, select
 
-from meta.service import Service
-from meta.spec import spec_from_dict
+from meta.model.spec import spec_from_dict
+from meta.service.api import Service
 from meta.store.db import Database
 from meta.store.models import Job
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import pytest
 from sqlalchemy import select, text
 
-from meta.errors import ConcurrentModification, Conflict, InvalidRequest, NotFound, StaleFencingToken
-from meta.lifecycle import attempt_event, create_attempt
-from meta.service import Service
-from meta.spec import FailureCategory, spec_from_dict
-from meta.states import AttemptState, IllegalTransition, JobState, TaskState
+from meta.model.errors import ConcurrentModification, Conflict, InvalidRequest, NotFound, StaleFencingToken
+from meta.model.kinds import FailureCategory
+from meta.model.spec import spec_from_dict
+from meta.model.states import AttemptState, IllegalTransition, JobState, TaskState
+from meta.service.api import Service
+from meta.store.lifecycle import attempt_event, create_attempt
 from meta.store.models import Attempt, JobSpecRow, Task, Transition
-from meta.transitions import transition_attempt
+from meta.store.transitions import transition_attempt
 from tenants.identity import Principal
 
 

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import cli
-from meta.errors import InvalidRequest
-from meta.policy.snapshot import JobKind
+from meta.model.errors import InvalidRequest
+from meta.model.kinds import JobKind
 from slurm_bridge.launch import LaunchRequest
 from slurm_bridge.render import render
 from tenants.secrets import delete_secret, secret_names, set_secret

@@ -6,7 +6,13 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from meta.durations import format_slurm_time, parse_duration_s, parse_instant, parse_slurm_time_s, utcnow
+from meta.model.durations import (
+    format_slurm_time,
+    parse_duration_s,
+    parse_instant,
+    parse_slurm_time_s,
+    utcnow,
+)
 
 MIN, HOUR, DAY = 60, 3600, 86400
 

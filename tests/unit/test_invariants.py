@@ -9,14 +9,15 @@ import pytest
 from sqlalchemy import select, update
 from sqlalchemy.exc import IntegrityError
 
-from meta.durations import utcnow
-from meta.invariants import check_i4_idempotency, check_invariants
-from meta.lifecycle import attempt_event, create_attempt
-from meta.policy.snapshot import NodeState
-from meta.resources import ResourceVector
-from meta.service import Service
-from meta.spec import FailureCategory, spec_from_dict
-from meta.states import AttemptState
+from meta.cycle.invariants import check_i4_idempotency, check_invariants
+from meta.model.durations import utcnow
+from meta.model.kinds import FailureCategory
+from meta.model.nodes import NodeState
+from meta.model.resources import ResourceVector
+from meta.model.spec import spec_from_dict
+from meta.model.states import AttemptState
+from meta.service.api import Service
+from meta.store.lifecycle import attempt_event, create_attempt
 from meta.store.models import Attempt, Job, PartitionCommit, Task, TenantUsage
 from tests.conftest import sqlite_database
 

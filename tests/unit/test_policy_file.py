@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from meta.config.policy_file import PolicyFileError, load_policy_config, policy_config_from
 from meta.policy.config import SchedulerConfig
-from meta.policy_file import PolicyFileError, load_policy_config, policy_config_from
 from meta.sim.tuning import TUNED, TUNED_FILE
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from meta.resources import ZERO, ResourceError, ResourceVector, format_memory, parse_memory_mib
+from meta.model.resources import ZERO, ResourceError, ResourceVector, format_memory, parse_memory_mib
 
 GIB = 1024
 TIB = 1024 * 1024

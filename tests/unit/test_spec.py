@@ -10,13 +10,11 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from meta.policy.snapshot import JobKind, Topology
-from meta.resources import ResourceVector
-from meta.spec import (
+from meta.model.kinds import FailureCategory, JobKind, PriorityClass, Topology
+from meta.model.resources import ResourceVector
+from meta.model.spec import (
     EvaluationSpec,
-    FailureCategory,
     InferenceSpec,
-    PriorityClass,
     RetryPolicy,
     SpecError,
     TrainingSpec,

@@ -7,7 +7,7 @@ from enum import StrEnum
 
 import pytest
 
-from meta.states import (
+from meta.model.states import (
     ATTEMPT_TRANSITIONS,
     LIVE_ATTEMPT_STATES,
     TASK_TRANSITIONS,

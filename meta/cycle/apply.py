@@ -1,4 +1,4 @@
-"""Applying a plan (cycle step 5): one transaction, fenced by the leader epoch, capacity re-checked.
+"""Cycle step 8, apply: one transaction, fenced by the leader epoch, capacity re-checked.
 
 The plan was computed from a snapshot that may be a moment old. Before anything commits:
 1. the leader lease row is locked and must still carry our epoch (a stale leader commits nothing);
@@ -17,15 +17,16 @@ from datetime import datetime
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from meta import audit
-from meta.durations import utcnow
-from meta.errors import ConcurrentModification, Conflict
-from meta.leader import Leadership, fence
-from meta.lifecycle import DEFAULT_LEASE_S, NewAttempt, attempt_event, create_attempt, create_attempts
+from meta.cycle.lease import Leadership, fence
+from meta.cycle.snapshot import placement_shares, share_to_json, totals_per_node
+from meta.model.durations import utcnow
+from meta.model.errors import ConcurrentModification, Conflict
+from meta.model.nodes import NodeState
+from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition, TaskState
 from meta.policy.plan import Plan
-from meta.policy.snapshot import NodeShare, NodeState
-from meta.snapshot_source import placement_shares, share_to_json, totals_per_node
-from meta.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition, TaskState
+from meta.policy.snapshot import NodeShare
+from meta.store import audit
+from meta.store.lifecycle import DEFAULT_LEASE_S, NewAttempt, attempt_event, create_attempt, create_attempts
 from meta.store.models import Attempt, CycleRecord, Job, Task, TaskReason
 from meta.store.upsert import insert_ignore
 

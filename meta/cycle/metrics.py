@@ -1,4 +1,4 @@
-"""Prometheus metrics of the daemon: queue, placements, attempts, reconcile lag, Slurm calls."""
+"""The daemon's Prometheus metrics (counters set by the steps, gauges after step 11): queue, placements, attempts, reconcile lag, Slurm calls."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A job's state is derived from its tasks (``derive_job_state``). A task is the durable unit of
 work; an attempt is one try at running it on Slurm. Every transition is applied with a stimulus
-id by ``meta.transitions``; this module only says which moves are legal.
+id by ``meta.store.transitions``; this module only says which moves are legal.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Node health: evict whole attempts from nodes that were drained or went down.
+"""Cycle step 4, health: evict whole attempts from nodes that were drained or went down.
 
 A gang is all-or-nothing: if one of its nodes is drained or lost, the whole attempt is stopped
 like a preemption (USR1, checkpoint grace, cancel) and its task is retried elsewhere from its
@@ -13,11 +13,11 @@ from collections.abc import Sequence
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from meta import audit
-from meta.leader import Leadership, fence
-from meta.lifecycle import attempt_event
-from meta.policy.snapshot import NodeState
-from meta.states import AttemptState
+from meta.cycle.lease import Leadership, fence
+from meta.model.nodes import NodeState
+from meta.model.states import AttemptState
+from meta.store import audit
+from meta.store.lifecycle import attempt_event
 from meta.store.models import Attempt, Task
 
 _EVICTABLE = [AttemptState.RUNNING.value, AttemptState.LAUNCHING.value]

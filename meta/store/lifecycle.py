@@ -16,11 +16,12 @@ from sqlalchemy import insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from meta.durations import utcnow
-from meta.errors import ConcurrentModification, Conflict, NotFound
-from meta.ids import new_uuid
-from meta.spec import AnySpec, FailureCategory, spec_from_json
-from meta.states import (
+from meta.model.durations import utcnow
+from meta.model.errors import ConcurrentModification, Conflict, NotFound
+from meta.model.ids import new_uuid
+from meta.model.kinds import FailureCategory
+from meta.model.spec import AnySpec, spec_from_json
+from meta.model.states import (
     LIVE_ATTEMPT_STATES,
     AttemptState,
     IllegalTransition,
@@ -30,7 +31,7 @@ from meta.states import (
     task_state_for_attempt,
 )
 from meta.store.models import Attempt, Job, JobSpecRow, Task, Transition
-from meta.transitions import TransitionResult, transition_attempt, transition_task
+from meta.store.transitions import TransitionResult, transition_attempt, transition_task
 
 DEFAULT_LEASE_S = 300.0
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]

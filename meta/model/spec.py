@@ -11,7 +11,6 @@ import hashlib
 import json
 import re
 from datetime import datetime
-from enum import StrEnum
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -27,35 +26,12 @@ from pydantic import (
     model_validator,
 )
 
-from meta.durations import parse_duration_s, parse_instant
-from meta.policy.snapshot import JobKind, Topology
-from meta.resources import ResourceVector
+from meta.model.durations import parse_duration_s, parse_instant
+from meta.model.kinds import FailureCategory, JobKind, PriorityClass, Topology
+from meta.model.resources import ResourceVector
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 _ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-
-
-class FailureCategory(StrEnum):
-    """FailureCategory classifies why an attempt ended badly; retry policies select on it."""
-
-    USER_ERROR = "user_error"  # non-zero exit of the user's program
-    NODE_FAILURE = "node_failure"  # node died, NODE_FAIL, lost contact
-    PREEMPTED = "preempted"
-    TIMEOUT = "timeout"
-    OOM = "oom"
-    LAUNCH_FAILURE = "launch_failure"  # Slurm rejected the submission
-    LOST = "lost"  # Slurm has no record past the grace period
-    CANCELLED = "cancelled"
-    UNKNOWN = "unknown"
-
-
-class PriorityClass(StrEnum):
-    """PriorityClass is the coarse band a job's tasks are ordered in before fair share."""
-
-    DEADLINE_INFERENCE = "inference-deadline"
-    TRAINING = "training"
-    INFERENCE = "inference"
-    EVALUATION = "evaluation"
 
 
 def _seconds(value: Any) -> float:

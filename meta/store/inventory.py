@@ -7,12 +7,9 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
-from meta.durations import utcnow
-from meta.policy.feasibility import never_feasible
-from meta.policy.snapshot import JobKind, NodeState, PendingTask, Topology
-from meta.resources import ResourceVector
-from meta.spec import AnySpec, TrainingSpec
-from meta.store.db import Database
+from meta.model.durations import utcnow
+from meta.model.nodes import NodeState
+from meta.model.resources import ResourceVector
 from meta.store.models import InventoryRecord
 from meta.store.upsert import insert_ignore
 
@@ -65,39 +62,3 @@ def load_nodes(session: Session) -> list[NodeState] | None:
     """load_nodes returns the stored inventory's nodes, or None if no daemon ever stored one."""
     row = session.get(InventoryRecord, 1)
     return None if row is None else [_node_of(n) for n in row.nodes]
-
-
-def spec_as_task(spec: AnySpec) -> PendingTask:
-    """spec_as_task is the shape of one of the spec's tasks, for feasibility checks at submit."""
-    return PendingTask(
-        task_id="submit-check",
-        job_id="submit-check",
-        tenant=spec.tenant,
-        kind=JobKind(spec.kind),
-        priority_class=spec.effective_priority_class().value,
-        submit_time=0.0,
-        per_worker=spec.worker_resources(),
-        workers=spec.workers_per_task(),
-        runtime_estimate_s=spec.time_limit_s,
-        topology=spec.topology if isinstance(spec, TrainingSpec) else Topology.NONE,
-        partition=spec.partition,
-    )
-
-
-class InventoryFeasibility:
-    """InventoryFeasibility rejects at submit what no node of the stored inventory could ever host."""
-
-    def __init__(self, db: Database):
-        self.db = db
-
-    def __call__(self, spec: AnySpec) -> str | None:
-        """__call__ returns why the spec can never run, or None when it can (or nothing is known)."""
-        with self.db.session() as session:
-            nodes = load_nodes(session)
-        if not nodes:
-            return None
-        reason = never_feasible(spec_as_task(spec), nodes)
-        if reason is None:
-            return None
-        remedy = f" ({reason.remedy})" if reason.remedy else ""
-        return f"{reason.code.value}: {reason.message}{remedy}"

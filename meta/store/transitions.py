@@ -17,9 +17,9 @@ from typing import Any
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from meta.durations import utcnow
-from meta.errors import ConcurrentModification, NotFound, StaleFencingToken
-from meta.states import AttemptState, IllegalTransition, TaskState, attempt_can, task_can
+from meta.model.durations import utcnow
+from meta.model.errors import ConcurrentModification, NotFound, StaleFencingToken
+from meta.model.states import AttemptState, IllegalTransition, TaskState, attempt_can, task_can
 from meta.store.models import Attempt, Task, Transition
 
 

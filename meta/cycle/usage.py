@@ -1,4 +1,4 @@
-"""Tenant usage for fair share: cost-weighted GPU-seconds of live attempts, decayed by a half-life."""
+"""Cycle step 7, usage: tenant usage for fair share, cost-weighted GPU-seconds of live attempts, decayed by a half-life."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from meta.model.states import LIVE_ATTEMPT_STATES
 from meta.policy.config import SchedulerConfig
-from meta.states import LIVE_ATTEMPT_STATES
 from meta.store.models import Attempt, Job, Tenant, TenantUsage
 
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]

@@ -15,12 +15,12 @@ from datetime import datetime, timedelta
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from meta.durations import utcnow
+from meta.cycle.usage import current_cost_rate
+from meta.model.durations import utcnow
+from meta.model.nodes import NodeState
+from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState
 from meta.policy.config import SchedulerConfig
-from meta.policy.snapshot import NodeState
-from meta.states import LIVE_ATTEMPT_STATES, AttemptState
 from meta.store.models import Attempt, Job, PartitionCommit, Task, TenantUsage
-from meta.usage import current_cost_rate
 from slurm_bridge.tags import JOB_NAME_PREFIX
 
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]

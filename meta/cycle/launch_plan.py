@@ -1,4 +1,4 @@
-"""From a stored attempt to a LaunchRequest: nodes, per-node shapes, roles and environment."""
+"""For step 10 (actuate): from a stored attempt to a LaunchRequest, nodes, per-node shapes, roles and environment."""
 
 from __future__ import annotations
 
@@ -6,10 +6,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
-from meta.policy.snapshot import JobKind
-from meta.resources import ResourceVector
-from meta.snapshot_source import placement_shares
-from meta.spec import AnySpec, InferenceSpec, TrainingSpec
+from meta.cycle.snapshot import placement_shares
+from meta.model.kinds import JobKind
+from meta.model.resources import ResourceVector
+from meta.model.spec import AnySpec, InferenceSpec, TrainingSpec
 from meta.store.models import Attempt, Job, Task
 from slurm_bridge.launch import LaunchRequest, Role
 

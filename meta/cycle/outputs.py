@@ -1,7 +1,7 @@
-"""Inference outputs in the daemon: commit on success, write the job manifest, collect garbage.
+"""Cycle step 11, outputs: inference partitions committed on success, job manifests written.
 
 A partition's program may commit its own manifest (``metasched commit``); when it exits 0
-without doing so, the reconciler commits the attempt's staging directory on its behalf —
+without doing so, step 3 (reconcile) commits the attempt's staging directory on its behalf —
 before the attempt leaves its live state, so the usual fence (current attempt, token, lease)
 applies to both paths alike.
 """
@@ -22,11 +22,11 @@ from checkpoint.manifest import (
     job_manifest,
     write_atomically,
 )
-from meta.errors import MetaschedError
-from meta.launch_plan import staging_dir
-from meta.snapshot_source import SpecCache
-from meta.spec import InferenceSpec
-from meta.states import TaskState
+from meta.cycle.launch_plan import staging_dir
+from meta.cycle.snapshot import SpecCache
+from meta.model.errors import MetaschedError
+from meta.model.spec import InferenceSpec
+from meta.model.states import TaskState
 from meta.store.models import Attempt, Job, PartitionCommit, Task
 
 log = logging.getLogger("metasched.outputs")

@@ -15,20 +15,20 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
-from meta import audit
-from meta.durations import utcnow
-from meta.errors import ConcurrentModification, Conflict, InvalidRequest, NotFound, Unschedulable
-from meta.ids import looks_like_uuid, new_short_job_id, new_uuid
-from meta.inventory_store import InventoryFeasibility
-from meta.lifecycle import attempt_event, job_spec, live_attempt
-from meta.spec import AnySpec, spec_hash, spec_to_json
-from meta.states import AttemptState, JobState, TaskState
+from meta.model.durations import utcnow
+from meta.model.errors import ConcurrentModification, Conflict, InvalidRequest, NotFound, Unschedulable
+from meta.model.ids import looks_like_uuid, new_short_job_id, new_uuid
+from meta.model.spec import AnySpec, spec_hash, spec_to_json
+from meta.model.states import AttemptState, JobState, TaskState
+from meta.service.feasibility import InventoryFeasibility
+from meta.service.views import JobStatus, JobSummary, TaskView, TransitionView
+from meta.store import audit
 from meta.store.db import Database, resolve_url
+from meta.store.lifecycle import attempt_event, job_spec, live_attempt
 from meta.store.migrate import ensure_schema
 from meta.store.models import Attempt, Job, JobSpecRow, Queue, Task, Tenant, Transition
+from meta.store.transitions import transition_task
 from meta.store.upsert import insert_ignore
-from meta.transitions import transition_task
-from meta.views import JobStatus, JobSummary, TaskView, TransitionView
 from tenants.identity import ADMIN, Principal
 
 T = TypeVar("T")

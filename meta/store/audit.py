@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from meta.durations import utcnow
+from meta.model.durations import utcnow
 from meta.store.models import AuditEvent
 
 

@@ -6,7 +6,7 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
-from meta.states import JobState, TaskState, derive_job_state
+from meta.model.states import JobState, TaskState, derive_job_state
 from meta.store.models import Attempt, Job, Task, Transition
 
 

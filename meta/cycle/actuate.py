@@ -1,4 +1,4 @@
-"""Actuation (cycle step 6): launch new attempts on Slurm and stop the ones marked for stopping.
+"""Cycle step 10, actuate: launch new attempts on Slurm and stop the ones marked for stopping.
 
 Launch protocol, safe against crashes and ambiguous outcomes:
 1. commit ``created -> launching`` (fenced by the leader epoch) *before* calling sbatch;
@@ -24,14 +24,15 @@ from pathlib import Path
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from meta.durations import utcnow
-from meta.launch_plan import LaunchSettings, launch_request
-from meta.leader import Leadership, NotLeader, fence
-from meta.lifecycle import attempt_event, mark_launching
-from meta.snapshot_source import SpecCache
-from meta.spec import FailureCategory, TrainingSpec
-from meta.states import AttemptState
+from meta.cycle.launch_plan import LaunchSettings, launch_request
+from meta.cycle.lease import Leadership, NotLeader, fence
+from meta.cycle.snapshot import SpecCache
+from meta.model.durations import utcnow
+from meta.model.kinds import FailureCategory
+from meta.model.spec import TrainingSpec
+from meta.model.states import AttemptState
 from meta.store.db import Database
+from meta.store.lifecycle import attempt_event, mark_launching
 from meta.store.models import Attempt, Checkpoint, Job, Task
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError, SlurmRejected

@@ -1,4 +1,4 @@
-"""Building the policy's Snapshot from the store and the Slurm inventory (cycle step 3).
+"""Cycle step 5, snapshot: the policy's Snapshot, built from the store and the Slurm inventory.
 
 One read transaction gives a consistent view: pending tasks whose backoff has passed, every live
 attempt as a reservation (launching and unknown ones included: their capacity stays reserved),
@@ -14,20 +14,13 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from meta.durations import utcnow
-from meta.policy.snapshot import (
-    JobKind,
-    NodeShare,
-    NodeState,
-    PendingTask,
-    Reservation,
-    Snapshot,
-    TenantState,
-    Topology,
-)
-from meta.resources import ResourceVector
-from meta.spec import AnySpec, InferenceSpec, TrainingSpec, spec_from_json
-from meta.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
+from meta.model.durations import utcnow
+from meta.model.kinds import JobKind, Topology
+from meta.model.nodes import NodeState
+from meta.model.resources import ResourceVector
+from meta.model.spec import AnySpec, InferenceSpec, TrainingSpec, spec_from_json
+from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
+from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot, TenantState
 from meta.store.models import Attempt, Checkpoint, Job, JobSpecRow, Task, Tenant, TenantUsage
 
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]

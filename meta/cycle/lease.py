@@ -1,4 +1,4 @@
-"""Leadership: one scheduler replica leads through a lease row whose epoch fences every write.
+"""Cycle step 1, lease: one scheduler replica leads through a lease row whose epoch fences every write.
 
 A replica acquires the lease when it is free or expired, taking ``epoch + 1``; it renews while
 it leads. Every plan and launch is committed only after ``fence(session, epoch)`` re-reads the
@@ -14,8 +14,8 @@ from datetime import timedelta
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from meta.durations import utcnow
-from meta.errors import MetaschedError
+from meta.model.durations import utcnow
+from meta.model.errors import MetaschedError
 from meta.store.db import Database
 from meta.store.models import LeaderLease
 from meta.store.upsert import insert_ignore

@@ -1,14 +1,30 @@
-"""The ``metasched serve`` daemon: leadership, reconcile, schedule, actuate — once per period.
+"""The ``metasched serve`` daemon: one replica's loop, a numbered period at a time.
+
+This list is the cycle's one numbering: the README and every step module use it. Each step is
+the module of ``meta/cycle`` named after it (step 6 is the pure policy, ``meta/policy``).
 
 One period, in order:
-1. take or renew the leader lease (a standby just waits; a new leader reconciles with Slurm
-   before it schedules anything);
-2. read the inventory (one ``sinfo --json``; the switch tree now and then);
-3. reconcile attempts with one ``squeue --json`` and one ``sacct -P`` (relaunch confirmed-absent
-   unknown launches, mark lost, cancel orphans);
-4. run the pure policy over a snapshot of the store and apply the plan under the epoch fence;
-5. actuate: sbatch for new attempts, USR1 + grace + scancel for attempts being stopped.
-Nothing that matters lives in memory: a kill -9 at any point loses nothing.
+1. lease (``lease.py``): take or renew the leader lease; its epoch fences every write. A standby
+   just waits; a new leader reconciles with Slurm before it schedules anything.
+2. inventory (``inventory.py``): one ``sinfo --json`` (the switch tree now and then), stored for
+   submit-time checks; capacity Slurm gave to jobs metasched does not own is taken out.
+3. reconcile (``reconcile.py``): one ``squeue`` (``--Format`` text), ``sacct -P`` only when squeue
+   misses a live attempt; move attempts by what Slurm reports, look unknown launches up and
+   relaunch them only when confirmed absent, mark lost after a grace, cancel orphans.
+4. health (``health.py``): evict whole attempts from nodes drained or down past a grace.
+5. snapshot (``snapshot.py``): one consistent read of pending tasks, live attempts and tenants.
+6. schedule (``meta/policy/scheduler.py``): ``schedule(snapshot, config) -> Plan``, no I/O.
+7. usage (``usage.py``): decay and accrue tenants' usage, in the same transaction as step 8.
+8. apply (``apply.py``): fenced by the epoch, capacity re-checked (I5), attempts created with
+   leases and fencing tokens, victims marked for stopping, pending reasons stored.
+9. holds (``holds.py``): Slurm reservations for held head-of-line gangs, changed only when the
+   wanted set changes.
+10. actuate (``actuate.py``): commit ``launching``, then sbatch, then the Slurm id; USR1 + grace +
+    scancel for attempts being stopped.
+11. outputs (``outputs.py``): inference partitions that exited 0 are committed during step 3;
+    here finished jobs get their manifest.
+Then the gauges of ``metrics.py`` are set. Nothing that matters lives in memory: a kill -9 at
+any point loses nothing.
 """
 
 from __future__ import annotations
@@ -22,29 +38,27 @@ from dataclasses import dataclass, field, replace
 
 from sqlalchemy import event, func, select
 
-from meta.actuator import SUBMIT_PARALLEL, ActuationResult, Actuator
-from meta.apply import apply_plan
-from meta.durations import utcnow
-from meta.health import NodeWatch, evict_from_unusable_nodes
-from meta.holds import HoldSync, desired_holds
-from meta.inventory_store import save_inventory
-from meta.launch_plan import LaunchSettings
-from meta.leader import Leadership, NotLeader, release, renew, try_acquire
-from meta.metrics import Metrics
-from meta.outputs import commit_on_success, finalize_jobs
+from meta.cycle.actuate import SUBMIT_PARALLEL, ActuationResult, Actuator
+from meta.cycle.apply import apply_plan
+from meta.cycle.health import NodeWatch, evict_from_unusable_nodes
+from meta.cycle.holds import HoldSync, desired_holds
+from meta.cycle.inventory import InventoryReader, effective_nodes, held_per_node
+from meta.cycle.launch_plan import LaunchSettings
+from meta.cycle.lease import Leadership, NotLeader, release, renew, try_acquire
+from meta.cycle.metrics import Metrics
+from meta.cycle.outputs import commit_on_success, finalize_jobs
+from meta.cycle.reconcile import Reconciler, ReconcileSettings
+from meta.cycle.snapshot import SpecCache, build_snapshot
+from meta.cycle.usage import accrue
+from meta.model.durations import utcnow
+from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState
 from meta.policy.config import SchedulerConfig
 from meta.policy.scheduler import schedule
-from meta.policy.snapshot import NodeState
-from meta.reconciler import Reconciler, ReconcileSettings
-from meta.resources import ResourceVector
-from meta.snapshot_source import SpecCache, build_snapshot, placement_shares, totals_per_node
-from meta.states import LIVE_ATTEMPT_STATES, AttemptState
 from meta.store.db import Database
 from meta.store.models import Attempt, Job, Task
-from meta.usage import accrue
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError
-from slurm_bridge.inventory import Inventory, build_inventory
+from slurm_bridge.inventory import Inventory
 
 log = logging.getLogger("metasched.daemon")
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
@@ -86,39 +100,6 @@ class PeriodReport:
     error: str = ""
 
 
-def effective_nodes(inventory: Inventory, ours: dict[str, ResourceVector]) -> list[NodeState]:
-    """effective_nodes removes capacity Slurm gave to jobs metasched does not own (direct sbatch).
-
-    Slurm's allocation on a node minus metasched's own reservations there is foreign work;
-    the scheduler must not plan on it, or it would double-allocate.
-    """
-    usage = {u.node: u for u in inventory.usage}
-    nodes = []
-    for node in inventory.nodes:
-        u = usage.get(node.name)
-        mine = ours.get(node.name)
-        if u is None:
-            nodes.append(node)
-            continue
-        foreign_cpus = max(0.0, u.allocated.cpus - (mine.cpus if mine else 0.0))
-        foreign_mem = max(0, u.allocated.memory_mib - (mine.memory_mib if mine else 0))
-        foreign_gpus = max(0, u.allocated.gpus - (mine.gpus if mine else 0))
-        cap = node.capacity
-        capacity = cap.model_copy(
-            update={
-                "cpus": max(0.0, cap.cpus - foreign_cpus),
-                "memory_mib": max(0, cap.memory_mib - foreign_mem),
-                "gpus": max(0, cap.gpus - foreign_gpus),
-            }
-        )
-        nodes.append(
-            NodeState(
-                node.name, capacity, node.partitions, node.switch, node.healthy, node.drained, node.features
-            )
-        )
-    return nodes
-
-
 def limit_idle_transactions(db: Database, seconds: float) -> None:
     """limit_idle_transactions makes PostgreSQL end this replica's transactions left idle for ``seconds``.
 
@@ -156,6 +137,7 @@ class Daemon:
         self.metrics = metrics or Metrics()
         self.specs = SpecCache()
         self.node_watch = NodeWatch(config.unhealthy_grace_s)
+        self.inventory = InventoryReader(db, client, config.topology_refresh_s)
         limit_idle_transactions(db, config.leader_lease_s)
         # an sbatch still in flight can land until its own deadline: a launch is only "absent"
         # once the look-up window has outlasted the submit timeout (the runner caps its lifetime)
@@ -179,8 +161,6 @@ class Daemon:
         self.actuator.keep_lease = self._keep_lease
         self._renewed_at = 0.0
         self.leadership: Leadership | None = None
-        self._topology: dict = {}
-        self._topology_at = 0.0
         self._last_reconcile = time.monotonic()
 
     # --- the loop ------------------------------------------------------------------------------
@@ -272,15 +252,8 @@ class Daemon:
         self._renewed_at = time.monotonic()
 
     def _inventory(self, report: PeriodReport) -> Inventory:
-        now = time.monotonic()
-        if not self._topology or now - self._topology_at > self.config.topology_refresh_s:
-            self._topology = self.client.topology()
-            self._topology_at = now
-        nodes = self.client.sinfo()
+        inventory = self.inventory.read()
         report.slurm_reads += 1
-        inventory = build_inventory(nodes, self._topology)
-        with self.db.session() as session:
-            save_inventory(session, inventory.nodes, inventory.version, inventory.switch_parent)
         return inventory
 
     def _reconcile(self, report: PeriodReport) -> None:
@@ -299,18 +272,13 @@ class Daemon:
         report.launched += len(actuation.launched)
         self._last_reconcile = time.monotonic()
 
-    def _ours_per_node(self) -> dict[str, ResourceVector]:
-        """_ours_per_node is what metasched's live attempts hold on each node."""
-        live = [AttemptState.RUNNING.value, AttemptState.STOPPING.value]
-        with self.db.session() as session:
-            placements = session.scalars(select(Attempt.placement).where(Attempt.state.in_(live)))
-            return totals_per_node(share for placement in placements for share in placement_shares(placement))
-
     def _cycle(self, inventory: Inventory, report: PeriodReport) -> None:
         assert self.leadership is not None
         started_at = utcnow()
         t0 = time.perf_counter()
-        nodes = effective_nodes(inventory, self._ours_per_node())
+        with self.db.session() as session:
+            ours = held_per_node(session)
+        nodes = effective_nodes(inventory, ours)
         with self.db.session() as session:
             snapshot = build_snapshot(
                 session,

@@ -1,4 +1,4 @@
-"""Reconciliation (cycle step 7): move attempts by what Slurm reports, never by guesses.
+"""Cycle step 3, reconcile: move attempts by what Slurm reports, never by guesses.
 
 Each period reads Slurm in a fixed number of batched calls — one ``squeue`` and, only
 when some live attempt is missing from it, one ``sacct -P`` (sinfo is read by the daemon for the
@@ -26,13 +26,13 @@ from datetime import datetime, timedelta
 from sqlalchemy import Row, select, update
 from sqlalchemy.orm import Session
 
-from meta.durations import utcnow
-from meta.errors import ConcurrentModification, StaleFencingToken
-from meta.leader import Leadership, fence
-from meta.lifecycle import attempt_event, move_attempts
-from meta.spec import FailureCategory
-from meta.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition
+from meta.cycle.lease import Leadership, fence
+from meta.model.durations import utcnow
+from meta.model.errors import ConcurrentModification, StaleFencingToken
+from meta.model.kinds import FailureCategory
+from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition
 from meta.store.db import Database
+from meta.store.lifecycle import attempt_event, move_attempts
 from meta.store.models import Attempt, PartitionCommit
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError
