@@ -13,6 +13,7 @@ import click
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
 from meta.model.errors import MetaschedError
+from meta.model.limits import clip
 from meta.model.spec import SpecError
 from meta.model.states import IllegalTransition
 from meta.store.db import DatabaseURLError
@@ -23,9 +24,20 @@ EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
 def fail(message: str, code: int) -> None:
-    """fail prints ``metasched: error: ...`` on stderr and exits with ``code``."""
-    click.echo(f"{_prog()}: error: {message}", err=True)
+    """fail prints ``metasched: error: ...`` as one line on stderr and exits with ``code``."""
+    click.echo(f"{_prog()}: error: {one_line(message)}", err=True)
     sys.exit(code)
+
+
+def one_line(message: str, limit: int = 2_000) -> str:
+    """one_line makes any message one printable line of at most ``limit`` characters."""
+    return clip(message, limit)
+
+
+def spec_problems(problems: list[str], shown: int = 3) -> str:
+    """spec_problems joins a refused spec's problems on one line, the first few in full."""
+    more = len(problems) - shown
+    return "; ".join(problems[:shown]) + (f" (and {more} more)" if more > 0 else "")
 
 
 def _prog() -> str:
@@ -41,7 +53,7 @@ def handle_errors(func: F) -> F:
         try:
             return func(*args, **kwargs)
         except SpecError as exc:
-            fail("invalid job spec:\n  " + "\n  ".join(exc.problems), EXIT_USAGE)
+            fail(f"invalid job spec: {spec_problems(exc.problems)}", EXIT_USAGE)
         except DatabaseURLError as exc:
             fail(str(exc), EXIT_USAGE)
         except MetaschedError as exc:

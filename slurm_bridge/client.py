@@ -50,6 +50,10 @@ class SlurmClient(Protocol):
         """topology is the switch tree keyed by switch name ({} without topology/tree)."""
         ...
 
+    def qos_names(self) -> list[str]:
+        """qos_names lists the QOS names accounting knows (``sacctmgr show qos``)."""
+        ...
+
     def reservations(self) -> list[SlurmReservation]:
         """reservations lists Slurm's reservations."""
         ...

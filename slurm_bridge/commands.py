@@ -17,6 +17,7 @@ from typing import TypeVar
 from slurm_bridge import reservations as resv
 from slurm_bridge.errors import ReservationInUse, SlurmParseError, SlurmRejected
 from slurm_bridge.parse.sacct import SACCT_FIELDS, SacctJob, parse_sacct
+from slurm_bridge.parse.sacctmgr import parse_qos_names
 from slurm_bridge.parse.scontrol import (
     ScontrolJob,
     ScontrolNode,
@@ -135,6 +136,12 @@ class CliSlurmClient:
     def topology(self) -> dict[str, Switch]:
         """topology runs ``scontrol show topology``."""
         return self._scontrol(["show", "topology"], parse_topology)
+
+    def qos_names(self) -> list[str]:
+        """qos_names runs ``sacctmgr -n -P show qos format=Name``."""
+        return self.runner.run_parsed(
+            "sacctmgr", ["-n", "-P", "show", "qos", "format=Name"], parse_qos_names, timeout_s=self.timeouts.accounting
+        )
 
     def reservations(self) -> list[SlurmReservation]:
         """reservations runs ``scontrol -o show reservation``."""

@@ -117,6 +117,10 @@ class FaultInjectingClient:
         """topology delegates, with faults."""
         return self._call("topology", self.inner.topology)
 
+    def qos_names(self) -> list[str]:
+        """qos_names delegates, with faults."""
+        return self._call("qos_names", self.inner.qos_names)
+
     def reservations(self) -> list[SlurmReservation]:
         """reservations delegates, with faults."""
         return self._call("reservations", self.inner.reservations)

@@ -1,14 +1,15 @@
 """Cycle step 2, inventory: the nodes as Slurm reports them, stored, minus what foreign jobs hold.
 
-Each period reads one ``sinfo --json`` (the switch tree from ``scontrol show topology`` only every
-``topology_refresh_s``) into a NodeState list and stores it, so the submit API can refuse specs
-no node could ever host. ``effective_nodes`` then removes the capacity Slurm gave to jobs
+Each period reads one ``sinfo --json`` (the switch tree from ``scontrol show topology`` and the
+QOS names from ``sacctmgr`` only every ``topology_refresh_s``) into a NodeState list and stores
+it, so the submit API can refuse specs no node could ever host, and unknown partitions and QOS. ``effective_nodes`` then removes the capacity Slurm gave to jobs
 metasched does not own (plain sbatch): the policy must never plan on it, or it would
 double-allocate.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 
 from sqlalchemy import select
@@ -22,7 +23,10 @@ from meta.store.db import Database
 from meta.store.inventory import save_inventory
 from meta.store.models import Attempt
 from slurm_bridge.client import SlurmClient
+from slurm_bridge.errors import SlurmError
 from slurm_bridge.inventory import Inventory, build_inventory
+
+log = logging.getLogger("metasched.inventory")
 
 
 class InventoryReader:
@@ -36,16 +40,26 @@ class InventoryReader:
         self._topology_at = 0.0
 
     def read(self) -> Inventory:
-        """read calls sinfo (and the topology when it is due) and stores the inventory if it changed."""
+        """read calls sinfo (topology and QOS when they are due) and stores the inventory if it changed."""
         now = time.monotonic()
+        qos = None
         if not self._topology or now - self._topology_at > self.topology_refresh_s:
             self._topology = self.client.topology()
             self._topology_at = now
+            qos = self._qos_names()
         nodes = self.client.sinfo()
         inventory = build_inventory(nodes, self._topology)
         with self.db.session() as session:
-            save_inventory(session, inventory.nodes, inventory.version, inventory.switch_parent)
+            save_inventory(session, inventory.nodes, inventory.version, inventory.switch_parent, qos)
         return inventory
+
+    def _qos_names(self) -> list[str] | None:
+        """_qos_names reads the QOS list; accounting being down only skips the submit-time QOS check."""
+        try:
+            return self.client.qos_names()
+        except SlurmError as exc:
+            log.warning("cannot read the QOS list (submit-time QOS checks wait for it): %s", exc)
+            return None
 
 
 def held_per_node(session: Session) -> dict[str, ResourceVector]:

@@ -8,9 +8,10 @@ from datetime import UTC, datetime
 from typing import Any
 
 _UNIT_SECONDS = {"s": 1, "sec": 1, "m": 60, "min": 60, "h": 3600, "hr": 3600, "d": 86400, "day": 86400}
-_UNITS = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(s|sec|m|min|h|hr|d|day)?\s*$", re.IGNORECASE)
+# ASCII digits and fullmatch: ``\d`` takes any Unicode digit and ``$`` matches before a newline
+_UNITS = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*(s|sec|m|min|h|hr|d|day)?\s*", re.IGNORECASE)
 # Slurm's time formats: minutes, MM:SS, HH:MM:SS, D-HH, D-HH:MM, D-HH:MM:SS
-_SLURM = re.compile(r"^(?:(\d+)-)?(\d+)(?::(\d+))?(?::(\d+))?$")
+_SLURM = re.compile(r"(?:([0-9]{1,9})-)?([0-9]{1,9})(?::([0-9]{1,9}))?(?::([0-9]{1,9}))?")
 
 
 def parse_duration_s(value: Any) -> float:
@@ -25,7 +26,7 @@ def parse_duration_s(value: Any) -> float:
         return float(value)
     if not isinstance(value, str) or not value.strip():
         raise ValueError("a duration must be a number of seconds or a string such as 30m or 4h")
-    match = _UNITS.match(value)
+    match = _UNITS.fullmatch(value)
     if match:
         seconds = float(match.group(1)) * _UNIT_SECONDS[(match.group(2) or "s").lower()]
         if not math.isfinite(seconds):
@@ -41,7 +42,7 @@ def parse_slurm_time_s(value: str) -> float:
     text = value.strip()
     if text.lower() in {"infinite", "unlimited"}:
         raise ValueError("an unlimited time limit is not accepted; give a bound such as 4:00:00")
-    match = _SLURM.match(text)
+    match = _SLURM.fullmatch(text)
     if not match:
         raise ValueError(f"cannot parse Slurm time {value!r} (use M, M:S, H:M:S, D-H, D-H:M or D-H:M:S)")
     days, first, second, third = match.groups()

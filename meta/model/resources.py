@@ -13,6 +13,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from meta.model.limits import MAX_CPUS, MAX_GPUS, MAX_STORAGE_GIB, is_slurm_name
+
 _MEMORY_UNITS = {
     "": 1,  # bare numbers are MiB, as Slurm's --mem
     "k": 1 / 1024,
@@ -32,8 +34,10 @@ _MEMORY_UNITS = {
     "ti": 1024 * 1024,
     "tib": 1024 * 1024,
 }
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _MAX_MIB = 1024**4  # 1024 PiB: anything larger is a typo, and int() of it must not overflow
-_QUANTITY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([a-zA-Z]*)\s*$")
+# ASCII digits only: ``\d`` would take any Unicode digit ("１２G"), which Slurm never would
+_QUANTITY = re.compile(r"\s*([0-9]+(?:\.[0-9]+)?)\s*([a-zA-Z]*)\s*")
 
 
 def parse_memory_mib(value: Any) -> int:
@@ -48,13 +52,20 @@ def parse_memory_mib(value: Any) -> int:
         return int(value)
     if not isinstance(value, str):
         raise ValueError(f"memory must be a size such as 4000M or 256Gi, got {type(value).__name__}")
-    match = _QUANTITY.match(value)
+    match = _QUANTITY.fullmatch(value)
     if not match or match.group(2).lower() not in _MEMORY_UNITS:
         raise ValueError(f"cannot parse memory size {value!r} (use e.g. 4000M, 16G, 256Gi)")
     mib = float(match.group(1)) * _MEMORY_UNITS[match.group(2).lower()]
     if not math.isfinite(mib) or mib > _MAX_MIB:
         raise ValueError(f"memory size {value!r} is too large")
     return int(mib)
+
+
+def _slurm_name(value: str | None, what: str) -> str | None:
+    """_slurm_name refuses a GPU type or network that is not a plain Slurm name (it reaches --gres)."""
+    if value is not None and not is_slurm_name(value):
+        raise ValueError(f"{what} must be a plain name such as a100 (letters, digits, '.', '_', '-')")
+    return value
 
 
 def format_memory(mib: int) -> str:
@@ -73,14 +84,22 @@ class ResourceError(ValueError):
 class ResourceVector(BaseModel):
     """ResourceVector is an immutable bundle of cpus, memory, typed GPUs, storage and network."""
 
-    cpus: float = Field(default=0, ge=0, description="CPU cores")
+    cpus: float = Field(default=0, ge=0, le=MAX_CPUS, description="CPU cores")
     memory_mib: int = Field(default=0, ge=0, alias="memory", description="host memory in MiB")
-    gpus: int = Field(default=0, ge=0, strict=True, description="GPU count")
+    gpus: int = Field(default=0, ge=0, le=MAX_GPUS, strict=True, description="GPU count")
     gpu_type: str | None = Field(default=None, description="GPU model, None = any type")
-    storage_gib: int = Field(default=0, ge=0, alias="storage", description="local scratch in GiB")
+    storage_gib: int = Field(default=0, ge=0, le=MAX_STORAGE_GIB, alias="storage", description="local scratch in GiB")
     network: str | None = Field(default=None, description="network class such as 'ib'")
 
     model_config = ConfigDict(frozen=True, extra="forbid", populate_by_name=True)
+
+    @field_validator("cpus", mode="before")
+    @classmethod
+    def _no_bool_cpus(cls, value: Any) -> Any:
+        # YAML's true would otherwise be 1 cpu
+        if isinstance(value, bool):
+            raise ValueError("cpus must be a number, not a boolean")
+        return value
 
     @field_validator("memory_mib", mode="before")
     @classmethod
@@ -90,16 +109,24 @@ class ResourceVector(BaseModel):
     @field_validator("storage_gib", mode="before")
     @classmethod
     def _parse_storage(cls, value: Any) -> int:
+        if isinstance(value, bool):
+            raise ValueError("storage must be a size such as 100G, not a boolean")
         if isinstance(value, str):
             text = value.strip()
             # a bare number means GiB here, as for the numeric form
-            return parse_memory_mib(text + "Gi" if text.replace(".", "", 1).isdigit() else text) // 1024
+            return parse_memory_mib(text + "Gi" if _NUMBER.fullmatch(text) else text) // 1024
         return value
 
     @field_validator("gpu_type")
     @classmethod
     def _normalise_gpu_type(cls, value: str | None) -> str | None:
-        return value.strip().lower() or None if value is not None else None
+        name = value.strip().lower() or None if value is not None else None
+        return _slurm_name(name, "gpu_type")
+
+    @field_validator("network")
+    @classmethod
+    def _network_name(cls, value: str | None) -> str | None:
+        return _slurm_name(value, "network")
 
     # --- arithmetic -------------------------------------------------------------------------
 

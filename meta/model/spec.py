@@ -14,8 +14,8 @@ from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
+    AfterValidator,
     BaseModel,
     ConfigDict,
     Field,
@@ -27,18 +27,70 @@ from pydantic import (
 )
 
 from meta.model.durations import parse_duration_s, parse_instant
+from meta.model.jobfile import JobFileError, decode_job_text, parse_job_text, read_job_bytes
 from meta.model.kinds import FailureCategory, JobKind, PriorityClass, Topology
+from meta.model.limits import (
+    MAX_BACKOFF_S,
+    MAX_COMMAND_BYTES,
+    MAX_DURATION_S,
+    MAX_ENV_VALUE_BYTES,
+    MAX_ENV_VARS,
+    MAX_ITEMS,
+    MAX_LOCALITY_NODES,
+    MAX_PATH_BYTES,
+    MAX_SCRIPT_BYTES,
+    MAX_SECRETS,
+    MAX_SHARD_NAME_CHARS,
+    clip,
+    is_slurm_name,
+    printable,
+    text_problem,
+    tree_problems,
+)
 from meta.model.resources import ResourceVector
 
+# ASCII names. NAME_PATTERN runs in pydantic's Rust regex engine, where ``$`` is the end of the
+# text; Python's ``re`` patterns below are used with fullmatch, because there ``$`` also matches
+# before a final newline ("LEAKME\n" would pass)
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 
 
 def _seconds(value: Any) -> float:
     return parse_duration_s(value)
 
 
-Duration = Annotated[float, Field(ge=0)]
+def _text(value: str) -> str:
+    """_text refuses strings that cannot be stored or handed to Slurm (NUL, lone surrogates)."""
+    problem = text_problem(value)
+    if problem:
+        raise ValueError(f"text {problem}")
+    return value
+
+
+def _bounded(limit: int, what: str):  # noqa: ANN202 - a validator factory
+    """_bounded makes a validator that refuses text longer than ``limit`` bytes of UTF-8."""
+
+    def check(value: str) -> str:
+        if len(value.encode("utf-8")) > limit:
+            raise ValueError(f"{what} is longer than {limit // 1024} KiB" if limit >= 1024 else f"{what} is too long")
+        return value
+
+    return AfterValidator(check)
+
+
+def _slurm_name(value: str) -> str:
+    """_slurm_name refuses what is not a plain Slurm object name (no spaces, no options, ASCII)."""
+    if not is_slurm_name(value):
+        raise ValueError(f"'{printable(value)[:80]}' is not a Slurm name (letters, digits, '.', '_', '-'; at most 64)")
+    return value
+
+
+Text = Annotated[str, AfterValidator(_text)]
+SlurmName = Annotated[str, AfterValidator(_text), AfterValidator(_slurm_name)]
+PathText = Annotated[str, Field(min_length=1), AfterValidator(_text), _bounded(MAX_PATH_BYTES, "a path")]
+Duration = Annotated[float, Field(ge=0, le=MAX_DURATION_S)]
+Backoff = Annotated[float, Field(ge=0, le=MAX_BACKOFF_S)]
 # a count must be written as a number: YAML's true/false are not 1/0 here
 StrictCount = Annotated[int, Strict()]
 
@@ -53,7 +105,7 @@ class RetryPolicy(_Frozen):
     """RetryPolicy says how many attempts a task gets and which failures earn a retry."""
 
     max_attempts: StrictCount = Field(default=3, ge=1, le=100)
-    backoff_s: Duration = Field(default=30.0, alias="backoff")
+    backoff_s: Backoff = Field(default=30.0, alias="backoff")
     on: tuple[FailureCategory, ...] = (
         FailureCategory.NODE_FAILURE,
         FailureCategory.PREEMPTED,
@@ -71,7 +123,7 @@ class RetryPolicy(_Frozen):
 class CheckpointSpec(_Frozen):
     """CheckpointSpec describes where and how often a training job checkpoints."""
 
-    dir: str
+    dir: PathText
     interval_s: Duration = Field(default=1800.0, alias="interval")
     restore_cost_s: Duration = Field(default=60.0, alias="restore_cost")
 
@@ -83,8 +135,8 @@ class CheckpointSpec(_Frozen):
 class Locality(_Frozen):
     """Locality is a soft hint: prefer these nodes or this switch (e.g. where the data is cached)."""
 
-    nodes: tuple[str, ...] = ()
-    switch: str | None = None
+    nodes: tuple[SlurmName, ...] = Field(default=(), max_length=MAX_LOCALITY_NODES)
+    switch: SlurmName | None = None
 
 
 class _CommonSpec(_Frozen):
@@ -94,14 +146,16 @@ class _CommonSpec(_Frozen):
     tenant: str = Field(pattern=NAME_PATTERN)
     queue: str = Field(default="default", pattern=NAME_PATTERN)
     priority_class: PriorityClass | None = None
-    qos: str | None = None
-    partition: str | None = None
+    qos: SlurmName | None = None
+    partition: SlurmName | None = None
     retry: RetryPolicy = RetryPolicy()
     locality: Locality | None = None
-    command: str | None = None
-    script: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
-    secrets: tuple[str, ...] = ()
+    command: Annotated[Text, _bounded(MAX_COMMAND_BYTES, "the command")] | None = None
+    script: Annotated[Text, _bounded(MAX_SCRIPT_BYTES, "the script")] | None = None
+    env: dict[Text, Annotated[Text, _bounded(MAX_ENV_VALUE_BYTES, "an environment value")]] = Field(
+        default_factory=dict, max_length=MAX_ENV_VARS
+    )
+    secrets: tuple[Text, ...] = Field(default=(), max_length=MAX_SECRETS)
     time_limit_s: Duration = Field(default=3600.0, alias="time_limit", gt=0)
 
     _parse_time = field_validator("time_limit_s", mode="before")(classmethod(lambda cls, v: _seconds(v)))
@@ -109,16 +163,17 @@ class _CommonSpec(_Frozen):
     @field_validator("env")
     @classmethod
     def _env_names(cls, value: dict[str, str]) -> dict[str, str]:
-        bad = [name for name in value if not _ENV_NAME.match(name) or name.startswith("METASCHED_")]
+        bad = [name for name in value if not _ENV_NAME.fullmatch(name) or name.startswith("METASCHED_")]
         if bad:
-            raise ValueError(f"invalid or reserved environment variable name(s): {', '.join(sorted(bad))}")
+            names = ", ".join(printable(name) for name in sorted(bad)[:5])
+            raise ValueError(f"invalid or reserved environment variable name(s): {names}")
         return value
 
     @field_validator("secrets")
     @classmethod
     def _secret_names(cls, value: tuple[str, ...]) -> tuple[str, ...]:
         # only names are allowed: a value (anything not an identifier) must never be stored
-        bad = [name for name in value if not _ENV_NAME.match(name)]
+        bad = [name for name in value if not _ENV_NAME.fullmatch(name)]
         if bad:
             raise ValueError("secrets are references by name (e.g. WANDB_API_KEY), not values")
         reserved = [name for name in value if name.startswith("METASCHED_")]
@@ -203,11 +258,13 @@ class InferenceSpec(_CommonSpec):
     """InferenceSpec is a batch job split into independently retried input partitions."""
 
     kind: Literal[JobKind.INFERENCE] = JobKind.INFERENCE
-    partitions: StrictCount | tuple[str, ...]
+    partitions: StrictCount | Annotated[
+        tuple[Annotated[Text, Field(max_length=MAX_SHARD_NAME_CHARS)], ...], Field(max_length=MAX_ITEMS)
+    ]
     resources: ResourceVector
-    output: str
+    output: PathText
     deadline: datetime | None = None
-    max_parallel: StrictCount | None = Field(default=None, ge=1)
+    max_parallel: StrictCount | None = Field(default=None, ge=1, le=MAX_ITEMS)
     preemptible: bool = True
 
     @field_validator("deadline", mode="before")
@@ -307,50 +364,39 @@ def spec_from_dict(data: Any) -> AnySpec:
     """spec_from_dict validates a mapping into a JobSpec or raises SpecError naming each field."""
     if not isinstance(data, dict):
         raise SpecError(["(job): a job file must be a mapping of fields"])
+    shape = tree_problems(data)  # sizes, depth and encodings first: before pydantic spends anything
+    if shape:
+        raise SpecError(shape)
     kinds = ", ".join(kind.value for kind in JobKind)
     if "kind" not in data:
         raise SpecError([f"kind: missing (one of {kinds})"])
     if not isinstance(data["kind"], str) or data["kind"] not in {kind.value for kind in JobKind}:
-        raise SpecError([f"kind: {data['kind']!r} is not one of {kinds}"])
+        raise SpecError([clip(f"kind: {data['kind']!r} is not one of {kinds}")])
     try:
         return _JOB_SPEC.validate_python(data)
     except ValidationError as exc:
         problems = []
-        for error in exc.errors():
+        for error in exc.errors(include_url=False, include_input=False):
             message = str(error["msg"]).removeprefix("Value error, ")
-            problems.append(f"{_field_path(tuple(error['loc']))}: {message}")
+            problems.append(clip(f"{_field_path(tuple(error['loc']))}: {message}"))
         raise SpecError(problems) from None
 
 
-class _Yaml12Loader(yaml.SafeLoader):
-    """_Yaml12Loader reads booleans as YAML 1.2 does: ``on``/``off``/``yes``/``no`` stay strings."""
-
-
-_Yaml12Loader.yaml_implicit_resolvers = {
-    first: [(tag, regexp) for tag, regexp in resolvers if tag != "tag:yaml.org,2002:bool"]
-    for first, resolvers in yaml.SafeLoader.yaml_implicit_resolvers.items()
-}
-_Yaml12Loader.add_implicit_resolver(
-    "tag:yaml.org,2002:bool", re.compile(r"^(?:true|True|TRUE|false|False|FALSE)$"), list("tTfF")
-)
-
-
 def load_spec_text(text: str, source: str = "<job>") -> AnySpec:
-    """load_spec_text parses YAML or JSON job text (JSON is YAML) and validates it."""
+    """load_spec_text parses YAML or JSON job text (JSON is YAML) within the limits and validates it."""
     try:
-        data = yaml.load(text, Loader=_Yaml12Loader)  # noqa: S506 - a SafeLoader subclass
-    except yaml.YAMLError as exc:
-        raise SpecError([f"(file) {source}: not valid YAML or JSON: {exc}"]) from None
+        data = parse_job_text(text, source)
+    except JobFileError as exc:
+        raise SpecError([f"(file) {exc}"]) from None
     return spec_from_dict(data)
 
 
 def load_spec_file(path: str | Path) -> AnySpec:
-    """load_spec_file reads and validates a job file."""
-    file = Path(path)
+    """load_spec_file reads (at most MAX_JOB_FILE_BYTES, strict UTF-8) and validates a job file."""
     try:
-        text = file.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SpecError([f"(file) {path}: cannot read: {exc.strerror}"]) from None
+        text = decode_job_text(read_job_bytes(path), str(path))
+    except JobFileError as exc:
+        raise SpecError([f"(file) {exc}"]) from None
     return load_spec_text(text, str(path))
 
 

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from meta.model.kinds import JobKind, Topology
+from meta.model.nodes import NodeState
 from meta.model.spec import AnySpec, TrainingSpec
 from meta.policy.feasibility import never_feasible
 from meta.policy.snapshot import PendingTask
 from meta.store.db import Database
-from meta.store.inventory import load_nodes
+from meta.store.inventory import load_nodes, load_qos_names
 
 
 def spec_as_task(spec: AnySpec) -> PendingTask:
@@ -27,6 +28,15 @@ def spec_as_task(spec: AnySpec) -> PendingTask:
     )
 
 
+def unknown_names(spec: AnySpec, nodes: list[NodeState] | None, qos_names: set[str] | None) -> str | None:
+    """unknown_names refuses a partition or QOS Slurm does not have, in sbatch's own words."""
+    if spec.partition and nodes and spec.partition not in {p for node in nodes for p in node.partitions}:
+        return f"partition: invalid partition specified: {spec.partition} (Invalid partition name specified)"
+    if spec.qos and qos_names is not None and spec.qos not in qos_names:
+        return f"qos: {spec.qos}: Invalid qos specification"
+    return None
+
+
 class InventoryFeasibility:
     """InventoryFeasibility rejects at submit what no node of the stored inventory could ever host."""
 
@@ -37,8 +47,10 @@ class InventoryFeasibility:
         """__call__ returns why the spec can never run, or None when it can (or nothing is known)."""
         with self.db.session() as session:
             nodes = load_nodes(session)
-        if not nodes:
-            return None
+            qos_names = load_qos_names(session)
+        unknown = unknown_names(spec, nodes, qos_names)
+        if unknown or not nodes:
+            return unknown
         reason = never_feasible(spec_as_task(spec), nodes)
         if reason is None:
             return None

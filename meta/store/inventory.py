@@ -39,23 +39,39 @@ def _node_of(data: dict[str, Any]) -> NodeState:
 
 
 def save_inventory(
-    session: Session, nodes: Sequence[NodeState], version: int, switch_parent: dict[str, str]
+    session: Session,
+    nodes: Sequence[NodeState],
+    version: int,
+    switch_parent: dict[str, str],
+    qos_names: Sequence[str] | None = None,
 ) -> None:
-    """save_inventory replaces the stored inventory when its version changed."""
+    """save_inventory replaces the stored inventory when its version (or the QOS list) changed.
+
+    ``qos_names`` None means "not read this time": the stored list stays as it is.
+    """
     row = session.get(InventoryRecord, 1)
-    if row is not None and row.version == str(version):
+    same_qos = qos_names is None or (row is not None and row.qos_names == sorted(qos_names))
+    if row is not None and row.version == str(version) and same_qos:
         return
-    values = {
+    values: dict[str, Any] = {
         "version": str(version),
         "nodes": [_node_json(n) for n in nodes],
         "switch_parent": dict(switch_parent),
         "at": utcnow(),
     }
+    if qos_names is not None:
+        values["qos_names"] = sorted(qos_names)
     if row is None:
         insert_ignore(session, InventoryRecord, id=1, **values)
         return
     for key, value in values.items():
         setattr(row, key, value)
+
+
+def load_qos_names(session: Session) -> set[str] | None:
+    """load_qos_names returns the QOS names Slurm's accounting knows, or None if never read."""
+    row = session.get(InventoryRecord, 1)
+    return None if row is None or row.qos_names is None else set(row.qos_names)
 
 
 def load_nodes(session: Session) -> list[NodeState] | None:

@@ -281,6 +281,7 @@ class InventoryRecord(Base):
     nodes: Mapped[list[dict[str, Any]]] = mapped_column(JSONText, default=list)
     switch_parent: Mapped[dict[str, str]] = mapped_column(JSONText, default=dict)
     at: Mapped[datetime] = mapped_column(UTCDateTime)
+    qos_names: Mapped[list[str] | None] = mapped_column(JSONText, nullable=True)  # None: not read yet
 
 
 class AuditEvent(Base):

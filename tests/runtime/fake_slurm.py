@@ -143,6 +143,7 @@ class FakeSlurm:
         self._next_id = first_job_id
         self.switches: dict[str, Switch] = {}
         self.slurm_reservations: dict[str, SlurmReservation] = {}
+        self.qos: list[str] = ["normal", "low", "high"]  # as deploy/devcluster creates them
         # calls, for assertions
         self.submitted_scripts: list[str] = []  # every script handed to submit (accepted or not)
         self.cancels: list[tuple[str, str | None]] = []  # (job id, signal)
@@ -230,6 +231,10 @@ class FakeSlurm:
     def topology(self) -> dict[str, Switch]:
         """topology is the configured switch tree ({} by default)."""
         return dict(self.switches)
+
+    def qos_names(self) -> list[str]:
+        """qos_names lists the QOS the fake's accounting knows."""
+        return list(self.qos)
 
     def reservations(self) -> list[SlurmReservation]:
         """reservations lists the reservations (head-of-line holds) the fake holds."""
