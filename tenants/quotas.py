@@ -13,9 +13,10 @@ from meta.model.errors import InvalidRequest, NotFound
 from meta.store import audit
 from meta.store.models import Tenant, TenantUsage
 from meta.store.upsert import insert_ignore
+from tenants.names import check_tenant_name
 
-_QUOTA = re.compile(r"^(?P<type>\*|[a-z0-9][a-z0-9_.-]*)=(?P<count>\d+)$")
-NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+# used with fullmatch: a bare ``$`` would also match before a trailing newline
+_QUOTA = re.compile(r"(?P<type>\*|[a-z0-9][a-z0-9_.-]*)=(?P<count>\d+)")
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,7 @@ def parse_quotas(items: tuple[str, ...]) -> dict[str, int]:
     """parse_quotas reads ``a100=16`` / ``*=32`` items into {gpu_type: GPUs}."""
     quotas: dict[str, int] = {}
     for item in items:
-        match = _QUOTA.match(item.strip().lower())
+        match = _QUOTA.fullmatch(item.strip().lower())
         if not match:
             raise InvalidRequest(f"bad quota {item!r}: use GPU_TYPE=COUNT, e.g. a100=16 or *=32 (any type)")
         quotas[match.group("type")] = int(match.group("count"))
@@ -50,8 +51,7 @@ def set_tenant(
     limits: dict[str, int] | None = None,
 ) -> TenantView:
     """set_tenant creates or updates a tenant; given quota maps replace the old ones."""
-    if not NAME.match(name):
-        raise InvalidRequest(f"invalid tenant name {name!r}")
+    check_tenant_name(name)
     if weight is not None and weight <= 0:
         raise InvalidRequest("a fair-share weight must be positive")
     for gpu_type, amount in (guaranteed or {}).items():

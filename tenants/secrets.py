@@ -3,55 +3,81 @@
 Layout: ``<root>/<tenant>/<NAME>``, directory 0700 and files 0600. A job spec lists secret
 *names*; the rendered sbatch script reads the values from ``<root>/<tenant>/`` when the job
 starts, so no value is ever in a spec, the store, Slurm's stored job script, a log or the audit.
+
+A secret is addressed only by a validated tenant and name, never by a path. The root is the
+operator's choice; below it nothing is followed through a symlink: a tenant folder must be a
+real folder we own that no one else may write, and files are opened relative to it
+(``meta.store.private_files``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
-import re
+from collections.abc import Iterator
 from pathlib import Path
 
-from meta.model.errors import InvalidRequest
+from meta.store.private_files import (
+    UnsafePath,
+    open_private_dir,
+    opened_dir,
+    regular_files,
+    remove_regular,
+    write_private,
+)
+from tenants.names import check_secret_name, check_tenant_name
 
 DEFAULT_ROOT = "/etc/metasched/secrets"
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_TENANT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+
+__all__ = ["DEFAULT_ROOT", "UnsafePath", "delete_secret", "secret_names", "set_secret", "tenant_dir"]
 
 
 def tenant_dir(root: str | Path, tenant: str) -> Path:
     """tenant_dir is where one tenant's secret files live."""
-    if not _TENANT.match(tenant):
-        raise InvalidRequest(f"invalid tenant name {tenant!r}")
-    return Path(root) / tenant
+    return Path(root) / check_tenant_name(tenant)
+
+
+@contextlib.contextmanager
+def _tenant_fd(root: str | Path, tenant: str, *, create: bool) -> Iterator[int | None]:
+    """_tenant_fd opens the tenant's private folder (None when it, or the root, does not exist)."""
+    fd = _open_tenant(root, check_tenant_name(tenant), create=create)
+    try:
+        yield fd
+    finally:
+        if fd is not None:
+            os.close(fd)
+
+
+def _open_tenant(root: str | Path, tenant: str, *, create: bool) -> int | None:
+    """_open_tenant opens (creating when asked) the tenant folder below the root, never via a symlink."""
+    try:
+        with opened_dir(root, create=create) as root_fd:
+            return open_private_dir(root_fd, tenant, create=create, label=f"secrets folder of tenant {tenant}")
+    except FileNotFoundError:
+        if create:
+            raise
+        return None  # no root yet: no tenant has a secret
 
 
 def set_secret(root: str | Path, tenant: str, name: str, value: str) -> Path:
     """set_secret writes one secret value with owner-only permissions (replacing it atomically)."""
-    if not _NAME.match(name) or name.startswith("METASCHED_"):
-        raise InvalidRequest(f"invalid secret name {name!r}: use an environment variable name")
-    directory = tenant_dir(root, tenant)
-    directory.mkdir(parents=True, exist_ok=True, mode=0o700)
-    os.chmod(directory, 0o700)
-    temp = directory / f".{name}.tmp"
-    fd = os.open(temp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(value)
-    os.replace(temp, directory / name)
-    return directory / name
+    check_secret_name(name)
+    with _tenant_fd(root, tenant, create=True) as fd:
+        assert fd is not None  # create=True never yields None
+        write_private(fd, name, value)
+    return tenant_dir(root, tenant) / name
 
 
 def secret_names(root: str | Path, tenant: str) -> list[str]:
-    """secret_names lists the names (never the values) a tenant has set."""
-    directory = tenant_dir(root, tenant)
-    if not directory.is_dir():
-        return []
-    return sorted(p.name for p in directory.iterdir() if p.is_file() and not p.name.startswith("."))
+    """secret_names lists the names (never the values) a tenant has set: regular files only."""
+    with _tenant_fd(root, tenant, create=False) as fd:
+        if fd is None:
+            return []
+        return [name for name in regular_files(fd) if not name.startswith(".")]
 
 
 def delete_secret(root: str | Path, tenant: str, name: str) -> bool:
-    """delete_secret removes one secret; False when it did not exist."""
-    path = tenant_dir(root, tenant) / name
-    if not path.is_file():
-        return False
-    path.unlink()
-    return True
+    """delete_secret removes one secret; False when it did not exist (a link or folder is no secret)."""
+    check_secret_name(name)
+    with _tenant_fd(root, tenant, create=False) as fd:
+        return fd is not None and remove_regular(fd, name)

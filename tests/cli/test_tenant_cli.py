@@ -67,3 +67,16 @@ def test_a_tenant_member_sees_only_itself(run) -> None:
     names = [t["name"] for t in json.loads(run("--tenant", "tenant-b", "tenant", "list", "--json").output)]
     assert names == ["tenant-b"]
     assert run("--tenant", "tenant-b", "tenant", "show", "tenant-a").exit_code == 1
+
+
+@pytest.mark.parametrize("name", ["evil\n", "evil\r\n", "\nevil", "_evil", "a/b", "x" * 129, ""])
+def test_tenant_names_with_a_trailing_newline_or_junk_are_refused(run, name: str) -> None:
+    result = run("tenant", "set", name, "--weight", "2")
+    assert result.exit_code == 2 and "invalid tenant name" in result.output
+    assert json.loads(run("tenant", "list", "--json").output) == []
+
+
+@pytest.mark.parametrize("item", ["a100=8\nx", "a100=8 9", "a100=-1"])
+def test_quota_items_must_match_in_full(run, item: str) -> None:
+    result = run("tenant", "set", "research", "--guaranteed", item)
+    assert result.exit_code == 2 and "GPU_TYPE=COUNT" in result.output
