@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-import getpass
 import os
+import pwd
 from dataclasses import dataclass
 
 from meta.model.errors import NotFound
@@ -35,11 +35,17 @@ class Principal:
 
 def local_principal(tenant: str | None = None) -> Principal:
     """local_principal is the CLI's caller: the OS user, scoped to --tenant or METASCHED_TENANT."""
+    return Principal(name=effective_user(), tenant=tenant or os.environ.get(TENANT_ENV) or None)
+
+
+def effective_user() -> str:
+    """effective_user names the effective uid from the passwd database (``uid<N>`` without an entry)."""
+    # never LOGNAME/USER (what getpass.getuser reads): the caller sets those, and this is the audit actor
+    uid = os.geteuid()
     try:
-        user = getpass.getuser()
-    except (KeyError, OSError):
-        user = f"uid{os.getuid()}"
-    return Principal(name=user, tenant=tenant or os.environ.get(TENANT_ENV) or None)
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return f"uid{uid}"
 
 
 ADMIN = Principal(name="admin")
