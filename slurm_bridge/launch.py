@@ -12,9 +12,10 @@ from slurm_bridge.tags import check_attempt_id
 
 # Values that go into "#SBATCH --opt=value" lines unquoted: sbatch splits directives on
 # whitespace and handles quotes its own way, so only plain tokens are allowed there.
-_SLURM_TOKEN = re.compile(r"^[A-Za-z0-9._:/@%+=,\[\]-]+$")
-_ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
-_ROLE_NAME = re.compile(r"^[A-Za-z0-9_.-]+$")
+# Checked with fullmatch: a bare "$" would also accept a value ending in a newline.
+_SLURM_TOKEN = re.compile(r"[A-Za-z0-9._:/@%+=,\[\]-]+")
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_ROLE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 
 
 class LaunchRequestError(ValueError):
@@ -23,12 +24,12 @@ class LaunchRequestError(ValueError):
 
 def is_token(value: str) -> bool:
     """is_token tells whether ``value`` may appear unquoted in an ``#SBATCH`` line."""
-    return bool(_SLURM_TOKEN.match(value))
+    return _SLURM_TOKEN.fullmatch(value) is not None
 
 
 def check_token(what: str, value: str | None) -> None:
     """check_token rejects values that are unsafe in an ``#SBATCH`` line (spaces, quotes, newlines)."""
-    if value is not None and not _SLURM_TOKEN.match(value):
+    if value is not None and not is_token(value):
         raise LaunchRequestError(f"{what} {value!r} must match {_SLURM_TOKEN.pattern}")
 
 
@@ -45,7 +46,7 @@ class Role:
     partition: str | None = None
 
     def __post_init__(self) -> None:
-        if not _ROLE_NAME.match(self.name):
+        if not _ROLE_NAME.fullmatch(self.name):
             raise LaunchRequestError(f"role name {self.name!r} must match {_ROLE_NAME.pattern}")
         _check_shape(self.num_nodes, self.nodes, self.ntasks_per_node)
         check_token("partition", self.partition)
@@ -83,6 +84,9 @@ class LaunchRequest:
     checkpoint_dir: str | None = None
     output_dir: str | None = None
     resume_from: str | None = None
+    # the job declared a checkpoint: only then is it sent the checkpoint signal before its time
+    # limit (a program that does not trap the signal is killed by it)
+    checkpoints: bool = False
     grace_s: int = 120
     roles: tuple[Role, ...] = ()
     reservation: str | None = None
@@ -104,6 +108,8 @@ class LaunchRequest:
         self._check_env()
         if self.time_limit_s <= 0 or self.grace_s < 0:
             raise LaunchRequestError("time_limit_s must be positive and grace_s not negative")
+        if self.checkpoints and self.kind != JobKind.TRAINING:
+            raise LaunchRequestError(f"only training jobs checkpoint, not {self.kind.value} jobs")
 
     def _check_entrypoint(self) -> None:
         """_check_entrypoint: exactly one of command/script, or roles that carry their own commands."""
@@ -116,7 +122,7 @@ class LaunchRequest:
     def _check_env(self) -> None:
         """_check_env rejects unsafe or reserved variable names; values are quoted when rendered."""
         names = list(self.env) + list(self.secret_names)
-        bad = [name for name in names if not _ENV_NAME.match(name) or name.startswith("METASCHED_")]
+        bad = [name for name in names if not _ENV_NAME.fullmatch(name) or name.startswith("METASCHED_")]
         if bad:
             raise LaunchRequestError(f"invalid or reserved environment variable name(s): {sorted(bad)}")
         clash = set(self.env) & set(self.secret_names)

@@ -19,6 +19,18 @@ from slurm_bridge import hostlist, tags
 from slurm_bridge.launch import LaunchRequest, Role, is_token
 
 CHECKPOINT_SIGNAL = "USR1"
+# The checkpoint signal's lead time is at most this fraction of the time limit. Slurm sends it
+# when fewer than grace seconds remain, checked periodically (the man page: up to 60 s early),
+# so a job loses up to grace + 60 s of its run to a signal it must answer by checkpointing and
+# stopping. A site grace of 60 s suits the usual limits of an hour and more; on a 2-minute limit
+# it would stop the job after a minute or less. A tenth keeps 90% of the limit for work and
+# leaves the site's grace untouched from a 10-minute limit up.
+MAX_GRACE_FRACTION = 0.1
+
+
+def checkpoint_grace_s(grace_s: int, time_limit_s: int) -> int:
+    """checkpoint_grace_s is the signal's lead time: the site's grace, capped to fit the time limit."""
+    return min(grace_s, math.floor(time_limit_s * MAX_GRACE_FRACTION))
 
 
 def format_time_limit(seconds: int) -> str:
@@ -66,16 +78,23 @@ def _options(request: LaunchRequest) -> list[str]:
         f"--job-name={tags.job_name(request.attempt_id)}",
         f"--comment={tags.comment(request.attempt_id, request.fencing_token)}",
     ]
-    tail = ["--no-requeue"]
-    if request.kind == JobKind.TRAINING:
-        # B: signals the batch shell, which execs srun; srun forwards USR1 to every task.
-        tail.append(f"--signal=B:{CHECKPOINT_SIGNAL}@{request.grace_s}")
-    tail += _io_options(request)
+    tail = ["--no-requeue", *_signal_option(request), *_io_options(request)]
     first, *others = _components(request)
     options = head + _shape(request, first) + tail
     for role in others:
         options += ["hetjob"] + _shape(request, role)
     return options
+
+
+def _signal_option(request: LaunchRequest) -> list[str]:
+    """_signal_option asks Slurm for the checkpoint signal, only for a job that checkpoints."""
+    # A program that does not trap USR1 dies of it (exit 138), so a job that never declared a
+    # checkpoint gets no signal: it runs to its time limit as it would under plain sbatch.
+    grace = checkpoint_grace_s(request.grace_s, request.time_limit_s)
+    if not request.checkpoints or grace < 1:
+        return []
+    # B: signals the batch shell, which execs srun; srun forwards USR1 to every task.
+    return [f"--signal=B:{CHECKPOINT_SIGNAL}@{grace}"]
 
 
 def _components(request: LaunchRequest) -> tuple[Role, ...]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
+from signal import Signals
 
 from meta.model.kinds import FailureCategory
 
@@ -112,3 +113,15 @@ def _failed_category(exit_code: int | None, signal: int | None) -> FailureCatego
     # A signal without a Slurm state of its own (e.g. SIGKILL from an admin or the kernel) or
     # a launch failure with 0:0 says nothing about whose fault it was.
     return FailureCategory.UNKNOWN
+
+
+def killed_by(observed: Observed, signal_name: str) -> bool:
+    """killed_by tells whether a failed job died of ``signal_name`` (e.g. ``USR1``).
+
+    Either Slurm's signal field names it (the batch shell itself was killed), or the exit code
+    is a shell's 128+N (srun, or a shell waiting on a task the signal killed, exits so).
+    """
+    number = Signals[f"SIG{signal_name.upper().removeprefix('SIG')}"].value
+    return observed.outcome == Outcome.FAILED and (
+        observed.signal == number or observed.exit_code == 128 + number
+    )

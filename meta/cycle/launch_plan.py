@@ -16,7 +16,11 @@ from slurm_bridge.launch import LaunchRequest, Role
 
 @dataclass(frozen=True)
 class LaunchSettings:
-    """LaunchSettings are site choices for rendered jobs: where logs go, the preemption grace."""
+    """LaunchSettings are site choices for rendered jobs: where logs go, the checkpoint grace.
+
+    ``grace_s`` is how long a checkpointing job has between USR1 and the end: scancel after a
+    preemption signal, or its time limit (``slurm_bridge.render`` caps it to fit short limits).
+    """
 
     log_dir: str = "/tmp/metasched/logs"
     grace_s: int = 60
@@ -58,6 +62,7 @@ def launch_request(
         # scripts written for sbatch arrays read the partition from SLURM_ARRAY_TASK_ID
         env.setdefault("SLURM_ARRAY_TASK_ID", task.name)
     log = f"{settings.log_dir.rstrip('/')}/{job.short_id}/{attempt.id}.out"
+    checkpoint = spec.checkpoint if isinstance(spec, TrainingSpec) else None
     common = {
         "attempt_id": attempt.id,
         "attempt_number": attempt.number,
@@ -73,7 +78,9 @@ def launch_request(
         "secret_names": tuple(spec.secrets),
         "job_name": job.short_id,
         "task_name": task.name,
-        "checkpoint_dir": spec.checkpoint.dir if isinstance(spec, TrainingSpec) and spec.checkpoint else None,
+        "checkpoint_dir": checkpoint.dir if checkpoint else None,
+        # only a job that declared a checkpoint is sent the checkpoint signal (render caps its grace)
+        "checkpoints": checkpoint is not None,
         "output_dir": staging_dir(spec, attempt.id) if isinstance(spec, InferenceSpec) else None,
         "resume_from": resume_from,
         "grace_s": settings.grace_s,

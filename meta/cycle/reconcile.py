@@ -23,22 +23,24 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import Row, select, update
+from sqlalchemy import Row, func, select, update
 from sqlalchemy.orm import Session
 
 from meta.cycle.lease import Leadership, fence
 from meta.model.durations import utcnow
-from meta.model.errors import ConcurrentModification, StaleFencingToken
+from meta.model.errors import JOB_FAULTS, ConcurrentModification, StaleFencingToken, invalid_spec_reason
 from meta.model.kinds import FailureCategory
+from meta.model.spec import TrainingSpec
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition
 from meta.store.db import Database
-from meta.store.lifecycle import attempt_event, move_attempts
-from meta.store.models import Attempt, PartitionCommit
+from meta.store.lifecycle import attempt_event, job_spec, move_attempts, quarantine_attempt
+from meta.store.models import Attempt, PartitionCommit, Transition
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError
 from slurm_bridge.parse.sacct import SacctJob
 from slurm_bridge.parse.squeue import SqueueJob
-from slurm_bridge.states import Observed, Outcome, map_state
+from slurm_bridge.render import CHECKPOINT_SIGNAL
+from slurm_bridge.states import Observed, Outcome, killed_by, map_state
 from slurm_bridge.tags import parse_tag
 
 log = logging.getLogger("metasched.reconciler")
@@ -52,6 +54,12 @@ _GroupKey = tuple[AttemptState, AttemptState, str, "int | None"]
 
 # ends that send a task back for another attempt (unless it has run out of retries)
 _RETRIED_ENDS = frozenset({AttemptState.LOST, AttemptState.PREEMPTED, AttemptState.FAILED})
+# the reason of an attempt killed by the checkpoint signal metasched asked for; also how such
+# ends are counted (``_signal_kills``)
+SIGNAL_KILL_REASON = (
+    f"killed by the checkpoint signal {CHECKPOINT_SIGNAL} that metasched asked Slurm to send; "
+    "the program does not trap it"
+)
 
 
 def committed_its_output(session: Session, attempt: Attempt) -> bool:
@@ -158,6 +166,38 @@ def observe(
     return observation
 
 
+def _signal_kills(session: Session, task_id: str) -> int:
+    """_signal_kills counts the task's earlier attempts that the checkpoint signal killed."""
+    return session.scalar(
+        select(func.count())
+        .select_from(Transition)
+        .join(Attempt, Attempt.id == Transition.entity_id)
+        .where(
+            Attempt.task_id == task_id,
+            Transition.entity == "attempt",
+            Transition.to_state == AttemptState.PREEMPTED.value,
+            Transition.reason.contains(SIGNAL_KILL_REASON, autoescape=True),
+        )
+    ) or 0
+
+
+def _signal_kill_end(
+    session: Session, attempt: Attempt, where: str
+) -> tuple[AttemptState, FailureCategory, str]:
+    """_signal_kill_end is how an attempt the checkpoint signal killed ends: preempted, not the user's failure.
+
+    A preemption is requeued without spending the task's retry budget, so a program that never
+    traps the signal would be killed and requeued for ever: after ``max_attempts`` such ends
+    (the retry policy's own bound) the task fails instead, still not as the user's error.
+    """
+    reason = f"{where}: {SIGNAL_KILL_REASON}"
+    kills = _signal_kills(session, attempt.task_id) + 1
+    log.warning("attempt %s (Slurm job %s) %s", attempt.id, attempt.slurm_job_id, reason)
+    if kills < job_spec(session, attempt.job_id).retry.max_attempts:
+        return AttemptState.PREEMPTED, FailureCategory.PREEMPTED, reason
+    return AttemptState.FAILED, FailureCategory.UNKNOWN, f"{reason} ({kills} attempts; not requeued again)"
+
+
 class Reconciler:
     """Reconciler moves attempts through their state machine from Slurm's reports."""
 
@@ -259,7 +299,9 @@ class Reconciler:
                     for attempt in session.scalars(select(Attempt).where(Attempt.id.in_(list(stimuli)))):
                         self.on_success(session, attempt)
                 move_attempts(session, stimuli, from_state, target, reason=reason, actor="reconciler", values=values)
-        except (ConcurrentModification, IllegalTransition) as exc:
+        except (ConcurrentModification, IllegalTransition, *JOB_FAULTS) as exc:
+            # one attempt's bad data (e.g. in its success hook) must not hold the group: each is then
+            # followed alone, where a poison attempt is quarantined
             log.info("bulk move of %d attempts to %s fell back to one by one: %s", len(stimuli), target.value, exc)
             return False
         result.transitions += len(stimuli)
@@ -308,6 +350,15 @@ class Reconciler:
                     self._unseen(session, attempt, observation.at, result)
         except (ConcurrentModification, IllegalTransition, StaleFencingToken) as exc:
             log.info("attempt %s changed while reconciling (%s): next period", attempt_id, exc)
+        except JOB_FAULTS as exc:  # this attempt's own data broke its move: quarantine it, go on
+            self._quarantine(session, attempt_id, exc, result)
+
+    def _quarantine(self, session: Session, attempt_id: str, exc: Exception, result: ReconcileResult) -> None:
+        """_quarantine fails an attempt whose job's data broke the reconciler (in its own savepoint)."""
+        log.warning("attempt %s quarantined: %s", attempt_id, invalid_spec_reason(exc))
+        with session.begin_nested():
+            if quarantine_attempt(session, attempt_id, exc, actor="reconciler"):
+                result.transitions += 1
 
     def _choose(self, attempt: Attempt, sightings: list[Sighting], result: ReconcileResult) -> Sighting:
         """_choose picks the attempt's own job; any other active job for the same attempt is a duplicate."""
@@ -335,6 +386,8 @@ class Reconciler:
         target, category, reason = self._target(attempt, sighting.observed)
         if target is None or target.value == attempt.state:
             return
+        if target == AttemptState.FAILED and self._killed_by_our_signal(session, attempt, sighting.observed):
+            target, category, reason = _signal_kill_end(session, attempt, reason)
         if target in _RETRIED_ENDS and committed_its_output(session, attempt):
             # the partition's one visible output is already this attempt's: the task's work is
             # done, and a retry could only be refused at its own commit
@@ -357,6 +410,18 @@ class Reconciler:
             values=values,
         )
         result.transitions += 1
+
+    @staticmethod
+    def _killed_by_our_signal(session: Session, attempt: Attempt, observed: Observed) -> bool:
+        """_killed_by_our_signal: the job died of the checkpoint signal, which metasched asked for.
+
+        metasched asks for it only for jobs that declared a checkpoint (``--signal`` before the
+        time limit, USR1 before a preemption), so for any other job the signal was not ours.
+        """
+        if not killed_by(observed, CHECKPOINT_SIGNAL):
+            return False
+        spec = job_spec(session, attempt.job_id)
+        return isinstance(spec, TrainingSpec) and spec.checkpoint is not None
 
     @staticmethod
     def _target(

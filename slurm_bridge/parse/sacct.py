@@ -30,7 +30,10 @@ SACCT_FIELDS: tuple[str, ...] = (
     "Start",
     "End",
     "Elapsed",
+    "DerivedExitCode",
 )
+# Fields added to SACCT_FIELDS after fixtures were captured: a line may lack them at its end.
+_LATE_FIELDS = frozenset({"DerivedExitCode"})
 # "123", "123+1" (het component), "123_4" / "123_[1-3%2]" (array), each optionally ".batch"/".0".
 _JOB_ID = re.compile(
     r"^(?P<job>\d+)(?:\+(?P<het>\d+)|_(?P<task>\d+)|_\[(?P<tasks>[^\]]*)\])?(?:\.(?P<step>[\w-]+))?$"
@@ -92,6 +95,8 @@ def parse_sacct(
 def _split(line: str, fields: Sequence[str], delimiter: str) -> list[str]:
     """_split splits one line; extra delimiters are given back to the free-text Comment field."""
     parts = line.split(delimiter)
+    if len(parts) == len(fields) - 1 and fields[-1] in _LATE_FIELDS:
+        parts.append("")
     extra = len(parts) - len(fields)
     if extra > 0 and "Comment" in fields:
         at = list(fields).index("Comment")
@@ -107,6 +112,18 @@ def _state_by(state: str) -> int | None:
     return int(match.group(1)) if match else None
 
 
+def _shell_exit_code(code: int | None, step_signal: int | None) -> int | None:
+    """_shell_exit_code undoes sacct's display of exit codes above 128 where a step tells which.
+
+    sacct prints an exit code of 128+N as ``N:0`` (squeue's raw status keeps 128+N). When a step
+    of the job was killed by signal N (DerivedExitCode ``0:N``), the batch script exited 128+N
+    because of it (srun, or a shell waiting on the killed task), so 128+N is what it was.
+    """
+    if code is not None and step_signal is not None and code == step_signal:
+        return 128 + code
+    return code
+
+
 def _record(row: dict[str, str]) -> SacctJob:
     """_record builds a SacctJob from one row of named fields."""
     job_id = row.get("JobID", "")
@@ -114,6 +131,7 @@ def _record(row: dict[str, str]) -> SacctJob:
     if not match:
         raise SlurmParseError(f"bad JobID {job_id!r}")
     code, signal = exit_pair(row.get("ExitCode", ""))
+    code = _shell_exit_code(code, exit_pair(row.get("DerivedExitCode", ""))[1])
     state = row.get("State", "")
     return SacctJob(
         job_id=job_id,

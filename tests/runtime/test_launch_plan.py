@@ -89,3 +89,17 @@ def test_db_url_file_absent_by_default() -> None:
     attempt = Attempt(id=ATTEMPT_ID, number=1, fencing_token=1, placement=[share("node1")])
     request = launch_request(job, task, attempt, training(), LaunchSettings())
     assert request.db_url_file is None and "METASCHED_DB_FILE" not in render(request)
+
+
+def test_only_a_training_job_with_a_checkpoint_is_sent_the_checkpoint_signal() -> None:
+    plain = _request(training(), [share("node1")])
+    assert not plain.checkpoints and "--signal" not in render(plain)
+    uneven = [share("node1"), share("node1"), share("node2")]
+    assert "--signal" not in render(_request(training(workers=3), uneven))
+    declared = _request(checkpointing(workers=3), uneven)
+    assert declared.checkpoints and declared.roles and "#SBATCH --signal=B:USR1@90\n" in render(declared)
+
+
+def test_the_checkpoint_grace_fits_a_short_time_limit() -> None:
+    request = _request(checkpointing(time_limit="2m"), [share("node1")])
+    assert request.grace_s == 90 and "#SBATCH --signal=B:USR1@12\n" in render(request)

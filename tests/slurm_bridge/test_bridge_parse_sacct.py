@@ -81,7 +81,7 @@ def test_header_line_is_used_when_present():
 
 
 def test_pipe_in_comment_is_recovered():
-    line = "5|name|a|b|COMPLETED|0:0||cpu=1|n1|acct|None|None|00:00:01"
+    line = "5|name|a|b|COMPLETED|0:0||cpu=1|n1|acct|None|None|00:00:01|0:0"
     (record,) = parse_sacct(line)
     assert record.comment == "a|b" and record.state == "COMPLETED"
 
@@ -95,6 +95,29 @@ def test_garbage_raises_when_strict(garbage):
 
 
 def test_lenient_mode_skips_bad_lines():
-    good = "7|n||COMPLETED|0:0||cpu=1|n1|a|None|None|00:00:00"
+    good = "7|n||COMPLETED|0:0||cpu=1|n1|a|None|None|00:00:00|0:0"
     records = parse_sacct(f"garbage\n{good}\n", SACCT_FIELDS, strict=False)
     assert [r.job_id for r in records] == ["7"]
+
+
+# Captured on the dev cluster (22.05): the job's ExitCode shows 128+N as "N:0"; squeue keeps 138.
+SIGNAL_ENDS = """\
+403|ms-srun||FAILED|10:0||cpu=1|a100n1|tenant-a|None|None|00:00:57|0:10
+409|ms-shell||FAILED|0:10||cpu=1|a100n1|tenant-a|None|None|00:00:57|0:0
+411|exit-138||FAILED|10:0||cpu=1|a100n1|tenant-a|None|None|00:00:00|0:0
+"""
+
+
+def test_an_exit_code_above_128_is_restored_when_a_step_tells_which_signal():
+    records = {r.name: r for r in parse_sacct(SIGNAL_ENDS)}
+    # srun exited 128+USR1 because its task died of USR1 (DerivedExitCode 0:10)
+    assert (records["ms-srun"].exit_code, records["ms-srun"].signal) == (138, None)
+    # the batch shell itself killed by USR1
+    assert (records["ms-shell"].exit_code, records["ms-shell"].signal) == (0, 10)
+    # "exit 138" without a killed step cannot be told from "exit 10": left as sacct shows it
+    assert records["exit-138"].exit_code == 10
+
+
+def test_lines_captured_before_derived_exit_code_still_parse():
+    (record,) = parse_sacct("7|n||FAILED|3:0||cpu=1|n1|a|None|None|00:00:00")
+    assert record.exit_code == 3

@@ -12,7 +12,7 @@ import pytest
 from meta.model.kinds import JobKind
 from meta.model.resources import ResourceVector
 from slurm_bridge.launch import LaunchRequest, LaunchRequestError, Role
-from slurm_bridge.render import format_time_limit, render
+from slurm_bridge.render import checkpoint_grace_s, format_time_limit, render
 
 ATTEMPT = "3f2a9c1e-7b4d-4c1a-9e0f-2b8d5a6c7e10"
 
@@ -49,6 +49,7 @@ GOLDEN_CASES = {
         secret_names=("WANDB_API_KEY",),
         job_name="llama-7b pretrain",
         checkpoint_dir="/ckpt/tenant-a/job-7f3e",
+        checkpoints=True,
         output_dir="/out/tenant-a/job-7f3e",
         resume_from="/ckpt/tenant-a/job-7f3e/step-1000",
         grace_s=120,
@@ -137,8 +138,45 @@ def test_training_gang_directives():
         assert expected in lines
 
 
+def signal_lines(script: str) -> list[str]:
+    return [line for line in directives(script) if line.startswith("--signal")]
+
+
 def test_only_training_gets_the_checkpoint_signal():
-    assert not any(line.startswith("--signal") for line in directives(render(GOLDEN_CASES["inference_t4"])))
+    assert not signal_lines(render(GOLDEN_CASES["inference_t4"]))
+
+
+@pytest.mark.parametrize("name", ["hetjob", "reservation"])
+def test_training_that_does_not_checkpoint_gets_no_signal(name):
+    # a program that does not trap USR1 dies of it (exit 138): only a declared checkpoint asks for it
+    assert GOLDEN_CASES[name].kind == JobKind.TRAINING and not GOLDEN_CASES[name].checkpoints
+    assert not signal_lines(render(GOLDEN_CASES[name]))
+
+
+def test_a_checkpointing_training_job_gets_the_signal_with_the_site_grace():
+    script = render(request(kind=JobKind.TRAINING, checkpoints=True, time_limit_s=3600, grace_s=60))
+    assert signal_lines(script) == ["--signal=B:USR1@60"]
+
+
+@pytest.mark.parametrize(
+    ("time_limit_s", "grace_s", "expected"),
+    [
+        (600, 60, 60),  # from a 10-minute limit up, the site's grace is kept
+        (601, 60, 60),
+        (599, 60, 59),  # just below: a tenth of the limit
+        (120, 60, 12),  # msbatch -t 2: signalled at most 12 s (+ Slurm's up to 60 s) early
+        (86400, 60, 60),
+        (3600, 0, 0),
+    ],
+)
+def test_checkpoint_grace_is_at_most_a_tenth_of_the_time_limit(time_limit_s, grace_s, expected):
+    assert checkpoint_grace_s(grace_s, time_limit_s) == expected
+
+
+@pytest.mark.parametrize(("time_limit_s", "expected"), [(9, []), (10, ["--signal=B:USR1@1"])])
+def test_no_signal_when_the_capped_grace_is_under_a_second(time_limit_s, expected):
+    script = render(request(kind=JobKind.TRAINING, checkpoints=True, time_limit_s=time_limit_s, grace_s=60))
+    assert signal_lines(script) == expected
 
 
 def test_hetjob_has_a_separator_per_extra_role():
@@ -204,6 +242,13 @@ def test_secret_values_never_appear():
         {"nodes": ("a100n1", "a100n2")},
         {"num_nodes": 0},
         {"time_limit_s": 0},
+        # fullmatch: a bare "$" would let a value end in a newline
+        {"partition": "a100\n"},
+        {"stdout": "/logs/x.out\n"},
+        {"env": {"NAME\n": "x"}},
+        {"secret_names": ("HF_TOKEN\n",)},
+        # only training jobs checkpoint (and get the checkpoint signal)
+        {"checkpoints": True},
     ],
 )
 def test_unsafe_or_inconsistent_requests_are_rejected(changes):
@@ -222,3 +267,8 @@ def test_script_entrypoint():
 )
 def test_time_limit(seconds, text):
     assert format_time_limit(seconds) == text
+
+
+def test_role_name_with_a_trailing_newline_is_rejected():
+    with pytest.raises(LaunchRequestError):
+        Role("trainer\n", ResourceVector(cpus=1), "python trainer.py")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from slurm_bridge.states import FailureCategory, Outcome, base_state, map_state
+from slurm_bridge.states import FailureCategory, Outcome, base_state, killed_by, map_state
 
 CASES = [
     # (state, exit code, signal, want outcome, want category, want terminal)
@@ -40,3 +40,19 @@ def test_map_state(state, code, signal, want_outcome, want_category, want_termin
 )
 def test_base_state(text, base):
     assert base_state(text) == base
+
+
+@pytest.mark.parametrize(
+    ("state", "exit_code", "signal", "expected"),
+    [
+        ("FAILED", 138, None, True),  # srun (or a shell) exited 128+USR1: its task died of USR1
+        ("FAILED", 0, 10, True),  # the batch shell itself was killed by USR1
+        ("FAILED", 137, None, False),  # 128+KILL
+        ("FAILED", 10, None, False),  # exit 10 is the program's own
+        ("FAILED", 0, 15, False),
+        ("COMPLETED", 0, None, False),  # trapped it and finished
+        ("CANCELLED", 0, 10, False),  # ended by scancel, not by the signal
+    ],
+)
+def test_killed_by_the_checkpoint_signal(state, exit_code, signal, expected):
+    assert killed_by(map_state(state, exit_code, signal), "USR1") is expected
