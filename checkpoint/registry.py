@@ -15,7 +15,8 @@ from sqlalchemy.orm import Session
 from checkpoint.fencing import current_attempt
 from meta.model.durations import utcnow
 from meta.model.errors import InvalidRequest
-from meta.store.models import Checkpoint
+from meta.store import audit
+from meta.store.models import Attempt, Checkpoint, Job, Task
 
 
 @dataclass(frozen=True)
@@ -41,8 +42,9 @@ def report(
     size_bytes: int | None = None,
     duration_s: float | None = None,
     now: datetime | None = None,
+    actor: str = "job",
 ) -> CheckpointView:
-    """report records a checkpoint of the attempt's task; a stale attempt's report is rejected."""
+    """report records (and audits) a checkpoint of the attempt's task; a stale attempt's report is rejected."""
     if step < 0:
         raise InvalidRequest("a checkpoint step must not be negative")
     if not path:
@@ -63,7 +65,26 @@ def report(
     )
     session.add(row)
     session.flush()
+    _audit_report(session, actor, attempt, row)
     return _view(row)
+
+
+def _audit_report(session: Session, actor: str, attempt: Attempt, row: Checkpoint) -> None:
+    """_audit_report records one checkpoint report: ids and the step only."""
+    job = session.get(Job, attempt.job_id)
+    task = session.get(Task, attempt.task_id)
+    assert job is not None and task is not None
+    audit.record(
+        session,
+        actor,
+        "checkpoint.report",
+        job.short_id,
+        tenant=job.tenant,
+        task=task.index,
+        attempt=attempt.id,
+        fencing_token=row.fencing_token,
+        step=row.step,
+    )
 
 
 def latest(session: Session, task_id: str) -> CheckpointView | None:

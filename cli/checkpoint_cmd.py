@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
+import stat
 
 import click
 from sqlalchemy import select
@@ -41,16 +42,30 @@ def report(
 ) -> None:
     """Record a checkpoint of the running attempt (fenced: a stale attempt is refused)."""
     attempt_id, fencing_token = attempt_identity(attempt, token)
-    file = Path(path)
-    size = file.stat().st_size if file.is_file() else None
     with state.service().db.session() as session:
         view = registry.report(
-            session, attempt_id, fencing_token, step, path, size_bytes=size, duration_s=duration
+            session,
+            attempt_id,
+            fencing_token,
+            step,
+            path,
+            size_bytes=_regular_file_size(path),
+            duration_s=duration,
+            actor=state.principal().name,
         )
     if as_json:
         echo_json(view.__dict__)
         return
     click.echo(f"checkpoint step {view.step} recorded for task {view.task_id[:8]} at {view.path}")
+
+
+def _regular_file_size(path: str) -> int | None:
+    """_regular_file_size is the size of a regular file at ``path``; None for a link, a folder or nothing."""
+    try:
+        info = os.lstat(path)  # lstat: a link's target is not the checkpoint, and may be anyone's file
+    except OSError:
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) else None
 
 
 @checkpoint_group.command(name="list")

@@ -33,7 +33,7 @@ def commit_cmd(
         raise InvalidRequest("no staging directory: pass --dir or run inside a metasched inference job")
     manifest = build_manifest(staging)
     with state.service().db.session() as session:
-        row = commit(session, attempt_id, fencing_token, manifest)
+        row = commit(session, attempt_id, fencing_token, manifest, actor=state.principal().name)
         result = {"task_id": row.task_id, "attempt_id": row.attempt_id, "files": len(manifest["files"])}
     if as_json:
         echo_json(result)

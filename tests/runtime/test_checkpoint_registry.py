@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import math
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from checkpoint.policy import (
     allocation_mtbf_s,
@@ -14,12 +16,14 @@ from checkpoint.policy import (
     young_daly_interval_s,
 )
 from checkpoint.registry import history, latest, report
+from cli.main import cli
 from meta.model.durations import utcnow
 from meta.model.errors import InvalidRequest, NotFound, StaleFencingToken
 from meta.model.states import AttemptState
 from meta.service.api import Service
+from meta.store import audit
 from meta.store.lifecycle import attempt_event
-from meta.store.models import Attempt
+from meta.store.models import Attempt, Job, Task
 from tests.runtime.support import attempt, checkpointing, place, share, submit
 
 
@@ -102,6 +106,35 @@ def test_attempt_row_is_untouched_by_reports(service: Service) -> None:
     with service.db.session() as session:
         report(session, a, 1, 1, "/ck/1")
         assert session.get(Attempt, a).version == before.version
+
+
+def test_a_checkpoint_report_is_audited(service: Service) -> None:
+    t, a = _running(service)
+    with service.db.session() as session:
+        report(session, a, 1, 100, "/ck/100", actor="alice")
+    with pytest.raises(StaleFencingToken), service.db.session() as session:
+        report(session, a, 9, 101, "/ck/101", actor="mallory")  # refused: no line
+    with service.db.session() as session:
+        events = audit.read(session)
+        job = session.get(Job, session.get(Task, t).job_id)
+    assert [(e.actor, e.action, e.tenant, e.subject) for e in events] == [
+        ("alice", "checkpoint.report", "acme", job.short_id)
+    ]
+    assert events[0].detail == {"task": 0, "attempt": a, "fencing_token": 1, "step": 100}
+
+
+def test_cli_report_never_sizes_a_file_through_a_symlink(service: Service, tmp_path: Path) -> None:
+    t, a = _running(service)
+    secret = tmp_path / "shadow"
+    secret.write_bytes(b"x" * 1234)
+    (tmp_path / "ckpt").symlink_to(secret)
+    (tmp_path / "real").write_bytes(b"y" * 7)
+    env = {"METASCHED_DB": service.db.url, "METASCHED_TENANT": None}
+    for name in ("ckpt", "real"):
+        argv = ["checkpoint", "report", "--step", "1", "--path", str(tmp_path / name), "--attempt", a, "--token", "1"]
+        assert CliRunner().invoke(cli, argv, env=env).exit_code == 0
+    with service.db.session() as session:
+        assert [(Path(c.path).name, c.size_bytes) for c in history(session, t)] == [("ckpt", None), ("real", 7)]
 
 
 # --- policy ---------------------------------------------------------------------------------

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from datetime import timedelta
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 from checkpoint.manifest import build_manifest, commit, committed, gc_staging, job_manifest, write_atomically
+from cli.main import cli
 from meta.cycle.launch_plan import staging_dir
 from meta.model.durations import utcnow
 from meta.model.errors import Conflict, InvalidRequest, StaleFencingToken
 from meta.model.states import AttemptState
 from meta.service.api import Service
+from meta.store import audit
 from meta.store.lifecycle import attempt_event
+from meta.store.models import Job
 from tests.runtime.support import attempt, inference, place, share, submit
 
 
@@ -182,3 +187,105 @@ def test_write_atomically_cleans_up_after_a_failed_write(tmp_path: Path) -> None
         write_atomically(target, {"bad": object()})  # not JSON: the write fails midway
     assert list(tmp_path.iterdir()) == [target]
     assert json.loads(target.read_text()) == {"ok": True}
+
+
+# --- untrusted output folders (issue 11) -------------------------------------------------------
+
+SHADOW = b"root:$6$very-secret-hash:19000:0:99999:7:::\n"
+
+
+def _outside_secret(tmp_path: Path) -> Path:
+    secret = tmp_path / "etc" / "shadow"
+    _write(secret, SHADOW)
+    return secret
+
+
+def test_build_manifest_refuses_a_file_symlink_and_names_it(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _write(out / "part.tsv", b"rows")
+    (out / "sub").mkdir()
+    (out / "sub" / "shadow").symlink_to(_outside_secret(tmp_path))
+    with pytest.raises(InvalidRequest, match=r"sub/shadow") as refused:
+        build_manifest(out)
+    assert hashlib.sha256(SHADOW).hexdigest() not in str(refused.value)
+
+
+def test_build_manifest_refuses_a_folder_symlink_and_names_it(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _write(out / "part.tsv", b"rows")
+    _outside_secret(tmp_path)
+    (out / "etc").symlink_to(tmp_path / "etc", target_is_directory=True)
+    with pytest.raises(InvalidRequest, match=r"'etc'"):
+        build_manifest(out)
+
+
+def test_build_manifest_refuses_a_staging_folder_that_is_a_symlink(tmp_path: Path) -> None:
+    _outside_secret(tmp_path)
+    (tmp_path / "staging").symlink_to(tmp_path / "etc", target_is_directory=True)
+    with pytest.raises(InvalidRequest, match="symlink"):
+        build_manifest(tmp_path / "staging")
+
+
+def test_build_manifest_refuses_special_files(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    _write(out / "part.tsv", b"rows")
+    os.mkfifo(out / "pipe")
+    with pytest.raises(InvalidRequest, match=r"'pipe'"):
+        build_manifest(out)  # and never blocks opening the pipe
+
+
+def test_cli_commit_of_an_output_with_a_symlink_fails_naming_it_and_commits_nothing(
+    service: Service, tmp_path: Path
+) -> None:
+    spec, job, (t, _) = _partition(service, tmp_path)
+    a = place(service.db, t, [share("node1", gpus=1)], AttemptState.RUNNING)
+    staging = Path(staging_dir(spec, a))
+    _write(staging / "part.tsv", b"rows")
+    (staging / "shadow").symlink_to(_outside_secret(tmp_path))
+    result = CliRunner().invoke(
+        cli,
+        ["commit", "--attempt", a, "--token", "1"],
+        env={"METASCHED_DB": service.db.url, "METASCHED_OUTPUT_DIR": str(staging), "METASCHED_TENANT": None},
+        prog_name="metasched",
+    )
+    assert result.exit_code == 2 and "shadow" in result.stderr and result.stderr.count("\n") == 1
+    assert "Traceback" not in result.output
+    with service.db.session() as session:
+        assert committed(session, job) == [] and audit.read(session) == []
+
+
+def test_an_output_commit_is_audited_once(service: Service, tmp_path: Path) -> None:
+    _, job, (t, _) = _partition(service, tmp_path)
+    a = place(service.db, t, [share("node1", gpus=1)], AttemptState.RUNNING)
+    with service.db.session() as session:
+        commit(session, a, 1, MANIFEST, actor="alice")
+    with service.db.session() as session:
+        commit(session, a, 1, MANIFEST, actor="alice")  # the same commit retried: no second line
+    with service.db.session() as session:
+        events = audit.read(session)
+        short_id = session.get(Job, job).short_id
+    assert [(e.actor, e.action, e.tenant, e.subject) for e in events] == [("alice", "output.commit", "acme", short_id)]
+    assert events[0].detail == {"partition": 0, "attempt": a, "fencing_token": 1, "files": 1, "bytes": 3}
+
+
+def test_the_daemon_commit_on_success_is_audited_as_the_scheduler(service: Service, tmp_path: Path) -> None:
+    _, _, (t, _) = _partition(service, tmp_path)
+    a = place(service.db, t, [share("node1", gpus=1)], AttemptState.RUNNING)
+    with service.db.session() as session:
+        commit(session, a, 1, MANIFEST)
+    with service.db.session() as session:
+        assert [(e.actor, e.action) for e in audit.read(session)] == [("scheduler", "output.commit")]
+
+
+def test_gc_staging_never_follows_a_symlinked_staging_folder(service: Service, tmp_path: Path) -> None:
+    spec, job, (t0, _) = _partition(service, tmp_path)
+    loser = place(service.db, t0, [share("node1", gpus=1)], AttemptState.RUNNING)
+    with service.db.session() as session:
+        attempt_event(session, loser, AttemptState.LOST, "test:lost")
+    elsewhere = tmp_path / "elsewhere"
+    _write(elsewhere / loser / "keep.tsv", b"abc")
+    Path(spec.output).mkdir(parents=True)
+    (Path(spec.output) / "_attempts").symlink_to(elsewhere, target_is_directory=True)
+    with service.db.session() as session:
+        assert gc_staging(session, job, spec.output) == []
+    assert (elsewhere / loser / "keep.tsv").read_bytes() == b"abc"
