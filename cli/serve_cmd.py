@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from pathlib import Path
 from types import FrameType
 
 import click
@@ -13,13 +12,13 @@ import click
 from cli.context import CliState, pass_state
 from cli.errors import EXIT_USAGE, fail, handle_errors
 from cli.output import echo_json
+from cli.state_dir import STATE_ENV, default_state_dir, prepare_daemon_files
 from meta.config.policy_file import PolicyFileError, load_policy_config
 from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.launch_plan import LaunchSettings
 from meta.cycle.metrics import Metrics
 from meta.cycle.reconcile import ReconcileSettings
 from meta.policy.config import SchedulerConfig
-from meta.store.db import write_url_file
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.runner import CommandRunner
 from tenants.secrets import DEFAULT_ROOT
@@ -40,7 +39,14 @@ from tenants.secrets import DEFAULT_ROOT
     help="sbatch calls in flight at once.",
 )
 @click.option("--grace", default=60, show_default=True, type=int, help="Checkpoint grace before a preemption cancel (s).")
-@click.option("--log-dir", default="/tmp/metasched/logs", show_default=True, help="Where job stdout/stderr go.")
+@click.option(
+    "--state-dir",
+    default=None,
+    envvar=STATE_ENV,
+    help="The daemon's own folder (0700; holds the store URL jobs read). Default: $XDG_STATE_HOME/metasched "
+    "or ~/.local/state/metasched; on a multi-node cluster, a folder the nodes share.",
+)
+@click.option("--log-dir", default=None, help="Where job stdout/stderr go (default: <state-dir>/logs).")
 @click.option("--secrets-root", default=DEFAULT_ROOT, show_default=True, help="Tenant secret files (<root>/<tenant>/<NAME>).")
 @click.option("--leader-lease", default=15.0, show_default=True, type=float, help="Leader lease (s).")
 @click.option("--unknown-window", default=15.0, show_default=True, type=float, help="Look-up window for unknown launches (s).")
@@ -67,7 +73,8 @@ def serve(
     submit_timeout: float,
     submit_parallel: int,
     grace: int,
-    log_dir: str,
+    state_dir: str | None,
+    log_dir: str | None,
     secrets_root: str,
     leader_lease: float,
     unknown_window: float,
@@ -82,7 +89,7 @@ def serve(
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     scheduler = _scheduler_config(policy_config)
     service = state.service()  # opens the store and brings the schema to head
-    url_file = write_url_file(service.db.url, Path(log_dir) / ".metasched-db-url")
+    files = prepare_daemon_files(state_dir or default_state_dir(), service.db.url, log_dir)
     metrics = Metrics()
     client = CliSlurmClient(CommandRunner(bin_dir=slurm_bin_dir, observer=metrics))
     config = DaemonConfig(
@@ -91,7 +98,7 @@ def serve(
         submit_timeout_s=submit_timeout,
         submit_parallel=submit_parallel,
         launch=LaunchSettings(
-            log_dir=log_dir, grace_s=grace, db_url_file=str(url_file), secrets_root=secrets_root
+            log_dir=str(files.log_dir), grace_s=grace, db_url_file=str(files.db_url_file), secrets_root=secrets_root
         ),
         reconcile=ReconcileSettings(unknown_window_s=unknown_window, lost_grace_s=lost_grace),
         scheduler=scheduler,

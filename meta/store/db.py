@@ -13,6 +13,8 @@ from sqlalchemy.engine import make_url
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.orm import Session, sessionmaker
 
+from meta.store.private_files import opened_dir, write_private
+
 ENV_VAR = "METASCHED_DB"
 FILE_ENV_VAR = "METASCHED_DB_FILE"  # a file holding the URL: how jobs reach the store without secrets in scripts
 
@@ -59,11 +61,13 @@ def _url_from_file(path: str | None) -> str | None:
 
 
 def write_url_file(url: str, path: Path) -> Path:
-    """write_url_file stores a database URL in a file only its owner can read (mode 0600)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(url + "\n")
+    """write_url_file stores a database URL in a file only its owner can read (mode 0600).
+
+    The file is written under a fresh temp name (O_EXCL|O_NOFOLLOW) and renamed over ``path``:
+    a link planted at ``path`` is replaced, never written through.
+    """
+    with opened_dir(path.parent) as folder:
+        write_private(folder, path.name, url + "\n")
     return path
 
 
