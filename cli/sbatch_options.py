@@ -215,6 +215,10 @@ def _resolve_long(name: str, origin: Origin) -> OptionDef:
     """_resolve_long maps a long name or an unambiguous prefix to its definition, as getopt_long."""
     if name in SUPPORTED:
         return SUPPORTED[name]
+    if name in _SBATCH_UNSUPPORTED_LONG:
+        # an exact name wins even when it is also a prefix of others (--export, --export-file),
+        # as in getopt_long: refused by its name, not called ambiguous
+        raise _unsupported(name, origin)
     candidates = [known for known in _ALL_LONG if known.startswith(name)] if name else []
     if len(candidates) > 1:
         choices = ", ".join(f"--{c}" for c in candidates)
@@ -309,6 +313,16 @@ def parse_command_line(argv: Iterable[str]) -> CommandLine:
 # --- directives -----------------------------------------------------------------------------
 
 
+def script_lines(text: str) -> list[str]:
+    """script_lines splits a script at ``\n`` only, as sbatch and bash do.
+
+    ``str.splitlines`` also breaks at ``\r``, form feeds, ``\x1c``-``\x1e``, ``\x85`` and
+    U+2028/U+2029, which would read a ``#SBATCH`` directive that sbatch and bash see as the rest of
+    a comment line.
+    """
+    return text.split("\n")
+
+
 def directive_block_end(lines: list[str]) -> int:
     """directive_block_end is the index of the first line that ends the leading comment block."""
     for index, line in enumerate(lines):
@@ -343,7 +357,7 @@ def _directive_line(line: str, origin: Origin) -> list[OptionValue]:
 
 def read_directives(script_text: str) -> list[OptionValue]:
     """read_directives parses the ``#SBATCH`` lines of the leading comment block; problems are collected."""
-    lines = script_text.splitlines()
+    lines = script_lines(script_text)
     found: list[OptionValue] = []
     problems: list[str] = []
     for index, line in enumerate(lines[: directive_block_end(lines)]):

@@ -8,7 +8,8 @@ block stays intact, and the arguments are part of the spec (and so of its idempo
 metasched's launcher runs a spec's script with ``bash -c`` (``slurm_bridge.render``), so the
 shebang must name a POSIX-style shell: a Python or Perl batch script is refused at submit
 rather than failing at run time. Like sbatch, a script must start with ``#!`` and must not
-have DOS line breaks.
+have DOS line breaks. The text is kept byte for byte: it is read without newline translation
+(which would turn ``\r\n`` into ``\n`` before the check could see it) and split at ``\n`` only.
 """
 
 from __future__ import annotations
@@ -16,10 +17,14 @@ from __future__ import annotations
 import shlex
 from pathlib import Path, PurePosixPath
 
-from cli.sbatch_options import SbatchError, directive_block_end
+from cli.sbatch_options import SbatchError, directive_block_end, script_lines
 
 _SHELLS = {"sh", "bash", "dash", "ash", "ksh", "mksh", "zsh"}
 _ARGS_COMMENT = "# msbatch: the script's command-line arguments"
+# sbatch's own words (src/sbatch/sbatch.c, two error lines there; one line here)
+DOS_LINE_BREAKS = (
+    "Batch script contains DOS line breaks (\\r\\n) instead of expected UNIX line breaks (\\n)."
+)
 
 
 def read_script(path: str) -> str:
@@ -30,7 +35,8 @@ def read_script(path: str) -> str:
     if file.is_dir():
         raise SbatchError([f"script {path!r} is a directory"])
     try:
-        text = file.read_text(encoding="utf-8")
+        # bytes, then decode: read_text's universal newlines would hide \r\n from check_script
+        text = file.read_bytes().decode("utf-8")
     except OSError as exc:
         raise SbatchError([f"cannot read script {path!r}: {exc.strerror}"]) from None
     except UnicodeDecodeError:
@@ -49,7 +55,7 @@ def check_script(text: str, path: str) -> None:
             ]
         )
     if "\r\n" in text:
-        raise SbatchError([f"script {path!r} has DOS line breaks (\\r\\n); convert it with dos2unix"])
+        raise SbatchError([DOS_LINE_BREAKS])
     program = interpreter(text)
     if program not in _SHELLS:
         raise SbatchError(
@@ -61,7 +67,7 @@ def check_script(text: str, path: str) -> None:
 
 def interpreter(text: str) -> str:
     """interpreter is the program named by the shebang, with ``/usr/bin/env [-S]`` looked through."""
-    words = text.splitlines()[0][2:].split()
+    words = script_lines(text)[0][2:].split()
     if words and PurePosixPath(words[0]).name == "env":
         words = [word for word in words[1:] if not word.startswith("-")]
     return PurePosixPath(words[0]).name if words else ""
@@ -71,9 +77,9 @@ def bind_arguments(text: str, args: tuple[str, ...]) -> str:
     """bind_arguments returns the script with ``set -- args`` before its first command (unchanged without args)."""
     if not args:
         return text
-    lines = text.splitlines(keepends=True)
+    lines = script_lines(text)
+    if lines[-1] == "":
+        lines.pop()  # the text ended with a newline: no line after it
     at = directive_block_end(lines)
-    if at == len(lines) and lines and not lines[-1].endswith("\n"):
-        lines[-1] += "\n"
-    lines.insert(at, f"set -- {shlex.join(args)}  {_ARGS_COMMENT}\n")
-    return "".join(lines)
+    lines.insert(at, f"set -- {shlex.join(args)}  {_ARGS_COMMENT}")
+    return "\n".join(lines) + "\n"

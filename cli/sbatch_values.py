@@ -15,9 +15,11 @@ from meta.model.resources import parse_memory_mib
 
 MAX_ARRAY_TASKS = 100_000  # the spec's partition limit; also stops "0-999999999" from eating memory
 
-_GPU_REQUEST = re.compile(r"^(?:(?P<type>[A-Za-z0-9_.-]*[A-Za-z_.-][A-Za-z0-9_.-]*):)?(?P<count>\d+)$")
-_ARRAY_RANGE = re.compile(r"^(?P<first>\d+)(?:-(?P<last>\d+)(?::(?P<step>\d+))?)?$")
-_SIGNAL = re.compile(r"^(?:(?P<flags>[RB]+):)?(?P<sig>[A-Za-z0-9]+)(?:@(?P<secs>\d+))?$")
+# Used with fullmatch (a bare "$" also matches before a trailing newline) and ASCII (Python's
+# "\d" is any Unicode digit, e.g. "٨", which int() reads as 8 and Slurm refuses).
+_GPU_REQUEST = re.compile(r"(?:(?P<type>[A-Za-z0-9_.-]*[A-Za-z_.-][A-Za-z0-9_.-]*):)?(?P<count>\d+)", re.ASCII)
+_ARRAY_RANGE = re.compile(r"(?P<first>\d+)(?:-(?P<last>\d+)(?::(?P<step>\d+))?)?", re.ASCII)
+_SIGNAL = re.compile(r"(?:(?P<flags>[RB]+):)?(?P<sig>[A-Za-z0-9]+)(?:@(?P<secs>\d+))?", re.ASCII)
 _DEFAULT_SIGNAL_GRACE_S = 60  # sbatch's default when "@secs" is left out
 
 
@@ -52,10 +54,15 @@ class SignalRequest:
         return f"{flags + ':' if flags else ''}{self.name}@{self.grace_s}"
 
 
+def is_number(text: str) -> bool:
+    """is_number tells whether ``text`` is ASCII digits only (str.isdigit also takes "٣" and "²")."""
+    return text.isascii() and text.isdigit()
+
+
 def parse_count(text: str, minimum: int = 1) -> int:
     """parse_count reads a whole number of at least ``minimum``."""
     value = text.strip()
-    if not value.isdigit() or int(value) < minimum:
+    if not is_number(value) or int(value) < minimum:
         raise ValueError(f"expected a whole number >= {minimum}")
     return int(value)
 
@@ -90,7 +97,7 @@ def parse_time_s(text: str) -> float:
 
 def parse_gpu_request(text: str) -> GpuRequest:
     """parse_gpu_request reads ``--gpus``/``--gpus-per-node``: ``[type:]count``."""
-    match = _GPU_REQUEST.match(text.strip())
+    match = _GPU_REQUEST.fullmatch(text.strip())
     if not match:
         raise ValueError("expected [type:]count, e.g. 8 or a100:8")
     count = int(match.group("count"))
@@ -110,7 +117,7 @@ def parse_gres(text: str) -> GpuRequest:
     parts = entries[0].split(":")[1:]
     if len(parts) > 2 or any(not part for part in parts):
         raise ValueError("expected gpu[:type][:count], e.g. gpu:a100:8")
-    if parts and parts[-1].isdigit():
+    if parts and is_number(parts[-1]):
         gpu_type = parts[0] if len(parts) == 2 else None
         return _positive_gpus(int(parts[-1]), gpu_type)
     if len(parts) == 2:
@@ -125,7 +132,7 @@ def _positive_gpus(count: int, gpu_type: str | None) -> GpuRequest:
 
 
 def _expand_range(item: str) -> range:
-    match = _ARRAY_RANGE.match(item)
+    match = _ARRAY_RANGE.fullmatch(item)
     if not match:
         raise ValueError(f"bad array element {item!r} (use e.g. 0-15, 1,3,5, 0-15:2 or 0-15%4)")
     first = int(match.group("first"))
@@ -152,7 +159,7 @@ def parse_array(text: str) -> ArrayRequest:
 
 def _signal_name(text: str) -> str:
     """_signal_name normalises ``10``, ``USR1`` or ``SIGUSR1`` to ``USR1``."""
-    if text.isdigit():
+    if is_number(text):
         try:
             return signal.Signals(int(text)).name.removeprefix("SIG")
         except ValueError:
@@ -165,7 +172,7 @@ def _signal_name(text: str) -> str:
 
 def parse_signal(text: str) -> SignalRequest:
     """parse_signal reads ``--signal=[{R|B}:]SIG[@secs]`` (grace 60 s when left out, as sbatch)."""
-    match = _SIGNAL.match(text.strip())
+    match = _SIGNAL.fullmatch(text.strip())
     if not match:
         raise ValueError("expected [{R|B}:]SIG[@secs], e.g. B:USR1@90")
     flags = match.group("flags") or ""
