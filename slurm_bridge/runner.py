@@ -164,6 +164,13 @@ def _execute(
     dies (kill -9 of the daemon), a slow sbatch cannot land minutes later, after the reconciler
     has declared the launch absent and submitted the attempt again.
     """
+    if stdin is not None:
+        try:
+            stdin.encode("utf-8")
+        except UnicodeEncodeError as error:
+            # checked before the process starts: it would otherwise read an empty script
+            raise SlurmRejected(f"{command}: its input is not valid UTF-8 ({error.reason} at {error.start})",
+                                command=command, argv=argv) from None
     try:
         proc = subprocess.Popen(
             _with_deadline(argv, timeout_s),

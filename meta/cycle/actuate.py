@@ -28,14 +28,15 @@ from meta.cycle.launch_plan import LaunchSettings, launch_request
 from meta.cycle.lease import Leadership, NotLeader, fence
 from meta.cycle.snapshot import SpecCache
 from meta.model.durations import utcnow
+from meta.model.errors import JOB_FAULTS
 from meta.model.kinds import FailureCategory
 from meta.model.spec import TrainingSpec
 from meta.model.states import AttemptState
 from meta.store.db import Database
-from meta.store.lifecycle import attempt_event, mark_launching
+from meta.store.lifecycle import attempt_event, mark_launching, quarantine_attempt
 from meta.store.models import Attempt, Checkpoint, Job, Task
 from slurm_bridge.client import SlurmClient
-from slurm_bridge.errors import SlurmError, SlurmRejected
+from slurm_bridge.errors import SlurmError, SlurmRejected, SlurmUnknownOutcome
 from slurm_bridge.launch import LaunchRequest, LaunchRequestError
 from slurm_bridge.render import render
 
@@ -148,18 +149,13 @@ class Actuator:
             self._load_rows(session, moved)
             for attempt_id in moved:
                 try:
-                    script, token = self._script(session, attempt_id)
-                except (LaunchRequestError, ValueError) as exc:
-                    # a spec the renderer refuses can never launch: fail it rather than retry forever
-                    attempt_event(
-                        session,
-                        attempt_id,
-                        AttemptState.FAILED,
-                        f"launch-invalid:{attempt_id}",
-                        reason=f"cannot render the sbatch script: {exc}"[:500],
-                        actor="actuator",
-                        failure_category=FailureCategory.LAUNCH_FAILURE,
-                    )
+                    with session.begin_nested():
+                        script, token = self._script(session, attempt_id)
+                except (LaunchRequestError, *JOB_FAULTS) as exc:
+                    # a job whose data cannot become a script can never launch: quarantine it (never
+                    # retried) and launch the rest of the batch
+                    log.warning("attempt %s cannot be rendered: %s", attempt_id, exc)
+                    quarantine_attempt(session, attempt_id, f"cannot render the sbatch script: {exc}", actor="actuator")
                     result.rejected.append(attempt_id)
                     continue
                 prepared.append((attempt_id, token, script))
@@ -187,6 +183,9 @@ class Actuator:
                 return attempt_id, token, self.client.submit(script, timeout_s=self.submit_timeout_s)
             except SlurmError as exc:
                 return attempt_id, token, exc
+            except Exception as exc:  # noqa: BLE001 - one launch's surprise must not drop the batch's ids
+                log.exception("sbatch for attempt %s failed unexpectedly: looked up as an unknown", attempt_id)
+                return attempt_id, token, SlurmUnknownOutcome(f"{type(exc).__name__}: {exc}", command="sbatch")
 
         with ThreadPoolExecutor(max_workers=self.submit_parallel) as pool:
             outcomes = list(pool.map(submit, prepared))
@@ -230,7 +229,9 @@ class Actuator:
         resume = latest_checkpoint_path(session, task.id) if isinstance(spec, TrainingSpec) else None
         request = launch_request(job, task, attempt, spec, self.settings, resume_from=resume)
         _prepare_dirs(request)
-        return render(request), attempt.fencing_token
+        script = render(request)
+        script.encode("utf-8")  # a lone surrogate would reach sbatch as an empty script: refuse it here
+        return script, attempt.fencing_token
 
     def _launch_rejected(
         self, session: Session, attempt_id: str, token: int, exc: SlurmError, result: ActuationResult

@@ -44,17 +44,19 @@ from meta.cycle.health import NodeWatch, evict_from_unusable_nodes
 from meta.cycle.holds import HoldSync, desired_holds
 from meta.cycle.inventory import InventoryReader, effective_nodes, held_per_node
 from meta.cycle.launch_plan import LaunchSettings
-from meta.cycle.lease import Leadership, NotLeader, release, renew, try_acquire
+from meta.cycle.lease import Leadership, NotLeader, fence, release, renew, try_acquire
 from meta.cycle.metrics import Metrics
 from meta.cycle.outputs import commit_on_success, finalize_jobs
 from meta.cycle.reconcile import Reconciler, ReconcileSettings
 from meta.cycle.snapshot import SpecCache, build_snapshot
 from meta.cycle.usage import accrue
 from meta.model.durations import utcnow
+from meta.model.errors import invalid_spec_reason
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState
 from meta.policy.config import SchedulerConfig
 from meta.policy.scheduler import schedule
 from meta.store.db import Database
+from meta.store.lifecycle import quarantine_task
 from meta.store.models import Attempt, Job, Task
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError
@@ -279,6 +281,7 @@ class Daemon:
         with self.db.session() as session:
             ours = held_per_node(session)
         nodes = effective_nodes(inventory, ours)
+        poison: list[tuple[str, Exception]] = []
         with self.db.session() as session:
             snapshot = build_snapshot(
                 session,
@@ -287,7 +290,10 @@ class Daemon:
                 switch_parent=inventory.switch_parent,
                 inventory_version=inventory.version,
                 now=started_at,
+                quarantine=poison,
             )
+        if poison:
+            self._quarantine(poison)
         plan = schedule(snapshot, self.config.scheduler)
         plan.inventory_version = inventory.version
         duration = time.perf_counter() - t0
@@ -318,6 +324,15 @@ class Daemon:
         self.metrics.stranded_gpus.set(plan.fragmentation.stranded_gpus)
         report.placed = len(result.created)
         report.preempting += len(result.preempting)
+
+    def _quarantine(self, poison: list[tuple[str, Exception]]) -> None:
+        """_quarantine fails the pending tasks whose own data broke the snapshot (fenced, audited)."""
+        assert self.leadership is not None
+        with self.db.session() as session:
+            fence(session, self.leadership)
+            for task_id, problem in poison:
+                if quarantine_task(session, task_id, problem, actor="scheduler"):
+                    log.warning("task %s quarantined: %s", task_id, invalid_spec_reason(problem))
 
     def _actuate(self, report: PeriodReport) -> None:
         assert self.leadership is not None

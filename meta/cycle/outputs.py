@@ -24,7 +24,7 @@ from checkpoint.manifest import (
 )
 from meta.cycle.launch_plan import staging_dir
 from meta.cycle.snapshot import SpecCache
-from meta.model.errors import MetaschedError
+from meta.model.errors import JOB_FAULTS, MetaschedError
 from meta.model.spec import InferenceSpec
 from meta.model.states import TaskState
 from meta.store.models import Attempt, Job, PartitionCommit, Task
@@ -53,7 +53,12 @@ def finalize_jobs(session: Session, specs: SpecCache, done: set[str]) -> list[st
         states = set(session.scalars(select(Task.state).where(Task.job_id == job.id)))
         if states != {TaskState.SUCCEEDED.value}:
             continue
-        spec = specs.get(session, job.id)
+        try:
+            spec = specs.get(session, job.id)
+        except JOB_FAULTS as exc:  # stored under older rules and refused now: nothing to write it by
+            log.warning("cannot finalize outputs of job %s: its spec is refused: %s", job.short_id, exc)
+            done.add(job.id)
+            continue
         assert isinstance(spec, InferenceSpec)
         manifest = job_manifest(session, job.id)
         try:

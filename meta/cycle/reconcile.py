@@ -28,12 +28,12 @@ from sqlalchemy.orm import Session
 
 from meta.cycle.lease import Leadership, fence
 from meta.model.durations import utcnow
-from meta.model.errors import ConcurrentModification, StaleFencingToken
+from meta.model.errors import JOB_FAULTS, ConcurrentModification, StaleFencingToken, invalid_spec_reason
 from meta.model.kinds import FailureCategory
 from meta.model.spec import TrainingSpec
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition
 from meta.store.db import Database
-from meta.store.lifecycle import attempt_event, job_spec, move_attempts
+from meta.store.lifecycle import attempt_event, job_spec, move_attempts, quarantine_attempt
 from meta.store.models import Attempt, PartitionCommit, Transition
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError
@@ -299,7 +299,9 @@ class Reconciler:
                     for attempt in session.scalars(select(Attempt).where(Attempt.id.in_(list(stimuli)))):
                         self.on_success(session, attempt)
                 move_attempts(session, stimuli, from_state, target, reason=reason, actor="reconciler", values=values)
-        except (ConcurrentModification, IllegalTransition) as exc:
+        except (ConcurrentModification, IllegalTransition, *JOB_FAULTS) as exc:
+            # one attempt's bad data (e.g. in its success hook) must not hold the group: each is then
+            # followed alone, where a poison attempt is quarantined
             log.info("bulk move of %d attempts to %s fell back to one by one: %s", len(stimuli), target.value, exc)
             return False
         result.transitions += len(stimuli)
@@ -348,6 +350,15 @@ class Reconciler:
                     self._unseen(session, attempt, observation.at, result)
         except (ConcurrentModification, IllegalTransition, StaleFencingToken) as exc:
             log.info("attempt %s changed while reconciling (%s): next period", attempt_id, exc)
+        except JOB_FAULTS as exc:  # this attempt's own data broke its move: quarantine it, go on
+            self._quarantine(session, attempt_id, exc, result)
+
+    def _quarantine(self, session: Session, attempt_id: str, exc: Exception, result: ReconcileResult) -> None:
+        """_quarantine fails an attempt whose job's data broke the reconciler (in its own savepoint)."""
+        log.warning("attempt %s quarantined: %s", attempt_id, invalid_spec_reason(exc))
+        with session.begin_nested():
+            if quarantine_attempt(session, attempt_id, exc, actor="reconciler"):
+                result.transitions += 1
 
     def _choose(self, attempt: Attempt, sightings: list[Sighting], result: ReconcileResult) -> Sighting:
         """_choose picks the attempt's own job; any other active job for the same attempt is a duplicate."""

@@ -7,6 +7,7 @@ tenants with quotas and decayed usage. Specs are immutable, so parsed specs are 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any
@@ -15,6 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from meta.model.durations import utcnow
+from meta.model.errors import JOB_FAULTS
 from meta.model.kinds import JobKind, Topology
 from meta.model.nodes import NodeState
 from meta.model.resources import ResourceVector
@@ -23,6 +25,7 @@ from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
 from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot, TenantState
 from meta.store.models import Attempt, Checkpoint, Job, JobSpecRow, Task, Tenant, TenantUsage
 
+log = logging.getLogger("metasched.snapshot")
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
 _IN_CHUNK = 1000  # ids per IN (...) list: well under SQLite's bound on bound parameters
 
@@ -41,6 +44,15 @@ class SpecCache:
             assert row is not None, f"job {job_id} has no spec"
             spec = self._specs[job_id] = spec_from_json(row.spec_json)
         return spec
+
+
+def _spec_or_none(session: Session, specs: SpecCache, job_id: str) -> AnySpec | None:
+    """_spec_or_none is the job's spec, or None when the current rules refuse what was stored."""
+    try:
+        return specs.get(session, job_id)
+    except JOB_FAULTS as exc:
+        log.warning("job %s: stored spec refused (%s): its live attempt is reserved as placed", job_id, exc)
+        return None
 
 
 def epoch_s(moment: datetime | None) -> float | None:
@@ -115,8 +127,14 @@ def pending_task(job: Job, task: Task, spec: AnySpec) -> PendingTask:
     )
 
 
-def reservation(job: Job, attempt: Attempt, spec: AnySpec, last_checkpoint: datetime | None) -> Reservation:
-    """reservation describes one live attempt holding capacity to the policy."""
+def reservation(job: Job, attempt: Attempt, spec: AnySpec | None, last_checkpoint: datetime | None) -> Reservation:
+    """reservation describes one live attempt holding capacity to the policy.
+
+    Without its spec (stored under older rules and refused by the current ones) the attempt
+    still holds its placement: it is reserved, never preempted, and has no expected end.
+    """
+    if spec is None:
+        return _bare_reservation(job, attempt)
     start = attempt.started_at or attempt.created_at
     training = spec if isinstance(spec, TrainingSpec) else None
     checkpoint = training.checkpoint if training else None
@@ -139,6 +157,22 @@ def reservation(job: Job, attempt: Attempt, spec: AnySpec, last_checkpoint: date
         min_runtime_s=training.min_runtime_s if training else 0.0,
         kind=JobKind(job.kind),
         deadline=epoch_s(deadline),
+    )
+
+
+def _bare_reservation(job: Job, attempt: Attempt) -> Reservation:
+    """_bare_reservation is what the attempt row alone says: who holds which shares since when."""
+    start = attempt.started_at or attempt.created_at
+    return Reservation(
+        attempt_id=attempt.id,
+        task_id=attempt.task_id,
+        job_id=job.id,
+        tenant=job.tenant,
+        priority_class=job.priority_class,
+        shares=placement_shares(attempt.placement),
+        start_time=start.timestamp(),
+        stopping=attempt.state == AttemptState.STOPPING.value,
+        kind=JobKind(job.kind),
     )
 
 
@@ -182,8 +216,14 @@ def build_snapshot(
     switch_parent: dict[str, str] | None = None,
     inventory_version: int = 0,
     now: datetime | None = None,
+    quarantine: list[tuple[str, Exception]] | None = None,
 ) -> Snapshot:
-    """build_snapshot reads one consistent Snapshot of queue and reservations for the policy."""
+    """build_snapshot reads one consistent Snapshot of queue and reservations for the policy.
+
+    A pending task whose spec cannot be loaded or described (a poison job) is left out, and
+    ``(task id, error)`` goes to ``quarantine`` for the caller to fail it: one job's bad data
+    never stops the snapshot of everyone else's.
+    """
     moment = now or utcnow()
     jobs: dict[str, Job] = {}
 
@@ -199,7 +239,8 @@ def build_snapshot(
 
     checkpoints = _last_checkpoints(session, [a.task_id for a in live])
     reservations = tuple(
-        reservation(job_of(a.job_id), a, specs.get(session, a.job_id), checkpoints.get(a.task_id)) for a in live
+        reservation(job_of(a.job_id), a, _spec_or_none(session, specs, a.job_id), checkpoints.get(a.task_id))
+        for a in live
     )
     live_per_job = _live_counts(session)
     pending_rows = session.execute(
@@ -213,7 +254,13 @@ def build_snapshot(
     for task, job in pending_rows:
         if task.not_before is not None and task.not_before > moment:
             continue  # retry backoff has not passed yet
-        spec = specs.get(session, job.id)
+        try:
+            spec = specs.get(session, job.id)
+            waiting = pending_task(job, task, spec)
+        except JOB_FAULTS as exc:  # this job's data, not the cycle's: set it aside (step 5 quarantines it)
+            if quarantine is not None:
+                quarantine.append((task.id, exc))
+            continue
         if isinstance(spec, InferenceSpec) and spec.max_parallel is not None:
             # offer only as many partitions as max_parallel leaves room for
             running = live_per_job.get(job.id, 0) + started_per_job.get(job.id, 0)
@@ -221,7 +268,7 @@ def build_snapshot(
                 continue
             started_per_job[job.id] = started_per_job.get(job.id, 0) + 1
         jobs[job.id] = job
-        pending.append(pending_task(job, task, spec))
+        pending.append(waiting)
     return Snapshot(
         now=moment.timestamp(),
         nodes=tuple(nodes),

@@ -2,6 +2,21 @@
 
 from __future__ import annotations
 
+# What one job's own data can raise while the daemon handles it (a value out of range, an encoding,
+# an overflow): such an error quarantines that job with an ``InvalidSpec`` reason and the period goes
+# on. Anything else — the database, Slurm, a lost lease — is everyone's problem and ends the period.
+JOB_FAULTS: tuple[type[Exception], ...] = (ValueError, TypeError, KeyError, IndexError, ArithmeticError)
+INVALID_SPEC = "InvalidSpec"
+
+
+def invalid_spec_reason(exc: BaseException | str) -> str:
+    """invalid_spec_reason is the typed reason a quarantined task or attempt carries."""
+    # a refused spec (SpecError, with its field problems) speaks for itself; others name their type
+    plain = isinstance(exc, str) or hasattr(exc, "problems")
+    text = str(exc) if plain else f"{type(exc).__name__}: {exc}"
+    line = " ".join(text.encode("utf-8", "backslashreplace").decode("utf-8").split())
+    return f"{INVALID_SPEC}: {line}"[:500]
+
 
 class MetaschedError(Exception):
     """MetaschedError is the base of every error the API raises on purpose."""

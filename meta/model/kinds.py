@@ -32,6 +32,7 @@ class FailureCategory(StrEnum):
     LAUNCH_FAILURE = "launch_failure"  # Slurm rejected the submission
     LOST = "lost"  # Slurm has no record past the grace period
     CANCELLED = "cancelled"
+    INVALID_SPEC = "invalid_spec"  # the job's own data cannot be run (quarantined, never retried)
     UNKNOWN = "unknown"
 
 

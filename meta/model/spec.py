@@ -372,6 +372,11 @@ def spec_from_dict(data: Any) -> AnySpec:
         raise SpecError([f"kind: missing (one of {kinds})"])
     if not isinstance(data["kind"], str) or data["kind"] not in {kind.value for kind in JobKind}:
         raise SpecError([clip(f"kind: {data['kind']!r} is not one of {kinds}")])
+    return _validate(data)
+
+
+def _validate(data: Any) -> AnySpec:
+    """_validate runs the model over plain data; its errors become one SpecError naming each field."""
     try:
         return _JOB_SPEC.validate_python(data)
     except ValidationError as exc:
@@ -406,8 +411,8 @@ def spec_to_json(spec: AnySpec) -> str:
 
 
 def spec_from_json(text: str) -> AnySpec:
-    """spec_from_json restores a stored spec."""
-    return _JOB_SPEC.validate_python(json.loads(text))
+    """spec_from_json restores a stored spec under the current rules (SpecError if they refuse it)."""
+    return _validate(json.loads(text))
 
 
 def spec_hash(spec: AnySpec) -> str:

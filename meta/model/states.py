@@ -76,7 +76,8 @@ TERMINAL_ATTEMPT_STATES: frozenset[AttemptState] = frozenset(AttemptState) - LIV
 
 T = TaskState
 TASK_TRANSITIONS: dict[TaskState, frozenset[TaskState]] = {
-    T.PENDING: frozenset({T.SCHEDULED, T.CANCELLED}),
+    # pending -> failed: a task whose spec cannot be run is quarantined before any attempt
+    T.PENDING: frozenset({T.SCHEDULED, T.CANCELLED, T.FAILED}),
     # an attempt that ends in preemption or loss sends the task back to pending when it retries
     T.SCHEDULED: frozenset({T.RUNNING, T.PENDING, T.SUCCEEDED, T.FAILED, T.CANCELLED}),
     T.RUNNING: frozenset({T.SUCCEEDED, T.FAILED, T.CANCELLED, T.PENDING}),

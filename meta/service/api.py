@@ -24,7 +24,7 @@ from meta.service.feasibility import InventoryFeasibility
 from meta.service.views import JobStatus, JobSummary, TaskView, TransitionView
 from meta.store import audit
 from meta.store.db import Database, resolve_url
-from meta.store.lifecycle import attempt_event, job_spec, live_attempt
+from meta.store.lifecycle import attempt_event, live_attempt, stored_spec
 from meta.store.migrate import ensure_schema
 from meta.store.models import Attempt, Job, JobSpecRow, Queue, Task, Tenant, Transition
 from meta.store.transitions import transition_task
@@ -251,7 +251,7 @@ def _status(session: Session, job: Job) -> JobStatus:
     )
     return JobStatus(
         summary=JobSummary.of(job, [TaskState(t.state) for t in tasks]),
-        spec=job_spec(session, job.id).model_dump(mode="json"),
+        spec=stored_spec(session, job.id),
         cancel_requested=job.cancel_requested,
         tasks=[TaskView.of(t, attempts.get(t.id, [])) for t in tasks],
         recent=[TransitionView.of(t) for t in recent],

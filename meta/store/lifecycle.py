@@ -7,6 +7,7 @@ ends the task or — by the job's retry policy — sends it back to pending for 
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -17,9 +18,10 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from meta.model.durations import utcnow
-from meta.model.errors import ConcurrentModification, Conflict, NotFound
+from meta.model.errors import JOB_FAULTS, ConcurrentModification, Conflict, NotFound, invalid_spec_reason
 from meta.model.ids import new_uuid
 from meta.model.kinds import FailureCategory
+from meta.model.limits import MAX_BACKOFF_S
 from meta.model.spec import AnySpec, spec_from_json
 from meta.model.states import (
     LIVE_ATTEMPT_STATES,
@@ -30,6 +32,7 @@ from meta.model.states import (
     task_can,
     task_state_for_attempt,
 )
+from meta.store import audit
 from meta.store.models import Attempt, Job, JobSpecRow, Task, Transition
 from meta.store.transitions import TransitionResult, transition_attempt, transition_task
 
@@ -49,6 +52,14 @@ def job_spec(session: Session, job_id: str) -> AnySpec:
     if row is None:
         raise NotFound(f"job {job_id} has no spec")
     return spec_from_json(row.spec_json)
+
+
+def stored_spec(session: Session, job_id: str) -> dict[str, Any]:
+    """stored_spec is the spec as it was stored, unvalidated: a quarantined job can still be shown."""
+    row = session.get(JobSpecRow, job_id)
+    if row is None:
+        raise NotFound(f"job {job_id} has no spec")
+    return json.loads(row.spec_json)
 
 
 def live_attempt(session: Session, task_id: str) -> Attempt | None:
@@ -260,7 +271,13 @@ def _fail_or_retry(
     task = session.get(Task, attempt.task_id, populate_existing=True)
     job = session.get(Job, attempt.job_id)
     assert task is not None and job is not None
-    spec = job_spec(session, job.id)
+    try:
+        spec = None if category == FailureCategory.INVALID_SPEC else job_spec(session, job.id)
+    except JOB_FAULTS as exc:  # a stored spec the current rules refuse: no retry can help it
+        spec, reason = None, invalid_spec_reason(exc)
+    if spec is None:
+        transition_task(session, task.id, TaskState.FAILED, stimulus_id, reason=reason, actor=actor)
+        return
     budget_used = task.attempts_made - task.retry_base
     # an eviction is the scheduler's own doing: it never spends the user's retry budget
     retry = category == FailureCategory.PREEMPTED or spec.retry.retries(category, budget_used)
@@ -275,7 +292,8 @@ def _fail_or_retry(
     if category == FailureCategory.PREEMPTED:
         values["retry_base"] = task.retry_base + 1
     else:
-        values["not_before"] = utcnow() + timedelta(seconds=spec.retry.backoff_s)
+        # clamped as well as validated: a backoff stored under older rules must not overflow
+        values["not_before"] = utcnow() + timedelta(seconds=min(spec.retry.backoff_s, MAX_BACKOFF_S))
     if category == FailureCategory.NODE_FAILURE and attempt.placement:
         # retry elsewhere: the node that failed this attempt is avoided by the next one
         values["avoid_nodes"] = sorted(set(task.avoid_nodes) | set(attempt.nodes()))
@@ -288,6 +306,47 @@ def _fail_or_retry(
         actor=actor,
         values=values,
     )
+
+
+def quarantine_attempt(session: Session, attempt_id: str, problem: BaseException | str, *, actor: str) -> bool:
+    """quarantine_attempt fails a live attempt (and its task, never retried) whose job's data broke a step.
+
+    Returns False when the attempt had already left its live state. Audited under ``job.quarantine``.
+    """
+    attempt = session.get(Attempt, attempt_id, populate_existing=True)
+    if attempt is None or attempt.state not in _LIVE:
+        return False
+    reason = invalid_spec_reason(problem)
+    attempt_event(
+        session,
+        attempt_id,
+        AttemptState.FAILED,
+        f"quarantine:{attempt_id}:{attempt.version}",
+        reason=reason,
+        actor=actor,
+        failure_category=FailureCategory.INVALID_SPEC,
+    )
+    _audit_quarantine(session, attempt.job_id, attempt.task_id, reason, actor)
+    return True
+
+
+def quarantine_task(session: Session, task_id: str, problem: BaseException | str, *, actor: str) -> bool:
+    """quarantine_task fails a pending task whose job's data cannot be scheduled (audited, never retried)."""
+    task = session.get(Task, task_id, populate_existing=True)
+    if task is None or task.state != TaskState.PENDING.value:
+        return False
+    reason = invalid_spec_reason(problem)
+    transition_task(session, task_id, TaskState.FAILED, f"quarantine:{task_id}:{task.version}", reason=reason, actor=actor)
+    _audit_quarantine(session, task.job_id, task_id, reason, actor)
+    return True
+
+
+def _audit_quarantine(session: Session, job_id: str, task_id: str, reason: str, actor: str) -> None:
+    """_audit_quarantine records who quarantined which task and why."""
+    job = session.get(Job, job_id)
+    subject = job.short_id if job is not None else job_id
+    audit.record(session, actor, "job.quarantine", subject, tenant=job.tenant if job else None, task=task_id,
+                 reason=reason)
 
 
 def mark_launching(

@@ -162,7 +162,7 @@ def test_every_task_state_is_reachable_from_pending() -> None:
         (T.PENDING, T.SCHEDULED, True),
         (T.PENDING, T.RUNNING, False),  # only through an attempt
         (T.PENDING, T.SUCCEEDED, False),
-        (T.PENDING, T.FAILED, False),
+        (T.PENDING, T.FAILED, True),  # quarantined before any attempt: its own data cannot run
         (T.SCHEDULED, T.RUNNING, True),
         (T.SCHEDULED, T.PENDING, True),
         (T.RUNNING, T.SCHEDULED, False),
