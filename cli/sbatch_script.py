@@ -18,6 +18,7 @@ import shlex
 from pathlib import Path, PurePosixPath
 
 from cli.sbatch_options import SbatchError, directive_block_end, script_lines
+from meta.model.limits import MAX_SCRIPT_BYTES
 
 _SHELLS = {"sh", "bash", "dash", "ash", "ksh", "mksh", "zsh"}
 _ARGS_COMMENT = "# msbatch: the script's command-line arguments"
@@ -35,8 +36,13 @@ def read_script(path: str) -> str:
     if file.is_dir():
         raise SbatchError([f"script {path!r} is a directory"])
     try:
-        # bytes, then decode: read_text's universal newlines would hide \r\n from check_script
-        text = file.read_bytes().decode("utf-8")
+        # bytes, then decode: read_text's universal newlines would hide \r\n from check_script;
+        # at most one byte past the cap, so a huge file costs nothing to refuse
+        with open(file, "rb") as handle:
+            data = handle.read(MAX_SCRIPT_BYTES + 1)
+        if len(data) > MAX_SCRIPT_BYTES:
+            raise SbatchError([f"script {path!r} is larger than {MAX_SCRIPT_BYTES // 1024} KiB"])
+        text = data.decode("utf-8")
     except OSError as exc:
         raise SbatchError([f"cannot read script {path!r}: {exc.strerror}"]) from None
     except UnicodeDecodeError:

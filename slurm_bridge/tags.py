@@ -11,9 +11,10 @@ from dataclasses import dataclass
 
 JOB_NAME_PREFIX = "ms-"
 COMMENT_PREFIX = "metasched:"
-_ATTEMPT_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,127}$")
+# fullmatch with ASCII classes: ``$`` would accept a final newline, ``\d`` any Unicode digit
+_ATTEMPT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 # Also accepts "metasched attempt=<id> token=<n>" (spaces), as hand-written test jobs use.
-_COMMENT = re.compile(r"^metasched[: ]attempt=(?P<attempt>[A-Za-z0-9_.-]+)[: ]token=(?P<token>\d+)$")
+_COMMENT = re.compile(r"metasched[: ]attempt=(?P<attempt>[A-Za-z0-9_.-]+)[: ]token=(?P<token>[0-9]{1,19})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,7 +27,7 @@ class AttemptTag:
 
 def check_attempt_id(attempt_id: str) -> str:
     """check_attempt_id returns ``attempt_id`` if it is safe in a job name and comment, else raises."""
-    if not _ATTEMPT_ID.match(attempt_id):
+    if not _ATTEMPT_ID.fullmatch(attempt_id):
         raise ValueError(f"attempt id {attempt_id!r} must match {_ATTEMPT_ID.pattern}")
     return attempt_id
 
@@ -43,9 +44,9 @@ def comment(attempt_id: str, fencing_token: int) -> str:
 
 def parse_tag(name: str, job_comment: str) -> AttemptTag | None:
     """parse_tag reads the attempt back from a job's comment, or from its name if the comment is lost."""
-    match = _COMMENT.match(job_comment.strip())
+    match = _COMMENT.fullmatch(job_comment.strip())
     if match:
         return AttemptTag(match.group("attempt"), int(match.group("token")))
-    if name.startswith(JOB_NAME_PREFIX) and _ATTEMPT_ID.match(name[len(JOB_NAME_PREFIX) :]):
+    if name.startswith(JOB_NAME_PREFIX) and _ATTEMPT_ID.fullmatch(name[len(JOB_NAME_PREFIX) :]):
         return AttemptTag(name[len(JOB_NAME_PREFIX) :], None)
     return None

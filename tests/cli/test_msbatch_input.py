@@ -148,3 +148,10 @@ def test_numbers_must_be_ascii_digits(parse, text: str) -> None:  # noqa: ANN001
 def test_a_non_ascii_count_is_a_usage_error(db_url: str) -> None:
     line = _usage_error(_msbatch("-A", "t", "-N", "٢", "--wrap", "hostname"))
     assert line == "msbatch: error: invalid --nodes=٢ (on the command line): expected a whole number >= 1"
+
+
+def test_a_script_past_the_size_cap_is_refused_without_reading_it_all(tmp_path: Path) -> None:
+    script = _script(tmp_path, b"#!/bin/bash\n#SBATCH -A t\nhostname\n#" + b"y" * (5 * 1024 * 1024))
+    with pytest.raises(SbatchError) as caught:
+        read_script(script)
+    assert caught.value.problems == [f"script {script!r} is larger than 1024 KiB"]

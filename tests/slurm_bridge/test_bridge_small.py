@@ -22,6 +22,18 @@ def test_tags_round_trip():
         tags.job_name("a;b")
 
 
+@pytest.mark.parametrize("attempt_id", ["a-1\n", "a-1\nb", "ａ1", ""])
+def test_tags_take_only_whole_ascii_ids(attempt_id: str) -> None:
+    with pytest.raises(ValueError):
+        tags.check_attempt_id(attempt_id)
+    assert tags.parse_tag(f"ms-{attempt_id}", "") is None
+
+
+def test_a_comment_with_a_trailing_line_or_unicode_digits_is_not_a_tag() -> None:
+    assert tags.parse_tag("x", "metasched:attempt=a-1:token=9\nmore") is None
+    assert tags.parse_tag("x", "metasched:attempt=a-1:token=٩") is None
+
+
 def test_counter_and_fanout():
     counter, recorder = CallCounter(), RecordingObserver()
     fanout = FanoutObserver([counter, recorder])
