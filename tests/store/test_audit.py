@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import pwd
+import uuid
+from pathlib import Path
+
 import pytest
+from click.testing import CliRunner
 from sqlalchemy import text
 
+from cli.main import cli
 from meta.model.spec import spec_from_dict
 from meta.service.api import Service
 from meta.store import audit
@@ -58,3 +65,36 @@ def test_audit_rows_are_write_once(service: Service) -> None:
     with pytest.raises(Exception, match="write-once"):
         with service.db.engine.begin() as connection:
             connection.execute(text("UPDATE audit_events SET actor = 'someone-else'"))
+
+
+def _cli(service: Service, *args: str, value: str | None = None, **env: str):
+    """_cli runs the metasched CLI against the test store."""
+    environment = {"METASCHED_DB": service.db.url, "METASCHED_TENANT": None, **env}
+    return CliRunner().invoke(cli, list(args), input=value, env=environment, prog_name="metasched")
+
+
+def test_the_actor_is_the_effective_user_whatever_logname_says(service: Service) -> None:
+    job = service.submit(_eval("tenant-a")).job
+    assert _cli(service, "cancel", job.short_id, LOGNAME="mallory", USER="mallory").exit_code == 0
+    with service.db.session() as session:
+        (event,) = audit.read(session)
+    assert (event.actor, event.action) == (pwd.getpwuid(os.geteuid()).pw_name, "job.cancel")
+
+
+def test_secret_changes_are_audited_and_the_value_appears_in_no_audit_row(service: Service, tmp_path: Path) -> None:
+    value = "pa55-" + uuid.uuid4().hex  # unique: found only if it leaked
+    root = str(tmp_path / "secrets")
+    assert _cli(service, "secret", "set", "tenant-a", "WANDB_API_KEY", "--root", root, value=value).exit_code == 0
+    assert _cli(service, "secret", "delete", "tenant-a", "WANDB_API_KEY", "--root", root).exit_code == 0
+    with service.db.session() as session:
+        events = audit.read(session)
+    assert [(e.action, e.tenant, e.subject, e.detail) for e in reversed(events)] == [
+        ("secret.set", "tenant-a", "tenant-a/WANDB_API_KEY", {"name": "WANDB_API_KEY"}),
+        ("secret.delete", "tenant-a", "tenant-a/WANDB_API_KEY", {"name": "WANDB_API_KEY"}),
+    ]
+    with service.db.engine.connect() as connection:
+        rows = connection.execute(text("SELECT * FROM audit_events")).fetchall()
+    assert value not in repr(rows)
+    assert service.db.url not in repr(rows) and "metasched:metasched@" not in repr(rows)
+    shown = _cli(service, "audit", "--json")
+    assert shown.exit_code == 0 and value not in shown.output
