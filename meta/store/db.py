@@ -39,8 +39,11 @@ def resolve_url(explicit: str | None = None) -> str:
         url = "postgresql+psycopg://" + url.split("://", 1)[1]
     try:
         parsed = make_url(url)
-    except ArgumentError as exc:
-        raise DatabaseURLError(f"not a database URL: {url!r} ({exc})") from None
+    except (ArgumentError, ValueError):  # ValueError: a port that is not a number
+        # never echo the value: a URL carries its password, and errors reach logs
+        raise DatabaseURLError(
+            "not a database URL: use postgresql+psycopg://user:password@host/db or sqlite:///path"
+        ) from None
     if parsed.get_backend_name() not in {"sqlite", "postgresql"}:
         raise DatabaseURLError(f"unsupported database {parsed.get_backend_name()!r}: use postgresql or sqlite")
     return url
