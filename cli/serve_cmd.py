@@ -12,7 +12,8 @@ import click
 from cli.context import CliState, pass_state
 from cli.errors import EXIT_USAGE, fail, handle_errors
 from cli.output import echo_json
-from cli.state_dir import STATE_ENV, default_state_dir, prepare_daemon_files
+from cli.state_dir import STATE_ENV, prepare_daemon_files
+from meta.config.paths import default_state_dir
 from meta.config.policy_file import PolicyFileError, load_policy_config
 from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.launch_plan import LaunchSettings

@@ -28,14 +28,6 @@ class DaemonFiles:
     log_dir: Path
 
 
-def default_state_dir() -> Path:
-    """default_state_dir is ``$XDG_STATE_HOME/metasched``, else ``~/.local/state/metasched``."""
-    base = os.environ.get("XDG_STATE_HOME", "")
-    if not os.path.isabs(base):  # the XDG spec: a relative value is invalid and ignored
-        base = str(Path.home() / ".local" / "state")
-    return Path(base) / "metasched"
-
-
 def url_file_name(url: str) -> str:
     """url_file_name names a store's URL file: one per store, so daemons on other stores never collide."""
     # a digest, not the URL: the name may be listed where the content may not be read

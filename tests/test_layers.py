@@ -25,7 +25,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "meta.sim": frozenset({"meta.model", "meta.policy", "meta.config"}),
     "meta.store": frozenset({"meta.model"}),
     "meta.service": frozenset({"meta.model", "meta.policy", "meta.store", "tenants"}),
-    "meta.cycle": frozenset({"meta.model", "meta.policy", "meta.store", "slurm_bridge", "checkpoint"}),
+    "meta.cycle": frozenset({"meta.model", "meta.policy", "meta.config", "meta.store", "slurm_bridge", "checkpoint"}),
     "slurm_bridge": frozenset({"meta.model"}),
     "checkpoint": frozenset({"meta.model", "meta.store"}),
     "tenants": frozenset({"meta.model", "meta.store"}),

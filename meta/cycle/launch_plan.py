@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from meta.config.paths import default_log_dir
 from meta.cycle.snapshot import placement_shares
 from meta.model.kinds import JobKind
 from meta.model.resources import ResourceVector
@@ -22,7 +23,7 @@ class LaunchSettings:
     preemption signal, or its time limit (``slurm_bridge.render`` caps it to fit short limits).
     """
 
-    log_dir: str = "/tmp/metasched/logs"
+    log_dir: str = field(default_factory=default_log_dir)  # never a shared /tmp path others create first
     grace_s: int = 60
     db_url_file: str | None = None  # lets jobs run `metasched checkpoint/commit` against the store
     secrets_root: str | None = None  # <root>/<tenant>/<NAME> files read by the job at start

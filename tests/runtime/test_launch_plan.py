@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
+
 from meta.cycle.launch_plan import LaunchSettings, launch_request, staging_dir
 from meta.model.kinds import JobKind
 from meta.model.spec import AnySpec
@@ -103,3 +107,9 @@ def test_only_a_training_job_with_a_checkpoint_is_sent_the_checkpoint_signal() -
 def test_the_checkpoint_grace_fits_a_short_time_limit() -> None:
     request = _request(checkpointing(time_limit="2m"), [share("node1")])
     assert request.grace_s == 90 and "#SBATCH --signal=B:USR1@12\n" in render(request)
+
+
+def test_job_logs_default_to_the_users_state_folder_not_tmp(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    assert LaunchSettings().log_dir == str(tmp_path / "metasched" / "logs")
+    assert not LaunchSettings().log_dir.startswith("/tmp/metasched")
