@@ -11,9 +11,10 @@ import signal
 from dataclasses import dataclass
 
 from meta.model.durations import parse_slurm_time_s
+from meta.model.limits import MAX_TASKS_PER_JOB
 from meta.model.resources import parse_memory_mib
 
-MAX_ARRAY_TASKS = 100_000  # the spec's partition limit; also stops "0-999999999" from eating memory
+MAX_ARRAY_TASKS = MAX_TASKS_PER_JOB  # the spec's partition limit; also stops "0-999999999" from eating memory
 
 # Used with fullmatch (a bare "$" also matches before a trailing newline) and ASCII (Python's
 # "\d" is any Unicode digit, e.g. "٨", which int() reads as 8 and Slurm refuses).

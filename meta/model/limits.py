@@ -16,7 +16,11 @@ MIB = 1024 * KIB
 
 MAX_JOB_FILE_BYTES = 1 * MIB  # a job file; long programs belong in a script file of their own
 MAX_DEPTH = 16  # the deepest real spec is 4 levels (retry.on[0]); anything deeper is not a spec
-MAX_ITEMS = 100_000  # items in one list (the shard list, like the count form's cap)
+MAX_ITEMS = 100_000  # items in any one list of a job file
+# tasks of one job (inference partitions, array elements): a submit writes them in one transaction,
+# and 20,000 keep it under a second even on a store holding millions of tasks (100,000 took 2-4 s
+# there); more shards are more jobs
+MAX_TASKS_PER_JOB = 20_000
 MAX_KEYS = 1_024  # keys in one mapping (env's cap is lower; unknown keys are refused anyway)
 MAX_NODES = 250_000  # scalars, lists and mappings in one file
 MAX_COMMAND_BYTES = 64 * KIB  # a command line (ARG_MAX-sized commands are scripts)

@@ -35,12 +35,12 @@ from meta.model.limits import (
     MAX_DURATION_S,
     MAX_ENV_VALUE_BYTES,
     MAX_ENV_VARS,
-    MAX_ITEMS,
     MAX_LOCALITY_NODES,
     MAX_PATH_BYTES,
     MAX_SCRIPT_BYTES,
     MAX_SECRETS,
     MAX_SHARD_NAME_CHARS,
+    MAX_TASKS_PER_JOB,
     clip,
     is_slurm_name,
     printable,
@@ -259,12 +259,12 @@ class InferenceSpec(_CommonSpec):
 
     kind: Literal[JobKind.INFERENCE] = JobKind.INFERENCE
     partitions: StrictCount | Annotated[
-        tuple[Annotated[Text, Field(max_length=MAX_SHARD_NAME_CHARS)], ...], Field(max_length=MAX_ITEMS)
+        tuple[Annotated[Text, Field(max_length=MAX_SHARD_NAME_CHARS)], ...], Field(max_length=MAX_TASKS_PER_JOB)
     ]
     resources: ResourceVector
     output: PathText
     deadline: datetime | None = None
-    max_parallel: StrictCount | None = Field(default=None, ge=1, le=MAX_ITEMS)
+    max_parallel: StrictCount | None = Field(default=None, ge=1, le=MAX_TASKS_PER_JOB)
     preemptible: bool = True
 
     @field_validator("deadline", mode="before")
@@ -276,8 +276,8 @@ class InferenceSpec(_CommonSpec):
     @classmethod
     def _partitions(cls, value: int | tuple[str, ...]) -> int | tuple[str, ...]:
         if isinstance(value, int):
-            if not 1 <= value <= 100_000:
-                raise ValueError("partitions must be between 1 and 100000")
+            if not 1 <= value <= MAX_TASKS_PER_JOB:
+                raise ValueError(f"partitions must be between 1 and {MAX_TASKS_PER_JOB}")
         else:
             if not value:
                 raise ValueError("the list of input shards is empty")

@@ -68,7 +68,7 @@ def _valid_or(valid: tuple[Any, ...], hostile_values: tuple[Any, ...]) -> st.Sea
 KIND_FIELDS: dict[str, dict[str, st.SearchStrategy[Any]]] = {
     "training": {"workers": _valid_or((1, 2, 4), (0, 5000, True, "2"))},
     "inference": {
-        "partitions": st.one_of(_valid_or((1, 4, 16), (0, 100_000, 100_001, True)),
+        "partitions": st.one_of(_valid_or((1, 4, 16), (0, 20_000, 20_001, 100_001, True)),
                                 st.lists(st.sampled_from(("s0", "s1", "s2", "", " ", "\udcff", "s" * 300)), max_size=5)),
         "output": _valid_or(("/tmp/ms-fuzz-out",), ("", "/out/\x00", "/" + "o" * 5000)),
     },

@@ -331,7 +331,7 @@ def test_inference_partitions_as_count() -> None:
     spec = spec_from_dict(inference(partitions=3))
     assert spec.task_count() == 3
     assert spec.task_names() == ["0", "1", "2"]
-    assert spec_from_dict(inference(partitions=100_000)).task_count() == 100_000
+    assert spec_from_dict(inference(partitions=20_000)).task_count() == 20_000
 
 
 def test_inference_partitions_as_shard_list() -> None:
@@ -343,9 +343,9 @@ def test_inference_partitions_as_shard_list() -> None:
 @pytest.mark.parametrize(
     ("partitions", "message"),
     [
-        (0, "partitions must be between 1 and 100000"),
-        (-2, "partitions must be between 1 and 100000"),
-        (100_001, "partitions must be between 1 and 100000"),
+        (0, "partitions must be between 1 and 20000"),
+        (-2, "partitions must be between 1 and 20000"),
+        (20_001, "partitions must be between 1 and 20000"),
         ([], "the list of input shards is empty"),
         (["a", "b", "a"], "input shards must be unique"),
     ],

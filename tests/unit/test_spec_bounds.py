@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from meta.model.limits import MAX_COMMAND_BYTES, MAX_ITEMS, MAX_JOB_FILE_BYTES
+from meta.model.limits import MAX_COMMAND_BYTES, MAX_ITEMS, MAX_JOB_FILE_BYTES, MAX_TASKS_PER_JOB
 from meta.model.spec import SpecError, load_spec_file, load_spec_text, spec_from_dict
 
 BASE: dict[str, Any] = {
@@ -85,7 +85,8 @@ def inference(**fields: Any) -> dict[str, Any]:
     ("data", "field", "words"),
     [
         (inference(partitions=[f"s{i}" for i in range(MAX_ITEMS + 1)]), "partitions", "more than 100000 items"),
-        (inference(partitions=MAX_ITEMS + 1), "partitions", "between 1 and 100000"),
+        (inference(partitions=MAX_TASKS_PER_JOB + 1), "partitions", "between 1 and 20000"),
+        (inference(partitions=[f"s{i}" for i in range(MAX_TASKS_PER_JOB + 1)]), "partitions", "at most 20000"),
         (inference(partitions=["ok", "bad\udcff"]), "partitions[1]", "not valid UTF-8"),
         (inference(partitions=["s" * 300]), "partitions", "at most 256"),
         (inference(output="/out/\x00"), "output", "NUL"),
@@ -109,7 +110,7 @@ def test_the_largest_allowed_values_still_pass() -> None:
         )
     )
     assert spec.retry.backoff_s == 7 * 86400 and spec.time_limit_s == 365 * 86400
-    assert spec_from_dict(inference(partitions=MAX_ITEMS)).task_count() == MAX_ITEMS
+    assert spec_from_dict(inference(partitions=MAX_TASKS_PER_JOB)).task_count() == MAX_TASKS_PER_JOB
 
 
 def test_many_unknown_keys_give_a_short_answer() -> None:
