@@ -49,6 +49,7 @@ class Figures:
     refused: int = 0
     findings: list[str] = field(default_factory=list)
     max_seconds: float = 0.0
+    slowest: str = ""
     max_rss_growth: int = 0
     started: float = field(default_factory=time.perf_counter)
 
@@ -83,7 +84,8 @@ class CaseRunner:
         growth = _peak_rss() - rss_before
         after = _counts(self.service)
         self.figures.cases += 1
-        self.figures.max_seconds = max(self.figures.max_seconds, elapsed)
+        if elapsed > self.figures.max_seconds:
+            self.figures.max_seconds, self.figures.slowest = elapsed, label
         self.figures.max_rss_growth = max(self.figures.max_rss_growth, growth)
         problem = _broken_rule(result, elapsed, growth, before, after, stores)
         if problem:
@@ -141,6 +143,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         write(f"| {name} | {f.cases:,} | {f.accepted:,} | {f.refused:,} | {len(f.findings)} | "
               f"{f.max_seconds:.3f} | {f.max_rss_growth / 2**20:.1f} MiB | {wall:.0f} |")
     for name, f in FIGURES.items():
+        write(f"slowest case ({name}, {f.max_seconds:.3f} s): {f.slowest[:200]}")
         for finding in f.findings[:10]:
             write(f"finding ({name}): {finding}")
 
