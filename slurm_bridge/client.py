@@ -6,7 +6,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from slurm_bridge.parse.config import SlurmConfig
 from slurm_bridge.parse.sacct import SacctJob
+from slurm_bridge.parse.sacctmgr import AccountShares, UserAssociations
 from slurm_bridge.parse.scontrol import ScontrolJob, ScontrolNode, SlurmReservation
 from slurm_bridge.parse.sdiag import Sdiag
 from slurm_bridge.parse.sinfo import SinfoNode
@@ -52,6 +54,18 @@ class SlurmClient(Protocol):
 
     def qos_names(self) -> list[str]:
         """qos_names lists the QOS names accounting knows (``sacctmgr show qos``)."""
+        ...
+
+    def user_associations(self, user: str | None = None) -> list[UserAssociations]:
+        """user_associations reads one user's (or every user's) accounts, default account, admin level, coordinators."""
+        ...
+
+    def account_shares(self) -> list[AccountShares]:
+        """account_shares reads every account's Fairshare and GrpTRES (``sacctmgr show assoc``)."""
+        ...
+
+    def slurm_config(self) -> SlurmConfig:
+        """slurm_config reads the cluster name and SlurmUser (``scontrol show config``)."""
         ...
 
     def reservations(self) -> list[SlurmReservation]:

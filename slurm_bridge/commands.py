@@ -16,8 +16,17 @@ from typing import TypeVar
 
 from slurm_bridge import reservations as resv
 from slurm_bridge.errors import ReservationInUse, SlurmParseError, SlurmRejected
+from slurm_bridge.parse.config import SlurmConfig, parse_show_config
 from slurm_bridge.parse.sacct import SACCT_FIELDS, SacctJob, parse_sacct
-from slurm_bridge.parse.sacctmgr import parse_qos_names
+from slurm_bridge.parse.sacctmgr import (
+    AccountShares,
+    UserAssociations,
+    account_shares_args,
+    parse_account_shares,
+    parse_qos_names,
+    parse_user_associations,
+    user_associations_args,
+)
 from slurm_bridge.parse.scontrol import (
     ScontrolJob,
     ScontrolNode,
@@ -142,6 +151,22 @@ class CliSlurmClient:
         return self.runner.run_parsed(
             "sacctmgr", ["-n", "-P", "show", "qos", "format=Name"], parse_qos_names, timeout_s=self.timeouts.accounting
         )
+
+    def user_associations(self, user: str | None = None) -> list[UserAssociations]:
+        """user_associations runs ``sacctmgr -n -P show user [name=U] withcoord withassoc format=...``."""
+        return self.runner.run_parsed(
+            "sacctmgr", user_associations_args(user), parse_user_associations, timeout_s=self.timeouts.accounting
+        )
+
+    def account_shares(self) -> list[AccountShares]:
+        """account_shares runs ``sacctmgr -n -P show assoc format=Cluster,Account,User,Fairshare,GrpTRES,...``."""
+        return self.runner.run_parsed(
+            "sacctmgr", account_shares_args(), parse_account_shares, timeout_s=self.timeouts.accounting
+        )
+
+    def slurm_config(self) -> SlurmConfig:
+        """slurm_config runs ``scontrol show config``."""
+        return self._scontrol(["show", "config"], parse_show_config)
 
     def reservations(self) -> list[SlurmReservation]:
         """reservations runs ``scontrol -o show reservation``."""

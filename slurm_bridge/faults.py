@@ -15,7 +15,9 @@ from typing import Any, TypeVar
 
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmRejected, SlurmTransient, SlurmUnknownOutcome
+from slurm_bridge.parse.config import SlurmConfig
 from slurm_bridge.parse.sacct import SacctJob
+from slurm_bridge.parse.sacctmgr import AccountShares, UserAssociations
 from slurm_bridge.parse.scontrol import ScontrolJob, ScontrolNode, SlurmReservation
 from slurm_bridge.parse.sdiag import Sdiag
 from slurm_bridge.parse.sinfo import SinfoNode
@@ -120,6 +122,18 @@ class FaultInjectingClient:
     def qos_names(self) -> list[str]:
         """qos_names delegates, with faults."""
         return self._call("qos_names", self.inner.qos_names)
+
+    def user_associations(self, user: str | None = None) -> list[UserAssociations]:
+        """user_associations delegates, with faults."""
+        return self._call("user_associations", lambda: self.inner.user_associations(user))
+
+    def account_shares(self) -> list[AccountShares]:
+        """account_shares delegates, with faults."""
+        return self._call("account_shares", self.inner.account_shares)
+
+    def slurm_config(self) -> SlurmConfig:
+        """slurm_config delegates, with faults."""
+        return self._call("slurm_config", self.inner.slurm_config)
 
     def reservations(self) -> list[SlurmReservation]:
         """reservations delegates, with faults."""

@@ -28,7 +28,8 @@ ALLOWED: dict[str, frozenset[str]] = {
     "meta.cycle": frozenset({"meta.model", "meta.policy", "meta.config", "meta.store", "slurm_bridge", "checkpoint"}),
     "slurm_bridge": frozenset({"meta.model"}),
     "checkpoint": frozenset({"meta.model", "meta.store"}),
-    "tenants": frozenset({"meta.model", "meta.store"}),
+    # tenants reads Slurm's associations (sacctmgr) through slurm_bridge: they are its authorization
+    "tenants": frozenset({"meta.model", "meta.store", "slurm_bridge"}),
     "cli": frozenset({"meta.model", "meta.policy", "meta.config", "meta.sim", "meta.store", "meta.service",
                       "meta.cycle", "slurm_bridge", "checkpoint", "tenants"}),
 }

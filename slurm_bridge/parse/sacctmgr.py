@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+from typing import Any
+
 from meta.model.limits import is_slurm_name
 from slurm_bridge.errors import SlurmParseError
 
@@ -13,3 +17,144 @@ def parse_qos_names(text: str) -> list[str]:
     if odd:
         raise SlurmParseError(f"sacctmgr show qos: not a QOS name: {odd[0][:80]!r}")
     return names
+
+
+# The fields of the two association reads, in the order the parsers expect them.
+USER_FIELDS = ("User", "DefaultAccount", "AdminLevel", "Coordinators", "Cluster", "Account")
+ACCOUNT_FIELDS = ("Cluster", "Account", "User", "Fairshare", "GrpTRES", "ParentName")
+# a passwd name: no separators sacctmgr would split on (',', '=', '|', spaces), not an option
+_USER_NAME = re.compile(r"[A-Za-z0-9_.$@][A-Za-z0-9_.$@-]{0,127}")
+_ADMIN_LEVELS = {"none": "None", "operator": "Operator", "administrator": "Administrator"}
+
+
+@dataclass(frozen=True)
+class UserAssociations:
+    """UserAssociations is one Slurm user: default account, admin level, coordinated and member accounts."""
+
+    user: str
+    default_account: str
+    admin_level: str  # None | Operator | Administrator
+    coordinates: frozenset[str]
+    # (cluster, account) pairs: the user may submit to these accounts on that cluster
+    associations: frozenset[tuple[str, str]]
+
+    def accounts(self, cluster: str | None = None) -> frozenset[str]:
+        """accounts are the accounts the user has associations in (on ``cluster`` when given)."""
+        return frozenset(a for c, a in self.associations if cluster is None or c == cluster)
+
+
+@dataclass(frozen=True)
+class AccountShares:
+    """AccountShares is an account's own association: its Fairshare and its GPU limits from GrpTRES."""
+
+    cluster: str
+    account: str
+    parent: str
+    fairshare: int | None  # None: "parent" (the account shares its parent's) or unset
+    gpu_limits: dict[str, int]  # gres/gpu:<type>=N -> {type: N}; gres/gpu=N -> {"*": N}
+    grp_tres: str  # as sacctmgr prints it
+
+
+def user_associations_args(user: str | None = None) -> list[str]:
+    """user_associations_args is the argv (after ``sacctmgr``) reading one user's or every user's associations."""
+    if user is not None and not _USER_NAME.fullmatch(user):
+        raise ValueError(f"not a user name sacctmgr can be asked about: {user[:80]!r}")
+    who = [f"name={user}"] if user is not None else []  # name=: never read as a keyword or option
+    return ["-n", "-P", "show", "user", *who, "withcoord", "withassoc", "format=" + ",".join(USER_FIELDS)]
+
+
+def account_shares_args() -> list[str]:
+    """account_shares_args is the argv (after ``sacctmgr``) reading every association's shares."""
+    return ["-n", "-P", "show", "assoc", "format=" + ",".join(ACCOUNT_FIELDS)]
+
+
+def parse_user_associations(text: str) -> list[UserAssociations]:
+    """parse_user_associations reads ``show user withcoord withassoc``: one line per (user, association).
+
+    A user without associations is one line with empty Cluster and Account. Coordinators is a
+    comma-separated list (``research,tenant-a``), repeated on each of the user's lines.
+    """
+    users: dict[str, dict[str, Any]] = {}
+    for fields in _rows(text, len(USER_FIELDS), "show user"):
+        name, default, admin, coords, cluster, account = fields
+        entry = users.setdefault(
+            name,
+            {"default": default, "admin": _admin_level(admin), "coords": set(), "assoc": set()},
+        )
+        entry["coords"].update(a for a in coords.split(",") if a)
+        if account:
+            entry["assoc"].add((cluster, account))
+    return [
+        UserAssociations(
+            user=name,
+            default_account=e["default"],
+            admin_level=e["admin"],
+            coordinates=frozenset(e["coords"]),
+            associations=frozenset(e["assoc"]),
+        )
+        for name, e in users.items()
+    ]
+
+
+def parse_account_shares(text: str) -> list[AccountShares]:
+    """parse_account_shares keeps the account rows (empty User) of ``show assoc``: Fairshare and GrpTRES."""
+    shares = []
+    for cluster, account, user, fairshare, grp_tres, parent in _rows(text, len(ACCOUNT_FIELDS), "show assoc"):
+        if user:
+            continue  # a user's association: its own share inside the account, not the tenant's
+        shares.append(
+            AccountShares(
+                cluster=cluster,
+                account=account,
+                parent=parent,
+                fairshare=_fairshare(fairshare),
+                gpu_limits=gpu_limits(grp_tres),
+                grp_tres=grp_tres,
+            )
+        )
+    return shares
+
+
+def gpu_limits(grp_tres: str) -> dict[str, int]:
+    """gpu_limits reads the GPU part of a GrpTRES: ``gres/gpu:a100=32`` -> a100, ``gres/gpu=64`` -> ``*``."""
+    limits: dict[str, int] = {}
+    for item in grp_tres.split(","):
+        name, sep, value = item.strip().partition("=")
+        if not sep or not (name == "gres/gpu" or name.startswith("gres/gpu:")):
+            continue  # cpu=, mem=, node=, other GRES: not metasched's to enforce
+        if not value.isascii() or not value.isdigit():
+            raise SlurmParseError(f"sacctmgr GrpTRES: bad count in {item.strip()[:80]!r}")
+        gpu_type = name.partition(":")[2].lower() or "*"
+        limits[gpu_type] = int(value)
+    return limits
+
+
+def _rows(text: str, width: int, what: str) -> list[list[str]]:
+    """_rows splits ``-n -P`` output into lines of exactly ``width`` fields."""
+    rows = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if fields and fields[-1] == "" and len(fields) == width + 1:
+            fields.pop()  # some sacctmgr versions end -P lines with a separator
+        if len(fields) != width:
+            raise SlurmParseError(f"sacctmgr {what}: {len(fields)} fields, expected {width}: {line[:120]!r}")
+        rows.append([f.strip() for f in fields])
+    return rows
+
+
+def _admin_level(text: str) -> str:
+    level = _ADMIN_LEVELS.get(text.strip().lower())
+    if level is None:
+        raise SlurmParseError(f"sacctmgr show user: unknown AdminLevel {text[:40]!r}")
+    return level
+
+
+def _fairshare(text: str) -> int | None:
+    """_fairshare reads a Fairshare: a number, or ``parent`` (None)."""
+    if text == "" or text.lower() == "parent":
+        return None
+    if not text.isascii() or not text.isdigit():
+        raise SlurmParseError(f"sacctmgr show assoc: bad Fairshare {text[:40]!r}")
+    return int(text)

@@ -16,8 +16,10 @@ from datetime import UTC, datetime, timedelta
 
 from slurm_bridge import hostlist
 from slurm_bridge.errors import SlurmRejected, SlurmTransient, SlurmUnknownOutcome
+from slurm_bridge.parse.config import SlurmConfig
 from slurm_bridge.parse.nodestate import node_condition
 from slurm_bridge.parse.sacct import SacctJob
+from slurm_bridge.parse.sacctmgr import AccountShares, UserAssociations, gpu_limits
 from slurm_bridge.parse.scontrol import SlurmReservation
 from slurm_bridge.parse.sinfo import SinfoNode
 from slurm_bridge.parse.squeue import SqueueJob
@@ -144,10 +146,16 @@ class FakeSlurm:
         self.switches: dict[str, Switch] = {}
         self.slurm_reservations: dict[str, SlurmReservation] = {}
         self.qos: list[str] = ["normal", "low", "high"]  # as deploy/devcluster creates them
+        # accounting: none by default (tests add users and accounts); the one cluster is "fake"
+        self.config = SlurmConfig(cluster_name="fake", slurm_user="slurm", slurm_user_uid=64030)
+        self.users: dict[str, UserAssociations] = {}
+        self.accounts: dict[str, AccountShares] = {}
+        self.accounting_fault: Exception | None = None  # sacctmgr (slurmdbd) fails
         # calls, for assertions
         self.submitted_scripts: list[str] = []  # every script handed to submit (accepted or not)
         self.cancels: list[tuple[str, str | None]] = []  # (job id, signal)
-        self.calls: dict[str, int] = {"submit": 0, "cancel": 0, "squeue": 0, "sacct": 0, "sinfo": 0}
+        self.calls: dict[str, int] = {"submit": 0, "cancel": 0, "squeue": 0, "sacct": 0, "sinfo": 0,
+                                      "user_associations": 0, "account_shares": 0}
         # faults
         self.submit_faults: deque[str] = deque()
         self.squeue_fault: Exception | None = None
@@ -236,6 +244,26 @@ class FakeSlurm:
         """qos_names lists the QOS the fake's accounting knows."""
         return list(self.qos)
 
+    def user_associations(self, user: str | None = None) -> list[UserAssociations]:
+        """user_associations lists the configured users (one, when named; [] for an unknown one)."""
+        self.calls["user_associations"] += 1
+        if self.accounting_fault is not None:
+            raise self.accounting_fault
+        if user is not None:
+            return [self.users[user]] if user in self.users else []
+        return list(self.users.values())
+
+    def account_shares(self) -> list[AccountShares]:
+        """account_shares lists the configured accounts' Fairshare and GrpTRES."""
+        self.calls["account_shares"] += 1
+        if self.accounting_fault is not None:
+            raise self.accounting_fault
+        return list(self.accounts.values())
+
+    def slurm_config(self) -> SlurmConfig:
+        """slurm_config is the configured cluster name and SlurmUser."""
+        return self.config
+
     def reservations(self) -> list[SlurmReservation]:
         """reservations lists the reservations (head-of-line holds) the fake holds."""
         self.calls["reservations"] = self.calls.get("reservations", 0) + 1
@@ -261,6 +289,37 @@ class FakeSlurm:
         self.slurm_reservations.pop(name, None)
 
     # --- test controls ------------------------------------------------------------------------
+
+    def add_user(
+        self,
+        name: str,
+        accounts: Sequence[str],
+        *,
+        default: str | None = None,
+        coordinates: Sequence[str] = (),
+        admin_level: str = "None",
+    ) -> UserAssociations:
+        """add_user gives a user associations in ``accounts`` (the first is the default unless named)."""
+        user = UserAssociations(
+            user=name,
+            default_account=default if default is not None else (accounts[0] if accounts else ""),
+            admin_level=admin_level,
+            coordinates=frozenset(coordinates),
+            associations=frozenset((self.config.cluster_name, a) for a in accounts),
+        )
+        self.users[name] = user
+        return user
+
+    def set_account(self, name: str, fairshare: int | None = 1, grp_tres: str = "", parent: str = "root") -> None:
+        """set_account creates or changes an account's Fairshare and GrpTRES."""
+        self.accounts[name] = AccountShares(
+            cluster=self.config.cluster_name,
+            account=name,
+            parent=parent,
+            fairshare=fairshare,
+            gpu_limits=gpu_limits(grp_tres),
+            grp_tres=grp_tres,
+        )
 
     def fail_next_submits(self, *faults: str) -> None:
         """fail_next_submits queues faults for the next submit calls, in order."""
