@@ -133,12 +133,11 @@ def reservation(job: Job, attempt: Attempt, spec: AnySpec | None, last_checkpoin
     Without its spec (stored under older rules and refused by the current ones) the attempt
     still holds its placement: it is reserved, never preempted, and has no expected end.
     """
-    if spec is None:
-        return _bare_reservation(job, attempt)
     start = attempt.started_at or attempt.created_at
     training = spec if isinstance(spec, TrainingSpec) else None
     checkpoint = training.checkpoint if training else None
     deadline = spec.deadline if isinstance(spec, InferenceSpec) else None
+    stopping = attempt.state == AttemptState.STOPPING.value
     return Reservation(
         attempt_id=attempt.id,
         task_id=attempt.task_id,
@@ -147,32 +146,16 @@ def reservation(job: Job, attempt: Attempt, spec: AnySpec | None, last_checkpoin
         priority_class=job.priority_class,
         shares=placement_shares(attempt.placement),
         start_time=start.timestamp(),
-        expected_end=start.timestamp() + spec.time_limit_s,
+        expected_end=start.timestamp() + spec.time_limit_s if spec is not None else None,
         last_checkpoint_time=epoch_s(last_checkpoint),
         restore_cost_s=checkpoint.restore_cost_s if checkpoint else 0.0,
         # a stopping attempt is already on its way out: never pick it as a victim twice, and
         # count the capacity it frees as coming (the policy does not evict a second victim for it)
-        preemptible=spec.is_preemptible() and attempt.state != AttemptState.STOPPING.value,
-        stopping=attempt.state == AttemptState.STOPPING.value,
+        preemptible=spec is not None and spec.is_preemptible() and not stopping,
+        stopping=stopping,
         min_runtime_s=training.min_runtime_s if training else 0.0,
         kind=JobKind(job.kind),
         deadline=epoch_s(deadline),
-    )
-
-
-def _bare_reservation(job: Job, attempt: Attempt) -> Reservation:
-    """_bare_reservation is what the attempt row alone says: who holds which shares since when."""
-    start = attempt.started_at or attempt.created_at
-    return Reservation(
-        attempt_id=attempt.id,
-        task_id=attempt.task_id,
-        job_id=job.id,
-        tenant=job.tenant,
-        priority_class=job.priority_class,
-        shares=placement_shares(attempt.placement),
-        start_time=start.timestamp(),
-        stopping=attempt.state == AttemptState.STOPPING.value,
-        kind=JobKind(job.kind),
     )
 
 

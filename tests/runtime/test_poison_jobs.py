@@ -17,9 +17,7 @@ from sqlalchemy import select
 
 import meta.cycle.actuate
 from cli.main import cli
-from meta.cycle.daemon import Daemon, DaemonConfig, PeriodReport
-from meta.cycle.launch_plan import LaunchSettings
-from meta.cycle.reconcile import ReconcileSettings
+from meta.cycle.daemon import Daemon, PeriodReport
 from meta.model.kinds import Topology
 from meta.model.spec import (
     AnySpec,
@@ -35,20 +33,9 @@ from meta.store import audit
 from meta.store.models import Attempt
 from tests.runtime.fake_slurm import FakeSlurm
 from tests.runtime.support import attempts_of, evaluation, place, share, submit, task, training
+from tests.runtime.test_daemon import _daemon
 
 RES = {"cpus": 2, "memory": "8G", "gpus": 1, "gpu_type": "a100"}
-
-
-def _daemon(service: Service, fake: FakeSlurm, tmp_path: Path) -> Daemon:
-    config = DaemonConfig(
-        period_s=0.0,
-        leader_lease_s=60.0,
-        holder="poison-daemon",
-        submit_timeout_s=0.0,
-        launch=LaunchSettings(log_dir=str(tmp_path / "logs"), grace_s=30),
-        reconcile=ReconcileSettings(unknown_window_s=0.0, lost_grace_s=600.0),
-    )
-    return Daemon(service.db, fake, config)
 
 
 def unchecked(kind: type[AnySpec], **fields: Any) -> AnySpec:
