@@ -1,4 +1,10 @@
-"""Tenant administration: fair-share weights and per-GPU-type guarantees and limits."""
+"""Tenant administration: fair-share weights and per-GPU-type guarantees and limits.
+
+Weights and limits come from Slurm (account Fairshare and GrpTRES, synced by the daemon:
+``meta.store.tenant_shares``); an admin changes them with sacctmgr, and ``admin_set_tenant``
+refuses them naming the command. Guarantees — which Slurm cannot express — stay metasched's,
+set by admins and audited. Every view says where each setting comes from.
+"""
 
 from __future__ import annotations
 
@@ -9,10 +15,12 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from meta.model.durations import utcnow
-from meta.model.errors import InvalidRequest, NotFound
+from meta.model.errors import Forbidden, InvalidRequest, NotFound
 from meta.store import audit
 from meta.store.models import Tenant, TenantUsage
+from meta.store.tenant_shares import sources_of
 from meta.store.upsert import insert_ignore
+from tenants.identity import Principal
 from tenants.names import check_tenant_name
 
 # used with fullmatch: a bare ``$`` would also match before a trailing newline
@@ -28,6 +36,11 @@ class TenantView:
     guaranteed: dict[str, int]
     limits: dict[str, int]
     decayed_gpu_seconds: float
+    sources: dict[str, str]  # weight / guaranteed / limits -> "slurm" | "metasched"
+
+
+class SlurmOwnedSetting(InvalidRequest):
+    """SlurmOwnedSetting: a weight or GPU limit is Slurm's; the message names the sacctmgr command."""
 
 
 def parse_quotas(items: tuple[str, ...]) -> dict[str, int]:
@@ -61,18 +74,64 @@ def set_tenant(
     insert_ignore(session, Tenant, name=name, weight=1.0, guaranteed={}, limits={}, created_at=utcnow())
     tenant = session.get(Tenant, name, populate_existing=True)
     assert tenant is not None
+    sources = dict(tenant.sources or {})
     if weight is not None:
         tenant.weight = weight
+        sources.pop("weight", None)  # set here: metasched's until the next sync from Slurm
     if guaranteed is not None:
         tenant.guaranteed = guaranteed
+        sources.pop("guaranteed", None)
     if limits is not None:
         tenant.limits = limits
+        sources.pop("limits", None)
+    if sources != (tenant.sources or {}):
+        tenant.sources = sources or None
     session.flush()
     view = _view(session, tenant)
     audit.record(
         session, actor, "tenant.set", name, tenant=name, weight=view.weight, guaranteed=view.guaranteed, limits=view.limits
     )
     return view
+
+
+def admin_set_tenant(
+    session: Session,
+    principal: Principal,
+    name: str,
+    *,
+    guaranteed: dict[str, int] | None = None,
+    weight: float | None = None,
+    limits: dict[str, int] | None = None,
+) -> TenantView:
+    """admin_set_tenant is ``tenant set`` for a caller: admins only, guarantees only (weights and limits are Slurm's)."""
+    if not principal.may_admin():
+        raise Forbidden("only an admin (Slurm AdminLevel Operator or Administrator, or root) may change tenants")
+    check_tenant_name(name)
+    if weight is not None or limits is not None:
+        raise SlurmOwnedSetting(slurm_command_hint(name, weight, limits))
+    current = session.get(Tenant, name)
+    for gpu_type, amount in (guaranteed or {}).items():
+        limit = (current.limits or {}).get(gpu_type) if current is not None else None
+        if limit is not None and limit < amount:
+            raise InvalidRequest(f"{gpu_type}: the guarantee {amount} is above Slurm's limit {limit} (GrpTRES)")
+    return set_tenant(session, name, actor=principal.name, guaranteed=guaranteed)
+
+
+def slurm_command_hint(name: str, weight: float | None, limits: dict[str, int] | None) -> str:
+    """slurm_command_hint is the one-line refusal naming the sacctmgr command that sets a weight or GPU limits."""
+    settings = []
+    if weight is not None:
+        settings.append(f"fairshare={max(1, round(weight))}")  # Slurm's Fairshare is a whole number
+    if limits is not None:
+        tres = ",".join("gres/gpu=" + str(n) if t == "*" else f"gres/gpu:{t}={n}" for t, n in sorted(limits.items()))
+        settings.append(f"grptres={tres or 'gres/gpu=-1'}")
+    if weight is not None and limits is not None:
+        what = "the fair-share weight and GPU limits of {name} are set in Slurm (the account's Fairshare and GrpTRES)"
+    elif weight is not None:
+        what = "the fair-share weight of {name} is set in Slurm (the account's Fairshare)"
+    else:
+        what = "the GPU limits of {name} are set in Slurm (the account's GrpTRES)"
+    return f"{what.format(name=name)}: run sacctmgr modify account where name={name} set {' '.join(settings)}"
 
 
 def list_tenants(session: Session) -> list[TenantView]:
@@ -96,4 +155,5 @@ def _view(session: Session, tenant: Tenant) -> TenantView:
         guaranteed=dict(tenant.guaranteed or {}),
         limits=dict(tenant.limits or {}),
         decayed_gpu_seconds=usage.decayed_gpu_seconds if usage else 0.0,
+        sources=sources_of(tenant),
     )

@@ -1,7 +1,9 @@
 """The metasched service API: submit, status, list, cancel and retry.
 
 Each call is one transaction (retried a few times when a compare-and-swap or a unique index
-loses a race), scoped by the caller's ``Principal``: a tenant never sees another's jobs.
+loses a race), authorized by the caller's ``Principal`` (docs/identity.md §4): members submit to
+and see their tenants' jobs, a job's owner, its tenant's coordinators and admins cancel and retry
+it. Another tenant's job is NotFound, never Forbidden: its existence does not leak.
 """
 
 from __future__ import annotations
@@ -16,7 +18,14 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
 from meta.model.durations import utcnow
-from meta.model.errors import ConcurrentModification, Conflict, InvalidRequest, NotFound, Unschedulable
+from meta.model.errors import (
+    ConcurrentModification,
+    Conflict,
+    Forbidden,
+    InvalidRequest,
+    NotFound,
+    Unschedulable,
+)
 from meta.model.ids import looks_like_uuid, new_short_job_id, new_uuid, new_uuids
 from meta.model.spec import AnySpec, spec_hash, spec_to_json
 from meta.model.states import AttemptState, JobState, TaskState
@@ -30,7 +39,7 @@ from meta.store.migrate import ensure_schema
 from meta.store.models import Attempt, Job, JobSpecRow, Queue, Task, Tenant, Transition
 from meta.store.transitions import transition_task
 from meta.store.upsert import insert_ignore
-from tenants.identity import ADMIN, Principal
+from tenants.identity import ADMIN, InvalidAccount, Principal
 
 T = TypeVar("T")
 FeasibilityCheck = Callable[[AnySpec], str | None]  # returns a rejection reason, or None
@@ -105,9 +114,12 @@ class Service:
         limit: int = 200,
     ) -> list[JobSummary]:
         """list_jobs lists the newest jobs the caller may see, optionally by tenant and state."""
-        if tenant is not None and not principal.may_access(tenant):
+        if tenant is not None and not principal.may_view_tenant(tenant):
             return []
-        scope = tenant or principal.tenant
+        visible = principal.visible_tenants()  # None: every tenant (an admin)
+        scope = frozenset({tenant}) if tenant is not None else visible
+        if scope is not None and not scope:
+            return []  # a caller without accounts sees no job
         return self._unit(lambda s: _list(s, scope, state, limit))
 
     # --- changes ----------------------------------------------------------------------------
@@ -117,6 +129,7 @@ class Service:
 
         def work(session: Session) -> JobStatus:
             job = _find_job(session, job_ref, principal)
+            require_act(principal, job, "cancel")
             if not job.cancel_requested:
                 audit.record(session, principal.name, "job.cancel", job.short_id, tenant=job.tenant)
             _cancel(session, job, principal.name)
@@ -129,9 +142,10 @@ class Service:
 
         def work(session: Session) -> list[TaskView]:
             tasks = _find_tasks(session, ref, principal)
-            retried = _retry(session, tasks, principal.name)
             job = session.get(Job, tasks[0].job_id)
             assert job is not None
+            require_act(principal, job, "retry")
+            retried = _retry(session, tasks, principal.name)
             audit.record(
                 session, principal.name, "job.retry", job.short_id, tenant=job.tenant, tasks=[t.index for t in retried]
             )
@@ -149,9 +163,22 @@ def _retryable(exc: Exception) -> bool:
 
 
 def principal_check(principal: Principal, tenant: str) -> None:
-    """principal_check refuses a tenant-scoped caller acting for another tenant."""
-    if not principal.may_access(tenant):
+    """principal_check refuses a submit to a tenant the caller is not a member of (sbatch's wording)."""
+    if principal.may_submit(tenant):
+        return
+    if principal.tenant is not None and principal.tenant != tenant and principal.may_view_tenant(principal.tenant):
         raise InvalidRequest(f"you act for tenant {principal.tenant!r} and cannot submit for {tenant!r}")
+    raise InvalidAccount(tenant)
+
+
+def require_act(principal: Principal, job: Job, what: str) -> None:
+    """require_act lets the job's owner, its tenant's coordinators and admins change a job they can see."""
+    if not principal.may_act_on_job(job.tenant, job.owner_uid):
+        # the caller sees the job (a member of its tenant), so saying "forbidden" leaks nothing
+        raise Forbidden(
+            f"only the owner of job {job.short_id} ({job.submitted_by or 'unknown'}), a coordinator of "
+            f"{job.tenant} or an admin may {what} it"
+        )
 
 
 def _submit(
@@ -178,6 +205,8 @@ def _submit(
         priority_class=spec.effective_priority_class().value,
         idempotency_key=key,
         submitted_by=principal.name,
+        owner_uid=principal.uid,
+        owner_gid=principal.gid,
         submitted_at=now,
         cancel_requested=False,
         version=1,
@@ -208,7 +237,7 @@ def _find_job(session: Session, ref: str, principal: Principal) -> Job:
     ref = ref.strip()
     column = Job.id if looks_like_uuid(ref) else Job.short_id
     job = session.scalar(select(Job).where(column == ref))
-    if job is None or not principal.may_access(job.tenant):
+    if job is None or not principal.may_view_job(job.tenant):
         raise NotFound(f"job {ref} not found")
     return job
 
@@ -252,10 +281,12 @@ def _status(session: Session, job: Job) -> JobStatus:
     )
 
 
-def _list(session: Session, tenant: str | None, state: JobState | None, limit: int) -> list[JobSummary]:
+def _list(
+    session: Session, tenants: frozenset[str] | None, state: JobState | None, limit: int
+) -> list[JobSummary]:
     query = select(Job).order_by(Job.submitted_at.desc(), Job.id)
-    if tenant is not None:
-        query = query.where(Job.tenant == tenant)
+    if tenants is not None:
+        query = query.where(Job.tenant.in_(sorted(tenants)))
     jobs = list(session.scalars(query.limit(limit if state is None else limit * 20)))
     states: dict[str, list[TaskState]] = {job.id: [] for job in jobs}
     if jobs:

@@ -6,6 +6,7 @@ values, and nothing here copies environment values or database URLs.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
@@ -43,12 +44,21 @@ def record(
 
 
 def read(
-    session: Session, *, tenant: str | None = None, since: datetime | None = None, limit: int = 200
+    session: Session,
+    *,
+    tenant: str | None = None,
+    since: datetime | None = None,
+    limit: int = 200,
+    tenants: Collection[str] | None = None,
 ) -> list[AuditView]:
-    """read returns the newest audit lines, optionally for one tenant and after a time."""
+    """read returns the newest audit lines, optionally for one tenant (or a set: ``Principal.audit_tenants()``) and after a time."""
     query = select(AuditEvent).order_by(AuditEvent.id.desc()).limit(limit)
     if tenant is not None:
         query = query.where(AuditEvent.tenant == tenant)
+    if tenants is not None:
+        if not tenants:
+            return []  # a caller with no tenant reads no line
+        query = query.where(AuditEvent.tenant.in_(sorted(tenants)))
     if since is not None:
         query = query.where(AuditEvent.at >= since)
     return [

@@ -44,6 +44,8 @@ class Tenant(Base):
     limits: Mapped[dict[str, int]] = mapped_column(JSONText, default=dict)
     slurm_account: Mapped[str | None] = mapped_column(String(128))
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    # where each setting comes from: {"weight": "slurm", "limits": "slurm"}; absent = "metasched"
+    sources: Mapped[dict[str, str] | None] = mapped_column(JSONText, nullable=True)
 
 
 class Queue(Base):
@@ -82,6 +84,9 @@ class Job(Base):
     priority_class: Mapped[str] = mapped_column(String(32))
     idempotency_key: Mapped[str | None] = mapped_column(String(256))
     submitted_by: Mapped[str] = mapped_column(String(128), default="")
+    # the MUNGE-authenticated submitter; NULL for jobs older than issue 12 (no owner: coordinators act)
+    owner_uid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    owner_gid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     submitted_at: Mapped[datetime] = mapped_column(UTCDateTime)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     version: Mapped[int] = mapped_column(Integer, default=1)

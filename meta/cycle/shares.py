@@ -1,0 +1,56 @@
+"""Shares from Slurm (docs/identity.md §6): account Fairshare -> tenant weight, GrpTRES GPUs -> tenant limits.
+
+Part of cycle step 2 (inventory), at the topology cadence: one ``sacctmgr show assoc`` read, the
+account rows of the local cluster applied to the tenants table. Accounting being down skips the
+sync for that period (the stored settings stay); it never fails the period.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from meta.store.db import Database
+from meta.store.tenant_shares import SlurmShares, apply_slurm_shares
+from slurm_bridge.client import SlurmClient
+from slurm_bridge.errors import SlurmError
+from slurm_bridge.parse.sacctmgr import AccountShares
+
+log = logging.getLogger("metasched.shares")
+
+ROOT_ACCOUNT = "root"  # the association tree's root: not a tenant
+
+
+class SharesSync:
+    """SharesSync copies Slurm's account Fairshare and GPU GrpTRES into the tenants table."""
+
+    def __init__(self, db: Database, client: SlurmClient) -> None:
+        self.db = db
+        self.client = client
+        self._cluster: str | None = None
+
+    def sync(self) -> list[str] | None:
+        """sync reads the accounts and applies them; returns the tenants changed (None: accounting unreadable)."""
+        try:
+            accounts = self.client.account_shares()
+            cluster = self._cluster_name()
+        except SlurmError as exc:
+            log.warning("cannot read Slurm's account shares (tenant weights and limits unchanged): %s", exc)
+            return None
+        shares = [to_shares(a) for a in accounts if a.account != ROOT_ACCOUNT and (not cluster or a.cluster == cluster)]
+        with self.db.session() as session:
+            changed = apply_slurm_shares(session, shares)
+        if changed:
+            log.info("tenant weights and limits synced from Slurm: %s", ", ".join(changed))
+        return changed
+
+    def _cluster_name(self) -> str | None:
+        """_cluster_name is the local ClusterName (read once): sacctmgr lists every cluster slurmdbd serves."""
+        if self._cluster is None:
+            self._cluster = self.client.slurm_config().cluster_name
+        return self._cluster
+
+
+def to_shares(account: AccountShares) -> SlurmShares:
+    """to_shares turns an account's association into the settings metasched stores."""
+    weight = float(account.fairshare) if account.fairshare else None  # parent or 0: no weight of its own
+    return SlurmShares(account=account.account, weight=weight, limits=dict(account.gpu_limits))
