@@ -40,7 +40,7 @@ class InventoryReader:
         self.topology_refresh_s = topology_refresh_s
         self._topology: dict = {}
         self._topology_at = 0.0
-        self.shares = SharesSync(db, client)
+        self.shares = SharesSync(db, client, topology_refresh_s)
 
     def read(self) -> Inventory:
         """read calls sinfo (topology and QOS when they are due) and stores the inventory if it changed."""
@@ -50,7 +50,7 @@ class InventoryReader:
             self._topology = self.client.topology()
             self._topology_at = now
             qos = self._qos_names()
-            self.shares.sync()
+        self.shares.sync_if_due(now)  # its own clock: a cluster without a switch tree re-reads topology each period
         nodes = self.client.sinfo()
         inventory = build_inventory(nodes, self._topology)
         with self.db.session() as session:

@@ -23,10 +23,19 @@ ROOT_ACCOUNT = "root"  # the association tree's root: not a tenant
 class SharesSync:
     """SharesSync copies Slurm's account Fairshare and GPU GrpTRES into the tenants table."""
 
-    def __init__(self, db: Database, client: SlurmClient) -> None:
+    def __init__(self, db: Database, client: SlurmClient, refresh_s: float = 300.0) -> None:
         self.db = db
         self.client = client
+        self.refresh_s = refresh_s
         self._cluster: str | None = None
+        self._synced_at: float | None = None
+
+    def sync_if_due(self, now: float) -> list[str] | None:
+        """sync_if_due syncs on the first call and then every ``refresh_s`` (monotonic seconds)."""
+        if self._synced_at is not None and now - self._synced_at < self.refresh_s:
+            return None
+        self._synced_at = now  # a failed read waits for the next refresh too: sacctmgr is slow when down
+        return self.sync()
 
     def sync(self) -> list[str] | None:
         """sync reads the accounts and applies them; returns the tenants changed (None: accounting unreadable)."""

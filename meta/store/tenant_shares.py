@@ -41,12 +41,13 @@ def apply_slurm_shares(session: Session, shares: list[SlurmShares]) -> list[str]
     """apply_slurm_shares writes Slurm's weights and limits into the tenants table; returns the tenants changed."""
     changed: list[str] = []
     for share in shares:
+        created = session.get(Tenant, share.account) is None
         insert_ignore(
             session, Tenant, name=share.account, weight=1.0, guaranteed={}, limits={}, created_at=utcnow()
         )
         tenant = session.get(Tenant, share.account, populate_existing=True)
         assert tenant is not None
-        before = {"weight": tenant.weight, "limits": dict(tenant.limits or {})}
+        before = None if created else {"weight": tenant.weight, "limits": dict(tenant.limits or {})}
         sources = dict(tenant.sources or {})
         if share.weight is not None:
             tenant.weight = share.weight
