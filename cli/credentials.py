@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from tenants import libmunge, munge_command
+from tenants import libmunge
 from tenants.credential import SCHEME, request_payload
 
 CREDENTIAL_FILE_ENV = "METASCHED_CREDENTIAL_FILE"
@@ -35,7 +35,11 @@ def credential_for(method: str, target: str, body: bytes, *, socket: str | None 
     socket = socket or os.environ.get(SOCKET_ENV) or None
     lib = libmunge.load()
     try:
-        return lib.encode(payload, socket) if lib is not None else munge_command.encode(payload, socket)
+        if lib is not None:
+            return lib.encode(payload, socket)
+        from tenants import munge_command  # only without libmunge: it imports subprocess (~5 ms)
+
+        return munge_command.encode(payload, socket)
     except OSError as exc:
         where = f" at {socket}" if socket else ""
         raise CredentialError(f"cannot get a MUNGE credential from munged{where}: {exc}") from None

@@ -7,6 +7,7 @@ when METASCHED_REQUIRE_SLURM=1 (CI sets it so a broken cluster cannot pass silen
 from __future__ import annotations
 
 import json
+import pwd
 import re
 import subprocess
 import time
@@ -14,6 +15,8 @@ import uuid
 from pathlib import Path
 
 import pytest
+
+from slurm_bridge.parse.sacctmgr import parse_user_associations, user_associations_args
 
 REPO = Path(__file__).resolve().parents[2]
 DEVCLUSTER = REPO / "deploy" / "devcluster"
@@ -130,3 +133,41 @@ def test_up_again_is_a_quick_no_op() -> None:
     assert changes == [], up.stdout
     assert daemon_pids(_run([str(DEVCLUSTER), "status"]).stdout) == before
     assert elapsed < 20, f"no-op up took {elapsed:.1f}s"
+
+
+# docs/identity.md §7: the users that exercise metasched's authorization
+DEV_USERS = {
+    "alice": (2001, {"tenant-a"}, "tenant-a", set(), "None"),
+    "bob": (2002, {"tenant-b"}, "tenant-b", set(), "None"),
+    "carol": (2003, {"tenant-a", "tenant-b"}, "tenant-a", set(), "None"),
+    "dave": (2004, {"tenant-a"}, "tenant-a", {"tenant-a"}, "None"),
+    "oscar": (2005, {"research"}, "research", set(), "Operator"),
+}
+
+
+def test_dev_users_exist_with_their_associations() -> None:
+    out = _run(["sacctmgr", *user_associations_args()])
+    assert out.returncode == 0, out.stderr
+    users = {u.user: u for u in parse_user_associations(out.stdout)}
+    for name, (uid, accounts, default, coordinates, admin) in DEV_USERS.items():
+        entry = pwd.getpwnam(name)
+        assert (entry.pw_uid, entry.pw_gid, entry.pw_shell) == (uid, uid, "/bin/bash"), name
+        assert Path(entry.pw_dir).is_dir(), name
+        user = users[name]
+        assert (set(user.accounts()), user.default_account, set(user.coordinates), user.admin_level) == (
+            accounts, default, coordinates, admin
+        ), name
+
+
+def test_a_dev_user_gets_munge_credentials_and_submits_with_plain_sbatch() -> None:
+    cred = _run(["runuser", "-u", "alice", "--", "munge", "-n"])
+    assert cred.returncode == 0, cred.stderr
+    back = subprocess.run(["unmunge", "--numeric"], input=cred.stdout, capture_output=True, text=True, timeout=10)
+    assert back.returncode == 0 and re.search(r"^UID:\s+2001$", back.stdout, re.MULTILINE), back.stdout
+    base = ["runuser", "-u", "alice", "--", "sbatch", "--parsable", "--chdir=/tmp", "--output=/dev/null", "-t", "1"]
+    ok = _run([*base, "-A", "tenant-a", "--wrap", "true"])
+    assert ok.returncode == 0, ok.stderr
+    _run(["scancel", ok.stdout.strip().split(";")[0]])
+    refused = _run([*base, "-A", "tenant-b", "--wrap", "true"])
+    assert refused.returncode != 0
+    assert "Invalid account or account/partition combination specified" in refused.stderr

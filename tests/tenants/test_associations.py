@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.errors import SlurmParseError, SlurmTransient
 from slurm_bridge.parse.config import parse_show_config
 from slurm_bridge.parse.sacctmgr import (
@@ -266,3 +267,21 @@ def test_accounting_down_uses_the_cache_then_fails_in_one_line(
     with pytest.raises(AccountingUnavailable) as caught:
         cache.principal_for(BOB)  # nothing cached for bob
     assert "\n" not in str(caught.value) and "Connection refused" in str(caught.value)
+
+
+# --- the dev cluster ------------------------------------------------------------------------
+
+
+@pytest.mark.slurm
+def test_principals_from_the_dev_clusters_associations(slurm_cluster: None) -> None:
+    live = AssociationCache(CliSlurmClient())
+    assert live.principal_for(ALICE, "tenant-a").accounts == {"tenant-a"}
+    with pytest.raises(InvalidAccount, match=INVALID_ACCOUNT):
+        live.principal_for(ALICE, "tenant-b")
+    carol = live.principal_for(CAROL)
+    assert carol.accounts == {"tenant-a", "tenant-b"} and carol.default_account == "tenant-a"
+    assert live.principal_for(DAVE).coordinates == {"tenant-a"}
+    assert live.principal_for(OSCAR, "tenant-b").is_admin  # an Operator acts on any existing account
+    assert live.principal_for(Identity(64030, 64030, "slurm")).is_admin  # SlurmUser
+    with pytest.raises(InvalidAccount):
+        live.principal_for(OSCAR, "no-such-account")

@@ -241,3 +241,13 @@ def test_a_real_user_encodes_and_the_service_running_as_root_decodes_its_uid(aut
     assert result.returncode == 0, result.stderr
     identity = auth.authenticate(f"MUNGE {result.stdout.strip()}", *REQUEST)
     assert (identity.uid, identity.gid, identity.user) == (alice.pw_uid, alice.pw_gid, "alice")
+
+
+def test_without_libmunge_both_sides_fall_back_to_the_commands(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(libmunge, "load", lambda: None)
+    monkeypatch.delenv("METASCHED_CREDENTIAL_FILE", raising=False)
+    auth = MungeAuthenticator()
+    assert auth.backend == "command"
+    assert auth.authenticate(_header(), *REQUEST).uid == os.geteuid()
+    with pytest.raises(OSError, match="cannot be loaded"):
+        MungeAuthenticator(backend="libmunge")
