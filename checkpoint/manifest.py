@@ -8,12 +8,9 @@ lease, may commit. A late or duplicate worker is refused and its staging is garb
 
 from __future__ import annotations
 
-import errno
-import hashlib
 import json
 import os
 import shutil
-import stat
 import tempfile
 from datetime import datetime
 from pathlib import Path
@@ -24,8 +21,9 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from checkpoint.fencing import current_attempt
+from checkpoint.manifest_files import build_manifest
 from meta.model.durations import utcnow
-from meta.model.errors import Conflict, InvalidRequest, NotFound
+from meta.model.errors import Conflict, NotFound
 from meta.model.states import LIVE_ATTEMPT_STATES
 from meta.store import audit
 from meta.store.models import Attempt, Job, PartitionCommit, Task
@@ -33,97 +31,8 @@ from meta.store.models import Attempt, Job, PartitionCommit, Task
 STAGING = "_attempts"
 JOB_MANIFEST = "_manifest.json"
 
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-# O_NONBLOCK: a FIFO swapped in after the scan must not hang the commit
-_FILE_FLAGS = os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC
-_SHOWN = 5  # refused entries named in the error
-
-
-def build_manifest(staging_dir: str | Path) -> dict[str, Any]:
-    """build_manifest lists every regular file under the staging dir with its size and sha256.
-
-    A symlink (to a file or a folder) or any other non-regular entry is refused by name: a
-    manifest describes only what the partition wrote inside its own folder, never what a link
-    points to. Entries are opened relative to their folder's descriptor with O_NOFOLLOW, so a
-    link swapped in after the scan is refused too.
-    """
-    root = Path(staging_dir)
-    try:
-        root_fd = os.open(root, _DIR_FLAGS)
-    except FileNotFoundError:
-        raise InvalidRequest(f"staging directory {root} does not exist") from None
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise InvalidRequest(f"staging directory {root} is a symlink or not a directory: refused") from None
-        raise
-    files: list[dict[str, Any]] = []
-    refused: list[str] = []
-    try:
-        _scan(root_fd, "", files, refused)
-    finally:
-        os.close(root_fd)
-    if refused:
-        raise InvalidRequest(_refusal(root, refused))
-    files.sort(key=lambda f: f["path"].split("/"))  # the order Path sorting gave before
-    return {"root": str(root), "files": files, "bytes": sum(f["size"] for f in files)}
-
-
-def _refusal(root: Path, refused: list[str]) -> str:
-    """_refusal names the refused entries (the first few) in one line."""
-    names = ", ".join(repr(name) for name in sorted(refused)[:_SHOWN])
-    more = f" and {len(refused) - _SHOWN} more" if len(refused) > _SHOWN else ""
-    return f"output {root} holds symlinks or special files, nothing committed: {names}{more}"
-
-
-def _scan(dir_fd: int, prefix: str, files: list[dict[str, Any]], refused: list[str]) -> None:
-    """_scan records the regular files below ``dir_fd`` and collects every other entry in ``refused``."""
-    with os.scandir(dir_fd) as entries:  # scandir works on a duplicate: dir_fd stays open
-        listing = [(entry.name, entry.is_dir(follow_symlinks=False)) for entry in entries]
-    for name, is_dir in listing:
-        if is_dir:
-            _scan_subdir(dir_fd, name, f"{prefix}{name}/", files, refused)
-        else:
-            entry = _file_entry(dir_fd, name, f"{prefix}{name}")
-            if entry is None:
-                refused.append(f"{prefix}{name}")
-            else:
-                files.append(entry)
-
-
-def _scan_subdir(dir_fd: int, name: str, prefix: str, files: list[dict[str, Any]], refused: list[str]) -> None:
-    """_scan_subdir descends into one sub-folder, never through a symlink."""
-    try:
-        fd = os.open(name, _DIR_FLAGS, dir_fd=dir_fd)
-    except OSError as exc:
-        if exc.errno not in (errno.ELOOP, errno.ENOTDIR):
-            raise
-        refused.append(prefix.rstrip("/"))  # replaced by a link since the scan
-        return
-    try:
-        _scan(fd, prefix, files, refused)
-    finally:
-        os.close(fd)
-
-
-def _file_entry(dir_fd: int, name: str, path: str) -> dict[str, Any] | None:
-    """_file_entry is a regular file's path, size and sha256; None for a symlink or a special file."""
-    if not stat.S_ISREG(os.stat(name, dir_fd=dir_fd, follow_symlinks=False).st_mode):
-        return None  # never open a device or a pipe: opening one can block or have effects
-    try:
-        fd = os.open(name, _FILE_FLAGS, dir_fd=dir_fd)
-    except OSError as exc:
-        if exc.errno in (errno.ELOOP, errno.ENXIO, errno.EISDIR):  # a link; a socket; a swapped-in dir
-            return None
-        raise
-    with os.fdopen(fd, "rb") as handle:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            return None
-        digest = hashlib.sha256()
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return {"path": path, "size": info.st_size, "sha256": digest.hexdigest()}
+__all__ = ["JOB_MANIFEST", "STAGING", "build_manifest", "commit", "committed", "gc_staging", "job_manifest",
+           "write_atomically"]
 
 
 def commit(

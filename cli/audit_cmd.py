@@ -7,8 +7,6 @@ import click
 from cli.context import CliState, pass_state
 from cli.errors import handle_errors
 from cli.output import echo_json, echo_table, short_time
-from meta.model.durations import parse_instant
-from meta.store import audit
 
 
 @click.command(name="audit")
@@ -19,23 +17,20 @@ from meta.store import audit
 @handle_errors
 def audit_cmd(state: CliState, since: str | None, limit: int, as_json: bool) -> None:
     """Show the audit trail, newest first (a tenant member sees only its tenant's events)."""
-    principal = state.principal()
-    since_at = parse_instant(since) if since else None
-    with state.service().db.session() as session:
-        events = audit.read(session, tenant=principal.tenant, since=since_at, limit=limit)
+    events = state.backend().audit(since=since, limit=limit)
     if as_json:
-        echo_json([e.to_dict() for e in events])
+        echo_json(events)
         return
     echo_table(
         ["AT", "ACTOR", "ACTION", "TENANT", "SUBJECT", "DETAIL"],
         [
             [
-                short_time(e.at),
-                e.actor,
-                e.action,
-                e.tenant or "-",
-                e.subject[:12],
-                ", ".join(f"{k}={v}" for k, v in e.detail.items()),
+                short_time(e["at"]),
+                e["actor"],
+                e["action"],
+                e["tenant"] or "-",
+                e["subject"][:12],
+                ", ".join(f"{k}={v}" for k, v in e["detail"].items()),
             ]
             for e in events
         ],

@@ -6,15 +6,13 @@ import os
 import stat
 
 import click
-from sqlalchemy import select
 
-from checkpoint import registry
-from checkpoint.policy import recommend_interval_s
 from cli.attempt_env import attempt_identity, attempt_option, token_option
 from cli.context import CliState, pass_state
 from cli.errors import handle_errors
 from cli.output import echo_json, echo_table, short_time
-from meta.store.models import Task
+
+NODE_MTBF_S = 30 * 24 * 3600.0
 
 
 @click.group(name="checkpoint")
@@ -25,7 +23,7 @@ def checkpoint_group() -> None:
 @checkpoint_group.command(name="report")
 @click.option("--step", type=click.IntRange(0), required=True, help="Training step of the checkpoint.")
 @click.option("--path", "path", required=True, help="Where the checkpoint was written.")
-@click.option("--duration", type=float, default=None, help="Seconds the checkpoint took to write.")
+@click.option("--duration", type=click.FloatRange(0), default=None, help="Seconds the checkpoint took to write.")
 @attempt_option
 @token_option
 @click.option("--json", "as_json", is_flag=True)
@@ -42,21 +40,13 @@ def report(
 ) -> None:
     """Record a checkpoint of the running attempt (fenced: a stale attempt is refused)."""
     attempt_id, fencing_token = attempt_identity(attempt, token)
-    with state.service().db.session() as session:
-        view = registry.report(
-            session,
-            attempt_id,
-            fencing_token,
-            step,
-            path,
-            size_bytes=_regular_file_size(path),
-            duration_s=duration,
-            actor=state.principal().name,
-        )
+    view = state.backend().report_checkpoint(
+        attempt_id, fencing_token, step=step, path=path, size_bytes=_regular_file_size(path), duration_s=duration
+    )
     if as_json:
-        echo_json(view.__dict__)
+        echo_json(view)
         return
-    click.echo(f"checkpoint step {view.step} recorded for task {view.task_id[:8]} at {view.path}")
+    click.echo(f"checkpoint step {view['step']} recorded for task {view['task_id'][:8]} at {view['path']}")
 
 
 def _regular_file_size(path: str) -> int | None:
@@ -71,35 +61,24 @@ def _regular_file_size(path: str) -> int | None:
 @checkpoint_group.command(name="list")
 @click.argument("job")
 @click.option(
-    "--node-mtbf", default=30 * 24 * 3600.0, show_default=True, help="Node MTBF (s) for Young/Daly."
+    "--node-mtbf", default=NODE_MTBF_S, show_default=True, type=click.FloatRange(0, 1e10, min_open=True),
+    help="Node MTBF (s) for Young/Daly.",
 )
 @click.option("--json", "as_json", is_flag=True)
 @pass_state
 @handle_errors
 def list_checkpoints(state: CliState, job: str, node_mtbf: float, as_json: bool) -> None:
     """List a job's checkpoints and the recommended checkpoint interval (Young/Daly)."""
-    service = state.service()
-    status = service.status(job, principal=state.principal())
-    nodes = int(status.spec.get("workers", 1))
-    with service.db.session() as session:
-        tasks = list(session.scalars(select(Task.id).where(Task.job_id == status.summary.id)))
-        views = [v for t in tasks for v in registry.history(session, t)]
-    interval = recommend_interval_s([v.duration_s or 0.0 for v in views], node_mtbf, nodes)
+    result = state.backend().checkpoints(job, node_mtbf_s=node_mtbf)
     if as_json:
-        echo_json({"checkpoints": [v.__dict__ for v in views], "recommended_interval_s": interval})
+        echo_json(result)
         return
     echo_table(
         ["STEP", "PATH", "BYTES", "WRITE S", "ATTEMPT", "AT"],
         [
-            [
-                v.step,
-                v.path,
-                v.size_bytes or "-",
-                v.duration_s or "-",
-                v.attempt_id[:8],
-                short_time(v.at.isoformat()),
-            ]
-            for v in views
+            [v["step"], v["path"], v["size_bytes"] or "-", v["duration_s"] or "-", v["attempt_id"][:8], short_time(v["at"])]
+            for v in result["checkpoints"]
         ],
     )
-    click.echo(f"recommended interval (Young/Daly, {nodes} node(s)): {interval / 60:.1f} min")
+    interval = result["recommended_interval_s"]
+    click.echo(f"recommended interval (Young/Daly, {result['workers']} node(s)): {interval / 60:.1f} min")

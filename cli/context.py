@@ -1,32 +1,62 @@
-"""Shared CLI state: the chosen database and the caller's identity."""
+"""Shared CLI state: where the API is, whether a store was named (local mode), and the acting tenant."""
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from meta.service.api import Service
-from tenants.identity import Principal, local_principal
+from cli.backend import Backend
+from cli.client import API_ENV, DEFAULT_API
+from meta.model.errors import InvalidRequest
+
+if TYPE_CHECKING:  # the store is imported only by the commands that use it
+    from meta.service.api import Service
+
+DB_FILE_ENV = "METASCHED_DB_FILE"
 
 
 @dataclass
 class CliState:
-    """CliState carries global options to subcommands and opens the service lazily."""
+    """CliState carries global options to subcommands and opens the API client or the store lazily."""
 
     db_url: str | None = None
     tenant: str | None = None
-    _service: Service | None = field(default=None, repr=False)
+    api: str | None = None
+    _service: Any = field(default=None, repr=False)
+
+    def is_local(self) -> bool:
+        """is_local tells whether a store was named explicitly (--db, METASCHED_DB, METASCHED_DB_FILE)."""
+        return bool(self.db_url or os.environ.get(DB_FILE_ENV))
+
+    def api_address(self) -> str:
+        """api_address is --api, else METASCHED_API, else the default Unix socket."""
+        return self.api or os.environ.get(API_ENV) or DEFAULT_API
 
     def service(self) -> Service:
-        """service opens the store on first use (so --help never touches a database)."""
+        """service opens the store on first use (daemon and local-mode commands only)."""
         if self._service is None:
+            from meta.service.api import Service
+
             self._service = Service.open(self.db_url)
         return self._service
 
-    def principal(self) -> Principal:
-        """principal is the caller, scoped to --tenant / METASCHED_TENANT when given."""
-        return local_principal(self.tenant)
+    def backend(self, secrets_root: str | None = None) -> Backend:
+        """backend is the API (the normal way) or, with an explicit store, local mode for root."""
+        if self.is_local():
+            from cli.local import check_local_mode, local_operations
+            from meta.store.db import resolve_url
+
+            check_local_mode(resolve_url(self.db_url))
+            return local_operations(self.service(), self.tenant, secrets_root)
+        if secrets_root is not None:
+            raise InvalidRequest("--root applies to local mode (--db) only: the service uses its own --secrets-root")
+        from cli.client import ApiClient
+        from cli.remote import ApiBackend
+
+        return ApiBackend(ApiClient(self.api_address()), self.tenant)
 
 
 pass_state = click.make_pass_decorator(CliState, ensure=True)

@@ -1,4 +1,8 @@
-"""One place that turns errors into a message and an exit code: never a traceback for users."""
+"""One place that turns errors into a message and an exit code: never a traceback for users.
+
+Kept free of the store and the models: an exception can only be of a class whose module was
+imported, so the heavy classes are looked up in ``sys.modules`` instead of imported here.
+"""
 
 from __future__ import annotations
 
@@ -10,13 +14,10 @@ from collections.abc import Callable
 from typing import Any, TypeVar
 
 import click
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
 
+from cli.client import ApiError, ApiUnreachable, BadAddress
 from meta.model.errors import MetaschedError
 from meta.model.limits import clip
-from meta.model.spec import SpecError
-from meta.model.states import IllegalTransition
-from meta.store.db import DatabaseURLError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -45,6 +46,40 @@ def _prog() -> str:
     return ctx.find_root().info_name if ctx and ctx.find_root().info_name else "metasched"
 
 
+def loaded_class(module: str, name: str) -> type | None:
+    """loaded_class is a class of an already imported module (None when the module was never imported)."""
+    found = getattr(sys.modules.get(module), name, None)
+    return found if isinstance(found, type) else None
+
+
+def describe(exc: BaseException) -> tuple[str, int] | None:
+    """describe maps a known error to (message, exit code): 2 for usage or spec, 1 otherwise; None if unknown."""
+    if isinstance(exc, ApiError):
+        return exc.message, exc.exit_code
+    if isinstance(exc, BadAddress):
+        return str(exc), EXIT_USAGE
+    if isinstance(exc, ApiUnreachable):
+        return str(exc), EXIT_ERROR
+    known: list[tuple[str, str, Callable[[Any], tuple[str, int]]]] = [
+        ("cli.credentials", "CredentialError", lambda e: (str(e), EXIT_ERROR)),
+        ("cli.local", "LocalModeRefused", lambda e: (str(e), EXIT_USAGE)),
+        ("meta.model.spec", "SpecError", lambda e: (f"invalid job spec: {spec_problems(e.problems)}", EXIT_USAGE)),
+        ("meta.model.jobfile", "JobFileError", lambda e: (f"invalid job spec: (file) {e}", EXIT_USAGE)),
+        ("meta.store.db", "DatabaseURLError", lambda e: (str(e), EXIT_USAGE)),
+        ("meta.model.states", "IllegalTransition", lambda e: (str(e), EXIT_ERROR)),
+        ("sqlalchemy.exc", "OperationalError",
+         lambda e: (f"cannot use the database: {str(e.orig).strip().splitlines()[0]}", EXIT_ERROR)),
+        ("sqlalchemy.exc", "SQLAlchemyError", lambda e: (f"database error: {str(e).splitlines()[0]}", EXIT_ERROR)),
+    ]
+    if isinstance(exc, MetaschedError):
+        return str(exc), exc.exit_code
+    for module, name, render in known:
+        kind = loaded_class(module, name)
+        if kind is not None and isinstance(exc, kind):
+            return render(exc)
+    return None
+
+
 def handle_errors(func: F) -> F:
     """handle_errors maps known errors to exit codes (2 usage/spec, 1 otherwise), hiding tracebacks."""
 
@@ -52,21 +87,12 @@ def handle_errors(func: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return func(*args, **kwargs)
-        except SpecError as exc:
-            fail(f"invalid job spec: {spec_problems(exc.problems)}", EXIT_USAGE)
-        except DatabaseURLError as exc:
-            fail(str(exc), EXIT_USAGE)
-        except MetaschedError as exc:
-            fail(str(exc), exc.exit_code)
-        except IllegalTransition as exc:
-            fail(str(exc), EXIT_ERROR)
-        except OperationalError as exc:
-            fail(f"cannot use the database: {str(exc.orig).strip().splitlines()[0]}", EXIT_ERROR)
-        except SQLAlchemyError as exc:
-            fail(f"database error: {str(exc).splitlines()[0]}", EXIT_ERROR)
         except (click.ClickException, click.exceptions.Exit, click.exceptions.Abort, SystemExit):
             raise
         except Exception as exc:  # noqa: BLE001 - the last line of defence for users
+            known = describe(exc)
+            if known is not None:
+                fail(*known)
             if os.environ.get("METASCHED_DEBUG"):
                 traceback.print_exc()
             fail(f"internal error: {type(exc).__name__}: {exc} (set METASCHED_DEBUG=1 for details)", EXIT_ERROR)

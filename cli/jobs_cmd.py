@@ -1,19 +1,29 @@
-"""Job commands: submit, status, list, cancel, retry."""
+"""Job commands: submit, status, list, cancel, retry (rendered from the API's JSON)."""
 
 from __future__ import annotations
+
+import os
+from typing import Any
 
 import click
 
 from cli.context import CliState, pass_state
 from cli.errors import handle_errors
 from cli.output import echo_json, echo_table, short_time
-from meta.model.spec import load_spec_file
+from meta.model.errors import InvalidRequest
 from meta.model.states import JobState
-from meta.service.views import JobStatus, JobSummary
 
 
-def _tasks_text(summary: JobSummary) -> str:
-    return ", ".join(f"{count} {state}" for state, count in sorted(summary.tasks.items()))
+def tasks_text(counts: dict[str, int]) -> str:
+    """tasks_text renders task counts per state (``2 pending, 1 running``)."""
+    return ", ".join(f"{count} {state}" for state, count in sorted(counts.items()))
+
+
+def read_job_file(path: str) -> str:
+    """read_job_file reads a job file within the limits (≤ 1 MiB, strict UTF-8, no NUL)."""
+    from meta.model.jobfile import decode_job_text, read_job_bytes
+
+    return decode_job_text(read_job_bytes(path), path)
 
 
 @click.command()
@@ -24,12 +34,12 @@ def _tasks_text(summary: JobSummary) -> str:
 @handle_errors
 def submit(state: CliState, path: str, key: str | None, as_json: bool) -> None:
     """Submit a job file; prints the job id."""
-    spec = load_spec_file(path)
-    result = state.service().submit(spec, idempotency_key=key, principal=state.principal())
+    text = read_job_file(path)
+    result = state.backend().submit_text(text, source=path, key=key, submit_dir=os.getcwd())
     if as_json:
-        echo_json({**result.job.to_dict(), "created": result.created})
+        echo_json(result)
         return
-    click.echo(result.job.short_id)
+    click.echo(result["short_id"])
 
 
 @click.command()
@@ -39,42 +49,43 @@ def submit(state: CliState, path: str, key: str | None, as_json: bool) -> None:
 @handle_errors
 def status(state: CliState, job: str, as_json: bool) -> None:
     """Show a job: spec summary, tasks, attempts (Slurm id, nodes, exit code) and latest reasons."""
-    result = state.service().status(job, principal=state.principal())
+    result = state.backend().status(job)
     if as_json:
-        echo_json(result.to_dict())
+        echo_json(result)
         return
     _print_status(result)
 
 
-def _print_status(result: JobStatus) -> None:
-    s = result.summary
-    click.echo(f"job {s.short_id} ({s.id})")
-    click.echo(f"  name {s.name}  kind {s.kind}  tenant {s.tenant}  queue {s.queue}  class {s.priority_class}")
-    click.echo(f"  state {s.state}  tasks: {_tasks_text(s)}  submitted {short_time(s.submitted_at)}")
+def _print_status(s: dict[str, Any]) -> None:
+    click.echo(f"job {s['short_id']} ({s['id']})")
+    click.echo(f"  name {s['name']}  kind {s['kind']}  tenant {s['tenant']}  queue {s['queue']}  class {s['priority_class']}")
+    click.echo(f"  state {s['state']}  tasks: {tasks_text(s['tasks'])}  submitted {short_time(s['submitted_at'])}")
     rows = []
-    for task in result.tasks:
-        last = task.attempts[-1] if task.attempts else None
+    for task in s["task_list"]:
+        last = task["attempts"][-1] if task["attempts"] else None
         rows.append(
             [
-                task.index,
-                task.name,
-                task.state,
-                len(task.attempts),
-                last.state if last else "-",
-                last.fencing_token if last else "-",
-                (last.slurm_job_id or "-") if last else "-",
-                ",".join(last.nodes) if last and last.nodes else "-",
-                last.exit_code if last and last.exit_code is not None else "-",
-                task.reason,
+                task["index"],
+                task["name"],
+                task["state"],
+                len(task["attempts"]),
+                last["state"] if last else "-",
+                last["fencing_token"] if last else "-",
+                (last["slurm_job_id"] or "-") if last else "-",
+                ",".join(last["nodes"]) if last and last["nodes"] else "-",
+                last["exit_code"] if last and last["exit_code"] is not None else "-",
+                task["reason"],
             ]
         )
     click.echo("")
     echo_table(["TASK", "NAME", "STATE", "ATTEMPTS", "LAST", "TOKEN", "SLURM", "NODES", "EXIT", "REASON"], rows)
-    if result.recent:
+    if s["recent_transitions"]:
         click.echo("\nrecent transitions:")
-        for t in result.recent[:8]:
-            why = f" ({t.reason})" if t.reason else ""
-            click.echo(f"  {short_time(t.at)}  {t.entity} {t.entity_id[:8]}  {t.from_state} -> {t.to_state}{why}")
+        for t in s["recent_transitions"][:8]:
+            why = f" ({t['reason']})" if t["reason"] else ""
+            click.echo(
+                f"  {short_time(t['at'])}  {t['entity']} {t['entity_id'][:8]}  {t['from_state']} -> {t['to_state']}{why}"
+            )
 
 
 @click.command(name="list")
@@ -88,18 +99,14 @@ def list_jobs(
     state: CliState, tenant_filter: str | None, state_filter: str | None, limit: int, as_json: bool
 ) -> None:
     """List jobs, newest first."""
-    jobs = state.service().list_jobs(
-        principal=state.principal(),
-        tenant=tenant_filter,
-        state=JobState(state_filter) if state_filter else None,
-        limit=limit,
-    )
+    jobs = state.backend().list_jobs(tenant=tenant_filter, state=state_filter, limit=limit)
     if as_json:
-        echo_json([job.to_dict() for job in jobs])
+        echo_json(jobs)
         return
     echo_table(
         ["JOB", "NAME", "TENANT", "KIND", "STATE", "TASKS", "SUBMITTED"],
-        [[j.short_id, j.name, j.tenant, j.kind, j.state, _tasks_text(j), short_time(j.submitted_at)] for j in jobs],
+        [[j["short_id"], j["name"], j["tenant"], j["kind"], j["state"], tasks_text(j["tasks"]),
+          short_time(j["submitted_at"])] for j in jobs],
     )
 
 
@@ -110,11 +117,11 @@ def list_jobs(
 @handle_errors
 def cancel(state: CliState, job: str, as_json: bool) -> None:
     """Cancel a job (idempotent): pending tasks end, running attempts are stopped in Slurm."""
-    result = state.service().cancel(job, principal=state.principal())
+    result = state.backend().cancel(job)
     if as_json:
-        echo_json(result.to_dict())
+        echo_json(result)
         return
-    click.echo(f"job {result.summary.short_id}: {result.summary.state}")
+    click.echo(f"job {result['short_id']}: {result['state']}")
 
 
 @click.command()
@@ -124,8 +131,19 @@ def cancel(state: CliState, job: str, as_json: bool) -> None:
 @handle_errors
 def retry(state: CliState, ref: str, as_json: bool) -> None:
     """Retry the failed or cancelled tasks of JOB (or one task, JOB/INDEX)."""
-    tasks = state.service().retry(ref, principal=state.principal())
+    job, task = split_task_ref(ref)
+    tasks = state.backend().retry(job, task)
     if as_json:
-        echo_json([{"id": t.id, "index": t.index, "name": t.name, "state": t.state} for t in tasks])
+        echo_json(tasks)
         return
-    click.echo(f"retrying {len(tasks)} task(s): " + ", ".join(f"{t.index}:{t.name}" for t in tasks))
+    click.echo(f"retrying {len(tasks)} task(s): " + ", ".join(f"{t['index']}:{t['name']}" for t in tasks))
+
+
+def split_task_ref(ref: str) -> tuple[str, int | None]:
+    """split_task_ref reads ``JOB`` or ``JOB/INDEX`` (a bad index is a usage error naming the form)."""
+    job, slash, index = ref.strip().partition("/")
+    if not slash:
+        return job, None
+    if not (index.isascii() and index.isdigit()) or len(index) > 9:
+        raise InvalidRequest(f"task reference {ref!r}: use JOB/INDEX, e.g. {job}/0")
+    return job, int(index)

@@ -1,42 +1,91 @@
-"""The ``metasched`` command."""
+"""The ``metasched`` command.
+
+Start-up is kept small: the commands users run every day talk to the API through a standard
+library client and import neither the store, the models' pydantic layer nor the service. The
+daemon's and the operator's commands (``serve``, ``simulate``, ``db``) are imported only when
+they run (``LazyGroup``): they pull in SQLAlchemy, Alembic and the cycle.
+"""
 
 from __future__ import annotations
+
+import importlib
 
 import click
 
 from cli.audit_cmd import audit_cmd
 from cli.checkpoint_cmd import checkpoint_group
 from cli.context import CliState
-from cli.db_cmd import db
 from cli.explain_cmd import explain
 from cli.jobs_cmd import cancel, list_jobs, retry, status, submit
 from cli.outputs_cmd import commit_cmd, outputs
 from cli.secret_cmd import secret_group
-from cli.serve_cmd import serve
-from cli.simulate_cmd import simulate
 from cli.tenant_cmd import tenant_group
+from cli.whoami_cmd import whoami
+
+# name -> (module, attribute, the one-line help --help shows without importing the module)
+LAZY: dict[str, tuple[str, str, str]] = {
+    "serve": ("cli.serve_cmd", "serve", "Run the scheduler daemon and the API until SIGTERM or SIGINT."),
+    "simulate": ("cli.simulate_cmd", "simulate", "simulate replays a job trace on a simulated cluster and reports queue delays, JCT, utilization."),
+    "db": ("cli.db_cmd", "db", "Manage the metasched database schema."),
+}
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class LazyGroup(click.Group):
+    """LazyGroup imports a heavy subcommand's module only when that subcommand is asked for."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        """list_commands lists eager and lazy commands, sorted."""
+        return sorted([*self.commands, *LAZY])
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        """get_command returns an eager command, or imports a lazy one."""
+        if cmd_name in self.commands or cmd_name not in LAZY:
+            return self.commands.get(cmd_name)
+        module, attribute, _ = LAZY[cmd_name]
+        command: click.Command = getattr(importlib.import_module(module), attribute)
+        return command
+
+    def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """format_commands lists every command with its short help, lazy ones from LAZY (no import)."""
+        limit = formatter.width - 6 - max(len(name) for name in self.list_commands(ctx))
+        rows = []
+        for name in self.list_commands(ctx):
+            if name in LAZY:
+                rows.append((name, LAZY[name][2]))
+            else:
+                command = self.commands[name]
+                if not command.hidden:
+                    rows.append((name, command.get_short_help_str(limit)))
+        with formatter.section("Commands"):
+            formatter.write_dl(rows)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--api",
+    envvar="METASCHED_API",
+    default=None,
+    help="The metasched API: unix:///run/metasched/api.sock (default) or http://host:9465.",
+)
 @click.option(
     "--db",
     "db_url",
     envvar="METASCHED_DB",
     default=None,
-    help="Database URL (postgresql+psycopg://... or sqlite:///path). "
-    "Default: METASCHED_DB, else a SQLite file in the XDG data dir.",
+    help="Local mode, for root on the server host: use this store directly instead of the API "
+    "(postgresql+psycopg://... or sqlite:///path). Default: METASCHED_DB.",
 )
 @click.option(
     "--tenant",
     envvar="METASCHED_TENANT",
     default=None,
-    help="Act as a member of this tenant (only its jobs are visible). Default: all tenants.",
+    help="Act for one of your tenants (only its jobs are visible). Default: all of yours.",
 )
 @click.version_option(package_name="metasched")
 @click.pass_context
-def cli(ctx: click.Context, db_url: str | None, tenant: str | None) -> None:
+def cli(ctx: click.Context, api: str | None, db_url: str | None, tenant: str | None) -> None:
     """metasched: a tenant-aware meta-scheduler for ML training, inference and evaluation on Slurm."""
-    ctx.obj = CliState(db_url=db_url, tenant=tenant)
+    ctx.obj = CliState(db_url=db_url, tenant=tenant, api=api)
 
 
 for command in (
@@ -52,9 +101,7 @@ for command in (
     tenant_group,
     secret_group,
     audit_cmd,
-    serve,
-    simulate,
-    db,
+    whoami,
 ):
     cli.add_command(command)
 

@@ -1,11 +1,14 @@
 """msbatch submits an sbatch script to metasched: ``msbatch [OPTIONS] script.sh [args...]``.
 
 It reads the script's ``#SBATCH`` block and the command line with sbatch's precedence
-(``cli.sbatch_options``), translates them into a JobSpec (``cli.sbatch_translate``), and submits
-it through ``meta.service.api.Service``. Output is sbatch's: ``Submitted batch job <id>``, or just
-``<id>`` with ``--parsable``. Usage errors (an unsupported option, a bad value, a missing
-script or account) exit 2 with ``msbatch: error: ...``; service errors exit 1 (2 for a request
-the service calls invalid or unschedulable), never with a traceback.
+(``cli.sbatch_options``), translates them into a JobSpec's fields (``cli.sbatch_translate``) and
+sends them to the API (``--api`` / ``METASCHED_API``), which validates and stores the job; with
+``--db`` / ``METASCHED_DB`` (root on the server host) it uses the store directly instead. The API
+path imports neither the spec models nor the store: ``--test-only`` validates here, so it does.
+Output is sbatch's: ``Submitted batch job <id>``, or just ``<id>`` with ``--parsable``. Usage
+errors (an unsupported option, a bad value, a missing script or account, a refused spec) exit 2
+with ``msbatch: error: ...``; service errors exit 1 (2 for a request the service calls invalid or
+unschedulable), never with a traceback.
 """
 
 from __future__ import annotations
@@ -19,7 +22,10 @@ from typing import NoReturn
 
 import click
 
-from cli.errors import EXIT_USAGE, handle_errors
+from cli.backend import Backend
+from cli.client import API_ENV, DEFAULT_API, ApiClient, ApiError
+from cli.context import DB_FILE_ENV
+from cli.errors import EXIT_USAGE, handle_errors, loaded_class
 from cli.sbatch_options import (
     SUPPORTED,
     CommandLine,
@@ -32,9 +38,7 @@ from cli.sbatch_options import (
     read_environment,
 )
 from cli.sbatch_script import bind_arguments, read_script
-from cli.sbatch_translate import Submission, Translation, default_cwd, translate
-from meta.service.api import Service
-from tenants.identity import local_principal
+from cli.sbatch_translate import Submission, Translation, default_cwd, spec_refusal, translate, validated
 
 PROG = "msbatch"
 
@@ -70,11 +74,15 @@ def _submission(command: CommandLine, cwd: str) -> tuple[Submission, list[Option
     return Submission(cwd=cwd, script_path=command.script, script_text=bound), directives
 
 
-def prepare(command: CommandLine, environ: dict[str, str], cwd: str) -> Prepared:
-    """prepare merges directives, SBATCH_* variables and the command line and translates them."""
+def prepare(command: CommandLine, environ: dict[str, str], cwd: str, *, validate: bool = True) -> Prepared:
+    """prepare merges directives, SBATCH_* variables and the command line and translates them.
+
+    With ``validate`` the spec models check the result here (``--test-only``); without, the
+    service does when the job is submitted.
+    """
     submission, directives = _submission(command, cwd)
     options = merge(directives, read_environment(environ), list(command.options))
-    return Prepared(options, translate(options, submission))
+    return Prepared(options, translate(options, submission, validate=validate))
 
 
 # --- output ---------------------------------------------------------------------------------
@@ -137,25 +145,45 @@ def _informational(command: CommandLine) -> bool:
 # --- submitting -----------------------------------------------------------------------------
 
 
-def submit(prepared: Prepared) -> None:
-    """submit stores the spec through the service and prints the job id the way sbatch does."""
+def backend(options: Options) -> Backend:
+    """backend is the API (--api, METASCHED_API, the default socket) or, with --db / METASCHED_DB, the store."""
+    url = options.value("db") or os.environ.get("METASCHED_DB")
+    if url or os.environ.get(DB_FILE_ENV):
+        from cli.local import local_operations, open_service
+
+        return local_operations(open_service(url), None)
+    address = options.value("api") or os.environ.get(API_ENV) or DEFAULT_API
+    from cli.remote import ApiBackend
+
+    return ApiBackend(ApiClient(address))
+
+
+def submit(prepared: Prepared, cwd: str) -> None:
+    """submit sends the spec to the service and prints the job id the way sbatch does.
+
+    Notes are printed once the job is stored: a refusal is the first thing on stderr.
+    """
     options = prepared.options
-    service = Service.open(options.value("db"))
     key = options.value("key")
-    result = service.submit(prepared.translation.spec, idempotency_key=key, principal=local_principal())
-    if not result.created:
-        _note(
-            options, f"idempotency key {key!r} already names job {result.job.short_id}; nothing new submitted"
-        )
+    try:
+        result = backend(options).submit_spec(prepared.translation.data, key=key, submit_dir=cwd)
+    except ApiError as exc:
+        if exc.error != "SpecError":
+            raise
+        _usage_error(spec_refusal(exc.problems or [exc.message]))
+    except Exception as exc:
+        spec_error = loaded_class("meta.model.spec", "SpecError")  # local mode validated in this process
+        if spec_error is None or not isinstance(exc, spec_error):
+            raise
+        _usage_error(spec_refusal(exc.problems))  # type: ignore[attr-defined]  # the same words as from the API
+    for note in prepared.translation.notes:
+        _note(options, note)
+    if not result["created"]:
+        _note(options, f"idempotency key {key!r} already names job {result['short_id']}; nothing new submitted")
     if options.flag("parsable"):
-        click.echo(result.job.short_id)
+        click.echo(result["short_id"])
     else:
-        click.echo(f"Submitted batch job {result.job.short_id}")
-
-
-def _print_spec(prepared: Prepared) -> None:
-    spec = prepared.translation.spec.model_dump(mode="json")
-    click.echo(json.dumps(spec, indent=2, sort_keys=True))
+        click.echo(f"Submitted batch job {result['short_id']}")
 
 
 @click.command(
@@ -175,12 +203,14 @@ def main(argv: tuple[str, ...]) -> None:
         command = parse_command_line(argv)
         if _informational(command):
             return
-        prepared = prepare(command, dict(os.environ), default_cwd())
+        cwd = default_cwd()
+        prepared = prepare(command, dict(os.environ), cwd, validate=False)
+        spec = validated(prepared.translation.data) if prepared.options.flag("test-only") else None
     except SbatchError as exc:
         _usage_error(exc.problems)
-    for note in prepared.translation.notes:
-        _note(prepared.options, note)
-    if prepared.options.flag("test-only"):
-        _print_spec(prepared)
+    if spec is not None:
+        for note in prepared.translation.notes:
+            _note(prepared.options, note)
+        click.echo(json.dumps(spec.model_dump(mode="json"), indent=2, sort_keys=True))
         return
-    submit(prepared)
+    submit(prepared, cwd)

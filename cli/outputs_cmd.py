@@ -6,7 +6,7 @@ import os
 
 import click
 
-from checkpoint.manifest import build_manifest, commit, job_manifest
+from checkpoint.manifest_files import build_manifest
 from cli.attempt_env import attempt_identity, attempt_option, token_option
 from cli.context import CliState, pass_state
 from cli.errors import handle_errors
@@ -31,10 +31,8 @@ def commit_cmd(
     staging = directory or os.environ.get("METASCHED_OUTPUT_DIR")
     if not staging:
         raise InvalidRequest("no staging directory: pass --dir or run inside a metasched inference job")
-    manifest = build_manifest(staging)
-    with state.service().db.session() as session:
-        row = commit(session, attempt_id, fencing_token, manifest, actor=state.principal().name)
-        result = {"task_id": row.task_id, "attempt_id": row.attempt_id, "files": len(manifest["files"])}
+    # the files are read here, where the job wrote them; the service records what it is told, fenced
+    result = state.backend().commit(attempt_id, fencing_token, build_manifest(staging))
     if as_json:
         echo_json(result)
         return
@@ -48,10 +46,7 @@ def commit_cmd(
 @handle_errors
 def outputs(state: CliState, job: str, as_json: bool) -> None:
     """Show a job's visible outputs: exactly one committed manifest per partition."""
-    service = state.service()
-    status = service.status(job, principal=state.principal())
-    with service.db.session() as session:
-        manifest = job_manifest(session, status.summary.id)
+    manifest = state.backend().outputs(job)
     if as_json:
         echo_json(manifest)
         return

@@ -92,7 +92,8 @@ SUPPORTED: dict[str, OptionDef] = {
         # msbatch's own options
         OptionDef("kind", help="training | inference | evaluation (msbatch only)"),
         OptionDef("key", where=Where.COMMAND_LINE, help="idempotency key (msbatch only)"),
-        OptionDef("db", where=Where.COMMAND_LINE, help="metasched database URL (msbatch only)"),
+        OptionDef("db", where=Where.COMMAND_LINE, help="metasched store URL: local mode, root only (msbatch only)"),
+        OptionDef("api", where=Where.COMMAND_LINE, help="metasched API address (msbatch only; default $METASCHED_API)"),
     )
 }
 

@@ -49,7 +49,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from cli.sbatch_options import Options, OptionValue, SbatchError
 from cli.sbatch_values import (
@@ -64,7 +64,9 @@ from cli.sbatch_values import (
     parse_time_s,
 )
 from meta.model.kinds import JobKind
-from meta.model.spec import AnySpec, SpecError, spec_from_dict
+
+if TYPE_CHECKING:  # the spec models (pydantic) load only where a spec is validated here
+    from meta.model.spec import AnySpec
 
 T = TypeVar("T")
 _NAME_JUNK = re.compile(r"[^A-Za-z0-9._-]+")
@@ -81,9 +83,14 @@ class Submission:
 
 @dataclass(frozen=True)
 class Translation:
-    """Translation is the spec plus notes worth telling the user (printed unless ``--quiet``)."""
+    """Translation is the spec's fields, the validated spec when asked for, and notes for the user.
 
-    spec: AnySpec
+    ``data`` is what the API validates on submit; ``spec`` is filled only by ``translate(...,
+    validate=True)`` (``--test-only``, the tests), which imports the spec models.
+    """
+
+    data: dict[str, Any]
+    spec: AnySpec | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
 
 
@@ -307,8 +314,8 @@ def kind_fields(
     return {}, []
 
 
-def translate(options: Options, submission: Submission) -> Translation:
-    """translate builds and validates the JobSpec for merged options (see the module docstring)."""
+def translate(options: Options, submission: Submission, *, validate: bool = True) -> Translation:
+    """translate builds the JobSpec's fields for merged options, validated unless ``validate`` is False."""
     nodes = parsed(options.get("nodes"), parse_nodes) or 1
     kind = job_kind(options, nodes)
     name = job_name(options, submission)
@@ -322,11 +329,23 @@ def translate(options: Options, submission: Submission) -> Translation:
     data["env"] = environment(options, submission.cwd)
     extra, notes = kind_fields(kind, options, name, submission.cwd, nodes)
     data.update(extra)
+    spec = validated(data) if validate else None
+    return Translation(data, spec, tuple(output_notes(options) + notes))
+
+
+def validated(data: dict[str, Any]) -> AnySpec:
+    """validated runs the spec models over the fields; refusals become SbatchError ``invalid job: ...`` lines."""
+    from meta.model.spec import SpecError, spec_from_dict
+
     try:
-        spec = spec_from_dict(data)
+        return spec_from_dict(data)
     except SpecError as exc:
-        raise SbatchError([f"invalid job: {problem}" for problem in exc.problems]) from None
-    return Translation(spec, tuple(output_notes(options) + notes))
+        raise SbatchError(spec_refusal(exc.problems)) from None
+
+
+def spec_refusal(problems: list[str]) -> list[str]:
+    """spec_refusal words a refused spec's problems as msbatch prints them (locally or from the API)."""
+    return [f"invalid job: {problem}" for problem in problems]
 
 
 def default_cwd() -> str:

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from meta.model.durations import parse_slurm_time_s
 from meta.model.limits import MAX_TASKS_PER_JOB
-from meta.model.resources import parse_memory_mib
+from meta.model.sizes import parse_memory_mib
 
 MAX_ARRAY_TASKS = MAX_TASKS_PER_JOB  # the spec's partition limit; also stops "0-999999999" from eating memory
 

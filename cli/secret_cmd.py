@@ -1,49 +1,30 @@
 """``metasched secret set|list|delete``: tenant secrets by name; values are never printed.
 
-Set and delete are audited in the store (actor, tenant and secret name: never the value). The
-file change happens inside the audit row's transaction, so a refused or failed change leaves no
-row, and a change is never made without its row being written too.
+Set and delete are audited by the service (actor, tenant and secret name: never the value).
+The value is read from standard input, never from the command line (it would show in ``ps``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import sys
-from collections.abc import Iterator
 
 import click
 
 from cli.context import CliState, pass_state
 from cli.errors import handle_errors
 from cli.output import echo_json
-from meta.model.errors import Forbidden, InvalidRequest, NotFound
-from meta.store import audit
-from tenants.names import check_secret_name, check_tenant_name
-from tenants.secrets import DEFAULT_ROOT, delete_secret, secret_names, set_secret
+from meta.model.errors import InvalidRequest
 
-root_option = click.option("--root", default=DEFAULT_ROOT, show_default=True, help="Secrets directory.")
+MAX_VALUE_BYTES = 1024 * 1024
+
+root_option = click.option(
+    "--root", default=None, help="Secrets directory, local mode (--db) only (default: /etc/metasched/secrets)."
+)
 
 
 @click.group(name="secret")
 def secret_group() -> None:
     """Manage tenant secrets (jobs list secret names; values are read on the node at start)."""
-
-
-def _check(state: CliState, tenant: str, name: str | None = None) -> None:
-    """_check refuses bad names (exit 2) and a tenant member acting for another tenant (exit 1)."""
-    check_tenant_name(tenant)
-    if name is not None:
-        check_secret_name(name)
-    if not state.principal().may_access(tenant):
-        raise Forbidden(f"you act for tenant {state.principal().tenant!r}, not {tenant!r}")
-
-
-@contextlib.contextmanager
-def _audited(state: CliState, action: str, tenant: str, name: str) -> Iterator[None]:
-    """_audited runs one secret change in a store transaction that records it (the name, never the value)."""
-    with state.service().db.session() as session:
-        yield  # the change; when it raises, nothing is recorded and the transaction rolls back
-        audit.record(session, state.principal().name, action, f"{tenant}/{name}", tenant=tenant, name=name)
 
 
 @secret_group.command(name="set")
@@ -52,14 +33,15 @@ def _audited(state: CliState, action: str, tenant: str, name: str) -> Iterator[N
 @root_option
 @pass_state
 @handle_errors
-def set_cmd(state: CliState, tenant: str, name: str, root: str) -> None:
+def set_cmd(state: CliState, tenant: str, name: str, root: str | None) -> None:
     """Set TENANT's secret NAME from standard input (never from the command line: it would be in ps)."""
-    _check(state, tenant, name)
-    value = sys.stdin.read()
+    backend = state.backend(secrets_root=root)
+    value = sys.stdin.read(MAX_VALUE_BYTES + 1)
     if not value:
         raise InvalidRequest("no value on standard input")
-    with _audited(state, "secret.set", tenant, name):
-        set_secret(root, tenant, name, value.rstrip("\n"))
+    if len(value) > MAX_VALUE_BYTES:
+        raise InvalidRequest(f"a secret value is at most {MAX_VALUE_BYTES // 1024} KiB")
+    backend.set_secret(tenant, name, value.rstrip("\n"))
     click.echo(f"secret {name} set for {tenant}")
 
 
@@ -69,10 +51,9 @@ def set_cmd(state: CliState, tenant: str, name: str, root: str) -> None:
 @click.option("--json", "as_json", is_flag=True)
 @pass_state
 @handle_errors
-def list_cmd(state: CliState, tenant: str, root: str, as_json: bool) -> None:
+def list_cmd(state: CliState, tenant: str, root: str | None, as_json: bool) -> None:
     """List TENANT's secret names."""
-    _check(state, tenant)
-    names = secret_names(root, tenant)
+    names = state.backend(secrets_root=root).secret_names(tenant)
     if as_json:
         echo_json(names)
         return
@@ -85,10 +66,7 @@ def list_cmd(state: CliState, tenant: str, root: str, as_json: bool) -> None:
 @root_option
 @pass_state
 @handle_errors
-def delete_cmd(state: CliState, tenant: str, name: str, root: str) -> None:
+def delete_cmd(state: CliState, tenant: str, name: str, root: str | None) -> None:
     """Delete TENANT's secret NAME."""
-    _check(state, tenant, name)
-    with _audited(state, "secret.delete", tenant, name):
-        if not delete_secret(root, tenant, name):
-            raise NotFound(f"secret {name} of {tenant} not found")
+    state.backend(secrets_root=root).delete_secret(tenant, name)
     click.echo(f"secret {name} deleted for {tenant}")

@@ -5,13 +5,15 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from pathlib import Path
 from types import FrameType
 
 import click
 
 from cli.context import CliState, pass_state
-from cli.errors import EXIT_USAGE, fail, handle_errors
+from cli.errors import EXIT_ERROR, EXIT_USAGE, fail, handle_errors
 from cli.output import echo_json
+from cli.serve_api import DEFAULT_LISTEN, listen_for, start_api
 from cli.state_dir import STATE_ENV, prepare_daemon_files
 from meta.config.paths import default_state_dir
 from meta.config.policy_file import PolicyFileError, load_policy_config
@@ -20,6 +22,7 @@ from meta.cycle.launch_plan import LaunchSettings
 from meta.cycle.metrics import Metrics
 from meta.cycle.reconcile import ReconcileSettings
 from meta.policy.config import SchedulerConfig
+from meta.service.server import ApiServer, ApiStartError
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.runner import CommandRunner
 from tenants.secrets import DEFAULT_ROOT
@@ -62,6 +65,19 @@ from tenants.secrets import DEFAULT_ROOT
     type=click.Path(dir_okay=False),
     help="YAML of policy settings over the defaults (e.g. meta/sim/tuned-policy.yaml).",
 )
+@click.option(
+    "--api-socket",
+    default=None,
+    help="Unix socket of the API (0666; its folder is created 0755). Default: /run/metasched/api.sock "
+    "for root, else <state-dir>/api.sock; 'off' disables it.",
+)
+@click.option(
+    "--api-listen",
+    default=DEFAULT_LISTEN,
+    show_default=True,
+    help="HOST:PORT of the API over TCP (0.0.0.0:9465 serves login nodes; port 0 picks one); 'off' disables it.",
+)
+@click.option("--no-api", is_flag=True, help="Serve no API at all (a replica that only schedules).")
 @click.option("--log-level", default="INFO", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 @pass_state
 @handle_errors
@@ -84,9 +100,12 @@ def serve(
     once: bool,
     exit_when_idle: bool,
     policy_config: str | None,
+    api_socket: str | None,
+    api_listen: str,
+    no_api: bool,
     log_level: str,
 ) -> None:
-    """Run the scheduler daemon against Slurm until SIGTERM or SIGINT."""
+    """Run the scheduler daemon and the API until SIGTERM or SIGINT."""
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     scheduler = _scheduler_config(policy_config)
     service = state.service()  # opens the store and brings the schema to head
@@ -110,6 +129,7 @@ def serve(
     if once:
         echo_json(daemon.period().__dict__)
         return
+    api = None if no_api else _start_api(service.db.url, files.state_dir, api_socket, api_listen, secrets_root, slurm_bin_dir)
     if metrics_port:
         metrics.serve(metrics_port, metrics_address)
     stop = threading.Event()
@@ -121,7 +141,29 @@ def serve(
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
     logging.getLogger("metasched.serve").info("serving as %s, period %.1fs", config.holder, period)
-    daemon.run(stop, exit_when_idle=exit_when_idle)
+    try:
+        daemon.run(stop, exit_when_idle=exit_when_idle)
+    finally:
+        if api is not None:
+            api.stop()
+
+
+def _start_api(
+    db_url: str, state_dir: Path, api_socket: str | None, api_listen: str, secrets_root: str, slurm_bin_dir: str | None
+) -> ApiServer:
+    """_start_api serves the API beside the cycle (every replica, leader or standby); a bad address exits 2."""
+    try:
+        listen = listen_for(api_socket, api_listen, state_dir)
+    except ValueError as exc:
+        fail(f"bad --api-listen: {exc}", EXIT_USAGE)
+        raise  # unreachable: fail exits
+    if listen.socket_path is None and listen.host is None:
+        fail("--api-socket off and --api-listen off leave the API nowhere to listen: use --no-api", EXIT_USAGE)
+    try:
+        return start_api(db_url, listen, secrets_root=secrets_root, slurm_bin_dir=slurm_bin_dir)
+    except ApiStartError as exc:
+        fail(f"cannot start the API: {exc}", EXIT_ERROR)
+        raise  # unreachable: fail exits
 
 
 def _scheduler_config(path: str | None) -> SchedulerConfig:

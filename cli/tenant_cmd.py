@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
-
 import click
 
 from cli.context import CliState, pass_state
 from cli.errors import handle_errors
 from cli.output import echo_json, echo_table
-from meta.model.errors import Forbidden
-from tenants.quotas import get_tenant, list_tenants, parse_quotas, set_tenant
 
 
 def _quota_text(quotas: dict[str, int]) -> str:
@@ -39,22 +35,15 @@ def set_cmd(
     as_json: bool,
 ) -> None:
     """Create or update a tenant (admins only)."""
-    if not state.principal().is_admin:
-        raise Forbidden("only an admin (no --tenant / METASCHED_TENANT) may change tenants")
-    with state.service().db.session() as session:
-        view = set_tenant(
-            session,
-            name,
-            actor=state.principal().name,
-            weight=weight,
-            guaranteed=parse_quotas(guaranteed) if guaranteed else None,
-            limits=parse_quotas(limits) if limits else None,
-        )
+    view = state.backend().set_tenant(
+        name, weight=weight, guaranteed=list(guaranteed) or None, limits=list(limits) or None
+    )
     if as_json:
-        echo_json(asdict(view))
+        echo_json(view)
         return
     click.echo(
-        f"tenant {view.name}: weight {view.weight:g}, guaranteed {_quota_text(view.guaranteed)}, limit {_quota_text(view.limits)}"
+        f"tenant {view['name']}: weight {view['weight']:g}, guaranteed {_quota_text(view['guaranteed'])}, "
+        f"limit {_quota_text(view['limits'])}"
     )
 
 
@@ -64,21 +53,19 @@ def set_cmd(
 @handle_errors
 def list_cmd(state: CliState, as_json: bool) -> None:
     """List tenants with their weights, quotas and decayed GPU usage."""
-    principal = state.principal()
-    with state.service().db.session() as session:
-        views = [v for v in list_tenants(session) if principal.may_access(v.name)]
+    views = state.backend().tenants()
     if as_json:
-        echo_json([asdict(v) for v in views])
+        echo_json(views)
         return
     echo_table(
         ["TENANT", "WEIGHT", "GUARANTEED", "LIMIT", "USAGE (GPU-h, decayed)"],
         [
             [
-                v.name,
-                f"{v.weight:g}",
-                _quota_text(v.guaranteed),
-                _quota_text(v.limits),
-                f"{v.decayed_gpu_seconds / 3600:.1f}",
+                v["name"],
+                f"{v['weight']:g}",
+                _quota_text(v["guaranteed"]),
+                _quota_text(v["limits"]),
+                f"{v['decayed_gpu_seconds'] / 3600:.1f}",
             ]
             for v in views
         ],
@@ -91,6 +78,4 @@ def list_cmd(state: CliState, as_json: bool) -> None:
 @handle_errors
 def show_cmd(state: CliState, name: str) -> None:
     """Show one tenant as JSON."""
-    state.principal().require_access(name, f"tenant {name}")
-    with state.service().db.session() as session:
-        echo_json(asdict(get_tenant(session, name)))
+    echo_json(state.backend().tenant(name))

@@ -24,7 +24,7 @@ ALLOWED: dict[str, frozenset[str]] = {
     "meta.config": frozenset({"meta.model", "meta.policy"}),
     "meta.sim": frozenset({"meta.model", "meta.policy", "meta.config"}),
     "meta.store": frozenset({"meta.model"}),
-    "meta.service": frozenset({"meta.model", "meta.policy", "meta.store", "tenants"}),
+    "meta.service": frozenset({"meta.model", "meta.policy", "meta.store", "tenants", "checkpoint"}),
     "meta.cycle": frozenset({"meta.model", "meta.policy", "meta.config", "meta.store", "slurm_bridge", "checkpoint"}),
     "slurm_bridge": frozenset({"meta.model"}),
     "checkpoint": frozenset({"meta.model", "meta.store"}),

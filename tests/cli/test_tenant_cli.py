@@ -1,4 +1,4 @@
-"""Tenant administration through the CLI: weights, quotas, validation and who may change them."""
+"""Tenant administration through the CLI: guarantees, Slurm-owned weights and limits, validation, who may change them."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 from cli.main import cli
+from meta.store.db import Database
+from tenants.quotas import set_tenant
 
 
 @pytest.fixture
@@ -20,40 +22,60 @@ def run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
     return lambda *args: runner.invoke(cli, list(args), catch_exceptions=False)
 
 
-def test_set_then_list_shows_weights_and_quotas(run) -> None:
-    assert run("tenant", "set", "research", "--weight", "3", "--guaranteed", "a100=8", "--limit", "a100=16").exit_code == 0
+def _slurm_limits(url: str, name: str, limits: dict[str, int]) -> None:
+    """_slurm_limits stores GPU limits the way the daemon's sync from Slurm's GrpTRES does."""
+    database = Database(url)
+    with database.session() as session:
+        set_tenant(session, name, actor="sync", limits=limits)
+    database.dispose()
+
+
+def test_set_then_list_shows_guarantees_with_their_sources(run) -> None:
+    assert run("tenant", "set", "research", "--guaranteed", "a100=8").exit_code == 0
     result = run("tenant", "list", "--json")
     assert result.exit_code == 0
     [tenant] = json.loads(result.output)
-    assert tenant == {
+    assert {k: v for k, v in tenant.items() if k != "sources"} == {
         "name": "research",
-        "weight": 3.0,
+        "weight": 1.0,
         "guaranteed": {"a100": 8},
-        "limits": {"a100": 16},
+        "limits": {},
         "decayed_gpu_seconds": 0.0,
     }
+    assert tenant["sources"]["guaranteed"] == "metasched"
 
 
-def test_update_keeps_unspecified_fields(run) -> None:
-    run("tenant", "set", "research", "--weight", "3", "--guaranteed", "a100=8")
-    run("tenant", "set", "research", "--limit", "*=32")
+def test_update_keeps_unspecified_fields(run, tmp_path: Path) -> None:
+    run("tenant", "list")  # creates the store
+    _slurm_limits(f"sqlite:///{tmp_path / 't.sqlite'}", "research", {"*": 32})
+    run("tenant", "set", "research", "--guaranteed", "a100=8")
+    run("tenant", "set", "research")
     shown = json.loads(run("tenant", "show", "research").output)
-    assert shown["weight"] == 3.0 and shown["guaranteed"] == {"a100": 8} and shown["limits"] == {"*": 32}
+    assert shown["weight"] == 1.0 and shown["guaranteed"] == {"a100": 8} and shown["limits"] == {"*": 32}
 
 
 @pytest.mark.parametrize(
     "args, message",
     [
         (["--guaranteed", "a100:8"], "GPU_TYPE=COUNT"),
-        (["--weight", "0"], "positive"),
-        (["--guaranteed", "a100=9", "--limit", "a100=3"], "below the guarantee"),
+        # weights and GPU limits are Slurm's (docs/identity.md §6): refused with the command to run
+        (["--weight", "3"], "sacctmgr modify account where name=research set fairshare=3"),
+        (["--limit", "a100=16"], "grptres=gres/gpu:a100=16"),
     ],
 )
 def test_bad_input_exits_2_and_names_the_problem(run, args: list[str], message: str) -> None:
     result = run("tenant", "set", "research", *args)
     assert result.exit_code == 2
-    assert message in result.output
+    assert message in result.output and result.output.count("\n") == 1
     assert json.loads(run("tenant", "list", "--json").output) == []
+
+
+def test_a_guarantee_above_slurms_limit_is_refused(run, tmp_path: Path) -> None:
+    run("tenant", "list")  # creates the store
+    _slurm_limits(f"sqlite:///{tmp_path / 't.sqlite'}", "research", {"a100": 3})
+    result = run("tenant", "set", "research", "--guaranteed", "a100=9")
+    assert result.exit_code == 2 and "above Slurm's limit 3" in result.output
+    assert json.loads(run("tenant", "show", "research").output)["guaranteed"] == {}
 
 
 def test_a_tenant_member_cannot_change_tenants(run) -> None:
@@ -71,7 +93,7 @@ def test_a_tenant_member_sees_only_itself(run) -> None:
 
 @pytest.mark.parametrize("name", ["evil\n", "evil\r\n", "\nevil", "_evil", "a/b", "x" * 129, ""])
 def test_tenant_names_with_a_trailing_newline_or_junk_are_refused(run, name: str) -> None:
-    result = run("tenant", "set", name, "--weight", "2")
+    result = run("tenant", "set", name, "--guaranteed", "a100=2")
     assert result.exit_code == 2 and "invalid tenant name" in result.output
     assert json.loads(run("tenant", "list", "--json").output) == []
 

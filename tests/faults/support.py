@@ -187,6 +187,9 @@ class ServeProcess:
             "--lost-grace", "60",
             "--grace", "5",
             "--submit-timeout", "2",
+            # each replica its own API listeners: two on one host must not fight over the defaults
+            "--api-socket", str(self.tmp_path / f"api-{self.holder}.sock"),
+            "--api-listen", "127.0.0.1:0",
         ]  # fmt: skip
         if self.bin_dir is not None:
             argv += ["--slurm-bin-dir", str(self.bin_dir)]

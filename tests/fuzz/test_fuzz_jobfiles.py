@@ -16,6 +16,8 @@ from tests.fuzz.conftest import CASES, CaseRunner, Figures, figures, write_case
 from tests.fuzz.grammar import job_file
 
 _names = itertools.count()
+# local mode (root on the server host): CliState.service is patched below to the fuzz store
+_LOCAL_ENV = {"METASCHED_TENANT": None, "METASCHED_DB_FILE": None, "METASCHED_DB": "sqlite:///fuzz-store-is-patched"}
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +36,7 @@ def test_a_job_file_is_stored_or_refused_in_one_line(
         patch.setattr(CliState, "service", lambda self: runner.service)
         result = runner.check(
             lambda: CliRunner().invoke(
-                cli, ["submit", "-f", str(path)], env={"METASCHED_TENANT": None}, prog_name="metasched"
+                cli, ["submit", "-f", str(path)], env=_LOCAL_ENV, prog_name="metasched"
             ),
             label=repr(data[:120]),
         )

@@ -8,14 +8,18 @@ import pytest
 from click.testing import CliRunner
 from hypothesis import given, settings
 
+import cli.local
 import cli.msbatch
 from meta.service.api import Service
 from tests.fuzz.conftest import CASES, CaseRunner, figures, write_case
 from tests.fuzz.grammar import msbatch_case
 
 _names = itertools.count()
-_CLEAN_ENV = {name: None for name in ("SBATCH_ACCOUNT", "SBATCH_JOB_NAME", "SBATCH_PARTITION", "SBATCH_QOS",
-                                      "SBATCH_TIMELIMIT", "METASCHED_DB", "METASCHED_TENANT")}
+_CLEAN_ENV: dict[str, str | None] = {
+    name: None for name in ("SBATCH_ACCOUNT", "SBATCH_JOB_NAME", "SBATCH_PARTITION", "SBATCH_QOS",
+                            "SBATCH_TIMELIMIT", "METASCHED_TENANT", "METASCHED_DB_FILE")
+}
+_CLEAN_ENV["METASCHED_DB"] = "sqlite:///fuzz-store-is-patched"  # local mode; open_service below is the fuzz store
 
 
 @pytest.fixture(scope="module")
@@ -35,7 +39,7 @@ def test_a_script_is_submitted_or_refused(
     path = write_case(tmp_path_factory.getbasetemp(), f"script-{next(_names) % 64}.sh", data)
     words = [w for w in argv if w != "--"] + [str(path)] if "--" not in argv else argv + [str(path)]
     with monkeypatch.context() as patch:
-        patch.setattr(cli.msbatch.Service, "open", staticmethod(lambda url=None: runner.service))
+        patch.setattr(cli.local, "open_service", lambda url=None: runner.service)
         patch.chdir(tmp_path_factory.getbasetemp())
         result = runner.check(
             lambda: CliRunner().invoke(cli.msbatch.main, words, env=_CLEAN_ENV), label=repr((data[:120], argv))

@@ -83,6 +83,10 @@ class DaemonProcess:
             "60",
             "--slurm-bin-dir",
             str(FAKEBIN),
+            "--api-socket",  # not the host's default: another test or daemon may hold it
+            str(self.tmp_path / "api.sock"),
+            "--api-listen",
+            "127.0.0.1:0",
             *extra,
         ]
         at = utcnow()

@@ -1,0 +1,163 @@
+"""ApiClient: the CLI's side of the API, standard library only (``http.client`` over a Unix socket or TCP).
+
+Each request carries ``Authorization: MUNGE <credential>``, a credential bound to exactly this
+request's method, target (path and query as sent) and body (``cli.credentials``). Answers are
+JSON; an error answer becomes ``ApiError`` whose exit code follows docs/identity.md §2 (400 and
+422: 2, anything else: 1). Nothing here imports the store, the models or the service.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+from collections.abc import Callable, Mapping
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+API_ENV = "METASCHED_API"
+DEFAULT_API = "unix:///run/metasched/api.sock"
+DEFAULT_TIMEOUT_S = 120.0  # a 20,000-partition submit takes seconds; a hung service should not hang scripts
+MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+USAGE_STATUSES = frozenset({400, 413, 414, 422})
+
+Credential = Callable[[str, str, bytes], str]
+
+
+class ApiError(Exception):
+    """ApiError is an error answer of the API: its status, error type and one-line message."""
+
+    def __init__(self, status: int, error: str, message: str, problems: list[str] | None = None):
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.message = message
+        self.problems = problems or []
+
+    @property
+    def exit_code(self) -> int:
+        """exit_code is 2 for a refused request or spec (400, 413, 414, 422), else 1."""
+        return 2 if self.status in USAGE_STATUSES else 1
+
+
+class ApiUnreachable(Exception):
+    """ApiUnreachable: no answer from the API address (nothing listening, refused, timed out)."""
+
+
+class BadAddress(ValueError):
+    """BadAddress: --api / METASCHED_API is not ``unix:///path`` or ``http://host:port``."""
+
+
+def segment(value: str) -> str:
+    """segment percent-encodes one path segment (a job ref or a name never adds a path level)."""
+    return quote(value, safe="")
+
+
+class _UnixConnection(http.client.HTTPConnection):
+    """_UnixConnection is HTTP/1.1 over a Unix stream socket."""
+
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self.socket_path = path
+
+    def connect(self) -> None:
+        """connect opens the Unix socket instead of a TCP connection."""
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.settimeout(self.timeout)
+        try:
+            sock.connect(self.socket_path)
+        except OSError:
+            sock.close()
+            raise
+        self.sock = sock
+
+
+class ApiClient:
+    """ApiClient sends authenticated JSON requests to one API address."""
+
+    def __init__(self, address: str, credential: Credential | None = None, *, timeout: float = DEFAULT_TIMEOUT_S):
+        self.address = address
+        self._connect = _connector(address, timeout)
+        self._credential = credential
+
+    def call(
+        self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None
+    ) -> Any:
+        """call sends one request and returns the decoded JSON answer (raises ApiError or ApiUnreachable)."""
+        params = {key: str(value) for key, value in (query or {}).items() if value is not None}
+        target = path + ("?" + urlencode(params) if params else "")
+        data = b"" if body is None else json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+        headers = {
+            "Authorization": f"MUNGE {self._credential_for(method, target, data)}",
+            "Accept": "application/json",
+        }
+        if body is not None:
+            headers["Content-Type"] = "application/json"
+        status, raw = self._exchange(method, target, data if body is not None else None, headers)
+        return _decode(status, raw)
+
+    def _credential_for(self, method: str, target: str, data: bytes) -> str:
+        if self._credential is None:
+            from cli.credentials import credential_for  # munged (or METASCHED_CREDENTIAL_FILE)
+
+            self._credential = credential_for
+        return self._credential(method, target, data)
+
+    def _exchange(self, method: str, target: str, data: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        connection = self._connect()
+        try:
+            connection.request(method, target, body=data, headers=headers)
+            response = connection.getresponse()
+            raw = response.read(MAX_RESPONSE_BYTES + 1)
+        except (OSError, http.client.HTTPException) as exc:
+            raise ApiUnreachable(f"cannot reach the metasched API at {self.address}: {_reason(exc)} "
+                                 f"(is `metasched serve` running? choose the address with --api or {API_ENV})") from None
+        finally:
+            connection.close()
+        if len(raw) > MAX_RESPONSE_BYTES:
+            raise ApiUnreachable(f"the answer of {self.address} is larger than {MAX_RESPONSE_BYTES >> 20} MiB")
+        return response.status, raw
+
+
+def _connector(address: str, timeout: float) -> Callable[[], http.client.HTTPConnection]:
+    """_connector makes connections for ``unix:///path`` or ``http://host[:port]`` (no path prefix)."""
+    parts = urlsplit(address)
+    if parts.scheme == "unix" and not parts.netloc and parts.path.startswith("/"):
+        return lambda: _UnixConnection(parts.path, timeout)
+    if parts.scheme == "http" and parts.hostname and parts.path in ("", "/") and not parts.query:
+        try:
+            host, port = parts.hostname, parts.port or 9465
+        except ValueError:
+            raise BadAddress(f"bad port in API address {address!r}") from None
+        return lambda: http.client.HTTPConnection(host, port, timeout=timeout)
+    raise BadAddress(f"not an API address: {address!r} (use unix:///run/metasched/api.sock or http://host:9465)")
+
+
+def _decode(status: int, raw: bytes) -> Any:
+    """_decode turns an answer into JSON, or an error answer into ApiError."""
+    try:
+        value = json.loads(raw) if raw else None
+    except ValueError:
+        value = None
+        if status < 400:
+            raise ApiError(status, "BadAnswer", f"the API answered HTTP {status} with something that is not JSON") from None
+    if status < 400:
+        return value
+    if isinstance(value, dict) and isinstance(value.get("message"), str):
+        problems = value.get("problems")
+        return_problems = [p for p in problems if isinstance(p, str)] if isinstance(problems, list) else []
+        raise ApiError(status, str(value.get("error") or "Error"), value["message"], return_problems)
+    raise ApiError(status, "HTTPError", f"the API answered HTTP {status}")
+
+
+def _reason(exc: BaseException) -> str:
+    """_reason is a short human reason for a transport failure."""
+    if isinstance(exc, FileNotFoundError):
+        return "no such socket"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    if isinstance(exc, TimeoutError | socket.timeout):
+        return "timed out"
+    return getattr(exc, "strerror", None) or str(exc) or type(exc).__name__

@@ -1,0 +1,111 @@
+"""ApiBackend: every CLI operation as one call to the API (docs/identity.md §2)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from cli.client import ApiClient, segment
+
+_NODE_MTBF_S = 30 * 24 * 3600.0
+
+
+class ApiBackend:
+    """ApiBackend implements ``cli.backend.Backend`` over an ApiClient, acting for ``tenant`` when given."""
+
+    def __init__(self, client: ApiClient, tenant: str | None = None):
+        self.client = client
+        self.tenant = tenant
+
+    def _get(self, path: str, **query: Any) -> Any:
+        return self.client.call("GET", path, query={**query, "as_tenant": self.tenant})
+
+    def _send(self, method: str, path: str, body: Any = None) -> Any:
+        return self.client.call(method, path, query={"as_tenant": self.tenant}, body=body)
+
+    def whoami(self) -> dict[str, Any]:
+        """whoami is GET /v1/whoami."""
+        return self._get("/v1/whoami")
+
+    def submit_text(
+        self, spec_text: str, *, source: str = "<job>", key: str | None = None, submit_dir: str | None = None
+    ) -> dict[str, Any]:
+        """submit_text is POST /v1/jobs with the job file's text."""
+        body = {"spec_text": spec_text, "source": source, "key": key, "tenant": self.tenant, "submit_dir": submit_dir}
+        return self.client.call("POST", "/v1/jobs", body=body)
+
+    def submit_spec(self, spec: Any, *, key: str | None = None, submit_dir: str | None = None) -> dict[str, Any]:
+        """submit_spec is POST /v1/jobs with a parsed spec (the server validates it)."""
+        body = {"spec": spec, "key": key, "tenant": self.tenant, "submit_dir": submit_dir}
+        return self.client.call("POST", "/v1/jobs", body=body)
+
+    def list_jobs(self, *, tenant: str | None = None, state: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """list_jobs is GET /v1/jobs."""
+        return self._get("/v1/jobs", tenant=tenant, state=state, limit=limit)
+
+    def status(self, ref: str) -> dict[str, Any]:
+        """status is GET /v1/jobs/{ref}."""
+        return self._get(f"/v1/jobs/{segment(ref)}")
+
+    def explain(self, ref: str) -> dict[str, Any]:
+        """explain is GET /v1/jobs/{ref}/explain."""
+        return self._get(f"/v1/jobs/{segment(ref)}/explain")
+
+    def outputs(self, ref: str) -> dict[str, Any]:
+        """outputs is GET /v1/jobs/{ref}/outputs."""
+        return self._get(f"/v1/jobs/{segment(ref)}/outputs")
+
+    def checkpoints(self, ref: str, *, node_mtbf_s: float = _NODE_MTBF_S) -> dict[str, Any]:
+        """checkpoints is GET /v1/jobs/{ref}/checkpoints."""
+        return self._get(f"/v1/jobs/{segment(ref)}/checkpoints", node_mtbf_s=repr(float(node_mtbf_s)))
+
+    def cancel(self, ref: str) -> dict[str, Any]:
+        """cancel is POST /v1/jobs/{ref}/cancel."""
+        return self._send("POST", f"/v1/jobs/{segment(ref)}/cancel")
+
+    def retry(self, ref: str, task: int | None = None) -> list[dict[str, Any]]:
+        """retry is POST /v1/jobs/{ref}/retry."""
+        return self._send("POST", f"/v1/jobs/{segment(ref)}/retry", {"task": task})
+
+    def tenants(self) -> list[dict[str, Any]]:
+        """tenants is GET /v1/tenants."""
+        return self._get("/v1/tenants")
+
+    def tenant(self, name: str) -> dict[str, Any]:
+        """tenant is GET /v1/tenants/{name}."""
+        return self._get(f"/v1/tenants/{segment(name)}")
+
+    def set_tenant(
+        self, name: str, *, weight: float | None = None, guaranteed: list[str] | None = None,
+        limits: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """set_tenant is PUT /v1/tenants/{name}."""
+        body = {"weight": weight, "guaranteed": guaranteed, "limits": limits}
+        return self._send("PUT", f"/v1/tenants/{segment(name)}", body)
+
+    def secret_names(self, tenant: str) -> list[str]:
+        """secret_names is GET /v1/tenants/{tenant}/secrets."""
+        return self._get(f"/v1/tenants/{segment(tenant)}/secrets")
+
+    def set_secret(self, tenant: str, name: str, value: str) -> dict[str, Any]:
+        """set_secret is PUT /v1/tenants/{tenant}/secrets/{name}."""
+        return self._send("PUT", f"/v1/tenants/{segment(tenant)}/secrets/{segment(name)}", {"value": value})
+
+    def delete_secret(self, tenant: str, name: str) -> dict[str, Any]:
+        """delete_secret is DELETE /v1/tenants/{tenant}/secrets/{name}."""
+        return self._send("DELETE", f"/v1/tenants/{segment(tenant)}/secrets/{segment(name)}")
+
+    def audit(self, *, since: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """audit is GET /v1/audit."""
+        return self._get("/v1/audit", since=since, limit=limit)
+
+    def commit(self, attempt_id: str, token: int, manifest: Any) -> dict[str, Any]:
+        """commit is POST /v1/attempts/{id}/commit."""
+        return self._send("POST", f"/v1/attempts/{segment(attempt_id)}/commit", {"token": token, "manifest": manifest})
+
+    def report_checkpoint(
+        self, attempt_id: str, token: int, *, step: int, path: str, size_bytes: int | None = None,
+        duration_s: float | None = None,
+    ) -> dict[str, Any]:
+        """report_checkpoint is POST /v1/attempts/{id}/checkpoints."""
+        body = {"token": token, "step": step, "path": path, "size_bytes": size_bytes, "duration_s": duration_s}
+        return self._send("POST", f"/v1/attempts/{segment(attempt_id)}/checkpoints", body)

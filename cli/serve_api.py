@@ -1,0 +1,48 @@
+"""The API half of ``metasched serve``: where it listens and how callers are authenticated and authorized.
+
+Production wiring only: MUNGE (``tenants.munge.MungeAuthenticator``) proves the caller's uid,
+Slurm's associations (``tenants.associations.AssociationCache``) say what it may do. The API
+gets a store connection pool of its own, so a burst of requests never starves the cycle.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from meta.service.server import ApiServer, Listen, parse_listen
+
+DEFAULT_ROOT_SOCKET = Path("/run/metasched/api.sock")
+DEFAULT_LISTEN = "127.0.0.1:9465"
+OFF = "off"
+
+
+def default_socket(state_dir: Path) -> Path:
+    """default_socket is /run/metasched/api.sock for root, else <state-dir>/api.sock (docs/identity.md §1)."""
+    return DEFAULT_ROOT_SOCKET if os.geteuid() == 0 else state_dir / "api.sock"
+
+
+def listen_for(api_socket: str | None, api_listen: str, state_dir: Path) -> Listen:
+    """listen_for turns --api-socket / --api-listen (``off`` disables one) into listeners."""
+    socket_path = None if api_socket == OFF else Path(api_socket) if api_socket else default_socket(state_dir)
+    host = port = None
+    if api_listen != OFF:
+        host, port = parse_listen(api_listen)
+    return Listen(socket_path=socket_path, host=host, port=port)
+
+
+def start_api(db_url: str, listen: Listen, *, secrets_root: str, slurm_bin_dir: str | None) -> ApiServer:
+    """start_api opens the API's own store connection and serves it on ``listen`` (raises ApiStartError)."""
+    from meta.service.api import Service
+    from meta.service.http import create_app
+    from slurm_bridge.commands import CliSlurmClient
+    from slurm_bridge.runner import CommandRunner
+    from tenants.associations import AssociationCache
+    from tenants.munge import MungeAuthenticator
+
+    service = Service.open(db_url, migrate=False)  # the daemon brought the schema up already
+    associations = AssociationCache(CliSlurmClient(CommandRunner(bin_dir=slurm_bin_dir)))
+    app = create_app(service, MungeAuthenticator(), associations.principal_for, secrets_root=secrets_root)
+    server = ApiServer(app, listen)
+    server.start()
+    return server

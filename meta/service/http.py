@@ -1,0 +1,345 @@
+"""The API service: versioned JSON routes over ``Operations``, behind ``RequestGuard`` (docs/identity.md §2).
+
+``create_app`` takes the authenticator and the principal resolver as arguments: production
+passes MUNGE and Slurm's associations (``cli/serve_api.py``), tests pass their own. Every
+route answers JSON; errors are ``{"error", "message"}`` with the status codes of
+``meta.service.http_errors``. Bodies and query values are bounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import metadata
+from pathlib import Path as FsPath
+from typing import Annotated, Any
+
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy.exc import SQLAlchemyError
+from starlette.exceptions import HTTPException as StarletteHTTPException
+
+from meta.model.errors import InvalidRequest, MetaschedError
+from meta.model.limits import clip
+from meta.model.spec import SpecError
+from meta.model.states import IllegalTransition
+from meta.service.api import Service
+from meta.service.artifacts import DEFAULT_NODE_MTBF_S
+from meta.service.http_errors import describe, error_body
+from meta.service.http_guard import DEFAULT_MAX_BODY_BYTES, ASGIApp, RequestGuard
+from meta.service.operations import MAX_LIST, Operations
+from tenants.auth import Authenticator, Identity, Unauthenticated
+from tenants.identity import Principal
+from tenants.secrets import DEFAULT_ROOT
+
+PrincipalResolver = Callable[[Identity, str | None], Principal]
+"""PrincipalResolver maps (identity, tenant asked for or None) to the Principal the service authorizes."""
+
+MAX_NAME = 1_024  # path segments and filters: a safety bound; names are checked in full further in
+MAX_TEXT = 4_096
+MAX_QUOTA_ITEMS = 64
+
+Ref = Annotated[str, Path(min_length=1, max_length=MAX_NAME, description="short job id (j...) or job UUID")]
+Name = Annotated[str, Path(min_length=1, max_length=MAX_NAME)]
+AsTenant = Annotated[
+    str | None,
+    Query(max_length=MAX_NAME, description="act for this one of the caller's tenants (the CLI's --tenant)"),
+]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SubmitRequest(_Body):
+    """SubmitRequest is a job to submit: a job file's text, or a spec already parsed (msbatch)."""
+
+    spec_text: str | None = Field(default=None, description="the job file (YAML or JSON) as text")
+    spec: dict[str, Any] | None = Field(default=None, description="the job spec as a mapping (msbatch)")
+    source: str | None = Field(default=None, max_length=MAX_TEXT, description="file name, for error messages")
+    key: str | None = Field(default=None, max_length=MAX_TEXT, description="idempotency key")
+    tenant: str | None = Field(default=None, max_length=MAX_NAME, description="act for this tenant")
+    submit_dir: str | None = Field(default=None, max_length=MAX_TEXT, description="the caller's working folder")
+
+
+class RetryRequest(_Body):
+    """RetryRequest names one task to retry, or none for every failed or cancelled task."""
+
+    task: int | None = Field(default=None, ge=0)
+
+
+class TenantUpdate(_Body):
+    """TenantUpdate changes a tenant's weight and quota maps (``TYPE=COUNT`` items; omitted: unchanged)."""
+
+    weight: float | None = None
+    guaranteed: list[Annotated[str, Field(max_length=MAX_NAME)]] | None = Field(default=None, max_length=MAX_QUOTA_ITEMS)
+    limits: list[Annotated[str, Field(max_length=MAX_NAME)]] | None = Field(default=None, max_length=MAX_QUOTA_ITEMS)
+
+
+class SecretValue(_Body):
+    """SecretValue is one secret's value (never stored by metasched, never echoed)."""
+
+    value: str
+
+
+class CommitRequest(_Body):
+    """CommitRequest is a partition attempt's output manifest and fencing token."""
+
+    token: int
+    manifest: dict[str, Any]
+
+
+class CheckpointReport(_Body):
+    """CheckpointReport is one checkpoint of a running training attempt."""
+
+    token: int
+    step: int = Field(ge=0)
+    path: str = Field(min_length=1, max_length=MAX_TEXT)
+    size_bytes: int | None = Field(default=None, ge=0)
+    duration_s: float | None = Field(default=None, ge=0)
+
+
+class ErrorBody(BaseModel):
+    """ErrorBody is every error answer: the error's type and a one-line message."""
+
+    error: str
+    message: str
+
+
+_ERRORS: dict[int | str, dict[str, Any]] = {
+    code: {"model": ErrorBody, "description": what}
+    for code, what in (
+        (400, "invalid request or job spec"),
+        (401, "no valid credential"),
+        (403, "forbidden"),
+        (404, "not found (also another tenant's job)"),
+        (409, "conflict with stored state"),
+        (413, "request body too large"),
+        (422, "unschedulable on this cluster"),
+    )
+}
+
+
+@dataclass(frozen=True)
+class ApiContext:
+    """ApiContext is what every route needs besides the request: the service and how to authorize."""
+
+    service: Service
+    principal_for: PrincipalResolver
+    secrets_root: str | FsPath
+
+
+def operations_for(request: Request, tenant: str | None) -> Operations:
+    """operations_for is the authenticated caller's Operations, acting for ``tenant`` when given."""
+    context: ApiContext = request.app.state.context
+    identity: Identity = request.state.identity
+    principal = context.principal_for(identity, tenant or None)
+    return Operations(context.service, principal, secrets_root=context.secrets_root)
+
+
+def caller(request: Request, as_tenant: AsTenant = None) -> Operations:
+    """caller is the route dependency: the caller's Operations (``?as_tenant=`` picks one of its tenants)."""
+    return operations_for(request, as_tenant)
+
+
+Ops = Annotated[Operations, Depends(caller)]
+router = APIRouter()
+
+
+def create_app(
+    service: Service,
+    authenticator: Authenticator,
+    principal_for: PrincipalResolver,
+    *,
+    secrets_root: str | FsPath = DEFAULT_ROOT,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> ASGIApp:
+    """create_app builds the API over ``service``: every request bounded, authenticated, then routed."""
+    app = FastAPI(
+        title="metasched",
+        version=_version(),
+        description="Tenant-aware meta-scheduler for ML jobs on Slurm. Authenticate with "
+        "`Authorization: MUNGE <credential>` bound to the request (docs/identity.md).",
+        docs_url=None,
+        redoc_url=None,
+        openapi_url="/openapi.json",
+        responses=_ERRORS,
+    )
+    app.state.context = ApiContext(service, principal_for, secrets_root)
+    _install_error_handlers(app)
+    app.include_router(router)
+    return RequestGuard(app, authenticator, max_body_bytes=max_body_bytes)
+
+
+@router.get("/healthz", tags=["service"])
+def healthz() -> JSONResponse:
+    """Liveness: answers without authentication."""
+    return JSONResponse({"status": "ok"})
+
+@router.get("/v1/whoami", tags=["service"])
+def whoami(request: Request, ops: Ops) -> JSONResponse:
+    """The authenticated caller: user, uid, gid, tenants and whether it is an admin."""
+    identity: Identity = request.state.identity
+    return JSONResponse({**ops.whoami(), "user": identity.user, "uid": identity.uid, "gid": identity.gid})
+
+# --- jobs -------------------------------------------------------------------------------
+
+@router.post("/v1/jobs", tags=["jobs"], status_code=201)
+def submit(request: Request, body: SubmitRequest, as_tenant: AsTenant = None) -> JSONResponse:
+    """Submit a job: 201 when created, 200 when the idempotency key names an existing job."""
+    ops = operations_for(request, body.tenant or as_tenant)
+    if (body.spec_text is None) == (body.spec is None):
+        raise InvalidRequest("give exactly one of spec_text (a job file) and spec (a parsed spec)")
+    if body.spec_text is not None:
+        result = ops.submit_text(body.spec_text, source=body.source or "<job>", key=body.key)
+    else:
+        result = ops.submit_spec(body.spec, key=body.key)
+    return JSONResponse(result, status_code=201 if result["created"] else 200)
+
+@router.get("/v1/jobs", tags=["jobs"])
+def list_jobs(
+    ops: Ops,
+    tenant: Annotated[str | None, Query(max_length=MAX_NAME)] = None,
+    state: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 200,
+) -> JSONResponse:
+    """List the jobs the caller may see, newest first."""
+    return JSONResponse(ops.list_jobs(tenant=tenant or None, state=state or None, limit=limit))
+
+@router.get("/v1/jobs/{ref}", tags=["jobs"])
+def status(ref: Ref, ops: Ops) -> JSONResponse:
+    """A job's spec, tasks, attempts and recent transitions."""
+    return JSONResponse(ops.status(ref))
+
+@router.get("/v1/jobs/{ref}/explain", tags=["jobs"])
+def explain(ref: Ref, ops: Ops) -> JSONResponse:
+    """Why each task of a job waits."""
+    return JSONResponse(ops.explain(ref))
+
+@router.get("/v1/jobs/{ref}/outputs", tags=["jobs"])
+def outputs(ref: Ref, ops: Ops) -> JSONResponse:
+    """An inference job's committed outputs: one manifest per partition."""
+    return JSONResponse(ops.outputs(ref))
+
+@router.get("/v1/jobs/{ref}/checkpoints", tags=["jobs"])
+def checkpoints(
+    ref: Ref, ops: Ops, node_mtbf_s: Annotated[float, Query(gt=0, le=1e10)] = DEFAULT_NODE_MTBF_S
+) -> JSONResponse:
+    """A training job's checkpoints and the recommended interval (Young/Daly)."""
+    return JSONResponse(ops.checkpoints(ref, node_mtbf_s=node_mtbf_s))
+
+@router.post("/v1/jobs/{ref}/cancel", tags=["jobs"])
+def cancel(ref: Ref, ops: Ops) -> JSONResponse:
+    """Cancel a job (idempotent); answers its status."""
+    return JSONResponse(ops.cancel(ref))
+
+@router.post("/v1/jobs/{ref}/retry", tags=["jobs"])
+def retry(ref: Ref, ops: Ops, body: RetryRequest | None = None) -> JSONResponse:
+    """Retry a job's failed or cancelled tasks (or one task)."""
+    return JSONResponse(ops.retry(ref, body.task if body else None))
+
+# --- tenants, secrets, audit ------------------------------------------------------------
+
+@router.get("/v1/tenants", tags=["tenants"])
+def tenants(ops: Ops) -> JSONResponse:
+    """The tenants the caller may see."""
+    return JSONResponse(ops.tenants())
+
+@router.get("/v1/tenants/{name}", tags=["tenants"])
+def tenant(name: Name, ops: Ops) -> JSONResponse:
+    """One tenant."""
+    return JSONResponse(ops.tenant(name))
+
+@router.put("/v1/tenants/{name}", tags=["tenants"])
+def set_tenant(name: Name, body: TenantUpdate, ops: Ops) -> JSONResponse:
+    """Create or change a tenant (admins)."""
+    return JSONResponse(
+        ops.set_tenant(name, weight=body.weight, guaranteed=body.guaranteed, limits=body.limits)
+    )
+
+@router.get("/v1/tenants/{tenant}/secrets", tags=["secrets"])
+def secret_names(tenant: Name, ops: Ops) -> JSONResponse:
+    """A tenant's secret names (never values)."""
+    return JSONResponse(ops.secret_names(tenant))
+
+@router.put("/v1/tenants/{tenant}/secrets/{name}", tags=["secrets"])
+def set_secret(tenant: Name, name: Name, body: SecretValue, ops: Ops) -> JSONResponse:
+    """Set a secret's value (audited by name)."""
+    return JSONResponse(ops.set_secret(tenant, name, body.value))
+
+@router.delete("/v1/tenants/{tenant}/secrets/{name}", tags=["secrets"])
+def delete_secret(tenant: Name, name: Name, ops: Ops) -> JSONResponse:
+    """Delete a secret (audited by name)."""
+    return JSONResponse(ops.delete_secret(tenant, name))
+
+@router.get("/v1/audit", tags=["audit"])
+def audit(
+    ops: Ops,
+    since: Annotated[str | None, Query(max_length=64)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 200,
+) -> JSONResponse:
+    """The audit trail, newest first (members: their tenant's lines)."""
+    return JSONResponse(ops.audit(since=since or None, limit=limit))
+
+# --- from inside a job ------------------------------------------------------------------
+
+@router.post("/v1/attempts/{attempt_id}/commit", tags=["job side"])
+def commit(attempt_id: Name, body: CommitRequest, ops: Ops) -> JSONResponse:
+    """Commit a partition attempt's output manifest (fenced; once)."""
+    return JSONResponse(ops.commit(attempt_id, body.token, body.manifest))
+
+@router.post("/v1/attempts/{attempt_id}/checkpoints", tags=["job side"])
+def report_checkpoint(attempt_id: Name, body: CheckpointReport, ops: Ops) -> JSONResponse:
+    """Record a checkpoint of a running training attempt (fenced)."""
+    return JSONResponse(
+        ops.report_checkpoint(
+            attempt_id, body.token,
+            step=body.step, path=body.path, size_bytes=body.size_bytes, duration_s=body.duration_s,
+        )  # fmt: skip
+    )
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    """_install_error_handlers answers every error as ``{"error", "message"}`` with its status."""
+
+    async def domain_error(_request: Request, exc: Exception) -> JSONResponse:
+        status, body = describe(exc)
+        return JSONResponse(body, status_code=status)
+
+    async def validation_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, RequestValidationError)
+        return JSONResponse(error_body("InvalidRequest", _validation_message(exc)), status_code=400)
+
+    async def http_error(_request: Request, exc: Exception) -> JSONResponse:
+        assert isinstance(exc, StarletteHTTPException)
+        kind = {404: "NotFound", 405: "MethodNotAllowed"}.get(exc.status_code, "InvalidRequest")
+        return JSONResponse(error_body(kind, str(exc.detail)), status_code=exc.status_code)
+
+    async def unexpected(_request: Request, exc: Exception) -> JSONResponse:
+        # Starlette re-raises after this answer, so the server logs the traceback once
+        body = error_body("InternalError", f"internal error: {type(exc).__name__} (see the service log)")
+        return JSONResponse(body, status_code=500)
+
+    app.add_exception_handler(RequestValidationError, validation_error)
+    app.add_exception_handler(StarletteHTTPException, http_error)
+    for kind in (MetaschedError, SpecError, IllegalTransition, Unauthenticated, SQLAlchemyError):
+        app.add_exception_handler(kind, domain_error)
+    app.add_exception_handler(Exception, unexpected)
+
+
+def _validation_message(exc: RequestValidationError) -> str:
+    """_validation_message is the first problems of a refused request, as ``where: what``."""
+    problems = []
+    for error in exc.errors()[:3]:
+        where = ".".join(str(part) for part in error.get("loc", ()) if part != "body") or "request"
+        problems.append(f"{where}: {error.get('msg', 'invalid')}")
+    return clip("invalid request: " + "; ".join(problems), 2_000)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("metasched")
+    except metadata.PackageNotFoundError:
+        return "0"

@@ -1,0 +1,216 @@
+"""Operations: every operation of the API for one caller, with JSON-ready answers.
+
+The HTTP service (``meta.service.http``) builds one per request from the authenticated caller;
+the CLI's local mode (root on the server host, ``--db``) builds one from the local user. Both
+therefore authorize, validate and answer alike, and the CLI renders the same JSON either way.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from meta.model.durations import parse_instant
+from meta.model.errors import InvalidRequest
+from meta.model.jobfile import JobFileError, decode_job_text
+from meta.model.limits import clip
+from meta.model.spec import SpecError, load_spec_text, spec_from_dict
+from meta.model.states import JobState
+from meta.service import artifacts, jobside, secret_admin, tenant_admin
+from meta.service.api import Service
+from meta.service.explain import explain_job
+from meta.store import audit
+from tenants.identity import Principal
+from tenants.secrets import DEFAULT_ROOT
+
+MAX_LIST = 100_000  # jobs or audit lines in one answer
+MAX_SOURCE_CHARS = 4_096
+
+
+class Operations:
+    """Operations answers one caller's requests over one Service (and the tenant secrets folder)."""
+
+    def __init__(self, service: Service, principal: Principal, *, secrets_root: str | Path = DEFAULT_ROOT):
+        self.service = service
+        self.principal = principal
+        self.secrets_root = secrets_root
+
+    # --- who ------------------------------------------------------------------------------
+
+    def whoami(self) -> dict[str, Any]:
+        """whoami describes the caller as the service authorizes it."""
+        return principal_view(self.principal)
+
+    # --- jobs -----------------------------------------------------------------------------
+
+    def submit_text(
+        self, spec_text: str, *, source: str = "<job>", key: str | None = None, submit_dir: str | None = None
+    ) -> dict[str, Any]:
+        """submit_text validates a job file's text (YAML or JSON) and submits it; the job and whether it is new.
+
+        ``submit_dir`` (the caller's working folder) is accepted for jobs that run as their users
+        (docs/identity.md §5), which record it; until then it is not stored.
+        """
+        source = clip(source or "<job>", MAX_SOURCE_CHARS)
+        try:
+            # the same checks as a file read from disk: strict UTF-8 (no lone surrogates), no NUL
+            text = decode_job_text(spec_text.encode("utf-8", "surrogatepass"), source)
+        except JobFileError as exc:
+            raise SpecError([f"(file) {exc}"]) from None
+        return self._submit(load_spec_text(text, source), key)
+
+    def submit_spec(self, spec: Any, *, key: str | None = None, submit_dir: str | None = None) -> dict[str, Any]:
+        """submit_spec validates an already parsed spec (msbatch's translation) and submits it."""
+        return self._submit(spec_from_dict(spec), key)
+
+    def _submit(self, spec: Any, key: str | None) -> dict[str, Any]:
+        result = self.service.submit(spec, idempotency_key=key, principal=self.principal)
+        return {**result.job.to_dict(), "created": result.created}
+
+    def list_jobs(self, *, tenant: str | None = None, state: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """list_jobs lists the newest jobs the caller may see, optionally of one tenant and state."""
+        jobs = self.service.list_jobs(
+            principal=self.principal, tenant=tenant, state=_job_state(state), limit=_limit(limit)
+        )
+        return [job.to_dict() for job in jobs]
+
+    def status(self, ref: str) -> dict[str, Any]:
+        """status is a job's spec, tasks, attempts and recent transitions."""
+        return self.service.status(ref, principal=self.principal).to_dict()
+
+    def explain(self, ref: str) -> dict[str, Any]:
+        """explain is why each task of the job waits (the last cycle's typed reason)."""
+        status = self.service.status(ref, principal=self.principal)
+        with self.service.db.session() as session:
+            return explain_job(session, status.summary.id, status.summary.short_id, status.summary.state)
+
+    def outputs(self, ref: str) -> dict[str, Any]:
+        """outputs is the job's committed output manifests, one per partition."""
+        status = self.service.status(ref, principal=self.principal)
+        with self.service.db.session() as session:
+            return artifacts.outputs(session, status.summary.id)
+
+    def checkpoints(self, ref: str, *, node_mtbf_s: float = artifacts.DEFAULT_NODE_MTBF_S) -> dict[str, Any]:
+        """checkpoints lists the job's checkpoints and the recommended interval (Young/Daly)."""
+        if not 0 < node_mtbf_s <= 1e10:
+            raise InvalidRequest("node MTBF must be a positive number of seconds (at most 1e10)")
+        status = self.service.status(ref, principal=self.principal)
+        workers = int(status.spec.get("workers", 1))
+        with self.service.db.session() as session:
+            return artifacts.checkpoints(session, status.summary.id, workers, node_mtbf_s)
+
+    def cancel(self, ref: str) -> dict[str, Any]:
+        """cancel stops the job (idempotent) and returns its status."""
+        return self.service.cancel(ref, principal=self.principal).to_dict()
+
+    def retry(self, ref: str, task: int | None = None) -> list[dict[str, Any]]:
+        """retry re-queues the failed or cancelled tasks of a job (or only task ``task``)."""
+        if task is not None and task < 0:
+            raise InvalidRequest(f"task index {task} must not be negative")
+        target = ref if task is None else f"{ref}/{task}"
+        tasks = self.service.retry(target, principal=self.principal)
+        return [{"id": t.id, "index": t.index, "name": t.name, "state": t.state} for t in tasks]
+
+    # --- tenants, secrets, audit ------------------------------------------------------------
+
+    def tenants(self) -> list[dict[str, Any]]:
+        """tenants lists the tenants the caller may see."""
+        with self.service.db.session() as session:
+            return tenant_admin.visible_tenants(session, self.principal)
+
+    def tenant(self, name: str) -> dict[str, Any]:
+        """tenant shows one tenant the caller may see."""
+        with self.service.db.session() as session:
+            return tenant_admin.show_tenant(session, self.principal, name)
+
+    def set_tenant(
+        self,
+        name: str,
+        *,
+        weight: float | None = None,
+        guaranteed: list[str] | None = None,
+        limits: list[str] | None = None,
+    ) -> dict[str, Any]:
+        """set_tenant sets a tenant's guarantees (admins; weights and limits are Slurm's: refused with the command)."""
+        with self.service.db.session() as session:
+            return tenant_admin.change_tenant(
+                session, self.principal, name, weight=weight, guaranteed=guaranteed, limits=limits
+            )
+
+    def secret_names(self, tenant: str) -> list[str]:
+        """secret_names lists a tenant's secret names."""
+        return secret_admin.names(self.secrets_root, self.principal, tenant)
+
+    def set_secret(self, tenant: str, name: str, value: str) -> dict[str, Any]:
+        """set_secret sets one secret value (audited by name)."""
+        secret_admin.put(self.service.db, self.secrets_root, self.principal, tenant, name, value)
+        return {"tenant": tenant, "name": name, "set": True}
+
+    def delete_secret(self, tenant: str, name: str) -> dict[str, Any]:
+        """delete_secret deletes one secret (audited by name)."""
+        secret_admin.delete(self.service.db, self.secrets_root, self.principal, tenant, name)
+        return {"tenant": tenant, "name": name, "deleted": True}
+
+    def audit(self, *, since: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+        """audit is the newest audit lines the caller may see (a member: its tenant's only)."""
+        try:
+            since_at = parse_instant(since) if since else None
+        except ValueError as exc:
+            raise InvalidRequest(f"--since: {exc}") from None
+        with self.service.db.session() as session:
+            events = audit.read(session, tenants=self.principal.audit_tenants(), since=since_at, limit=_limit(limit))
+        return [event.to_dict() for event in events]
+
+    # --- from inside a job --------------------------------------------------------------------
+
+    def commit(self, attempt_id: str, token: int, manifest: Any) -> dict[str, Any]:
+        """commit records a partition attempt's output manifest (fenced; once)."""
+        with self.service.db.session() as session:
+            return jobside.commit_output(session, self.principal, attempt_id, token, manifest)
+
+    def report_checkpoint(
+        self,
+        attempt_id: str,
+        token: int,
+        *,
+        step: int,
+        path: str,
+        size_bytes: int | None = None,
+        duration_s: float | None = None,
+    ) -> dict[str, Any]:
+        """report_checkpoint records a checkpoint of a running training attempt (fenced)."""
+        with self.service.db.session() as session:
+            return jobside.report_checkpoint(
+                session, self.principal, attempt_id, token,
+                step=step, path=path, size_bytes=size_bytes, duration_s=duration_s,
+            )  # fmt: skip
+
+
+def principal_view(principal: Principal) -> dict[str, Any]:
+    """principal_view is what ``whoami`` tells: user, uid/gid, tenants (accounts), coordinated ones, admin."""
+    return {
+        "user": principal.name,
+        "uid": principal.uid,
+        "gid": principal.gid,
+        "tenant": principal.tenant,
+        "admin": principal.is_admin,
+        "accounts": sorted(principal.accounts or ()),
+        "default_account": principal.default_account,
+        "coordinates": sorted(principal.coordinates),
+    }
+
+
+def _job_state(state: str | None) -> JobState | None:
+    if state is None or state == "":
+        return None
+    try:
+        return JobState(state)
+    except ValueError:
+        choices = ", ".join(s.value for s in JobState)
+        raise InvalidRequest(clip(f"state {state!r} is not one of {choices}")) from None
+
+
+def _limit(limit: int) -> int:
+    if not 1 <= limit <= MAX_LIST:
+        raise InvalidRequest(f"limit must be 1 to {MAX_LIST}")
+    return limit
