@@ -14,13 +14,13 @@ class ApiBackend:
 
     def __init__(self, client: ApiClient, tenant: str | None = None):
         self.client = client
-        self.tenant = tenant
+        self.as_tenant = tenant  # not ``tenant``: that is a method of the Backend
 
     def _get(self, path: str, **query: Any) -> Any:
-        return self.client.call("GET", path, query={**query, "as_tenant": self.tenant})
+        return self.client.call("GET", path, query={**query, "as_tenant": self.as_tenant})
 
     def _send(self, method: str, path: str, body: Any = None) -> Any:
-        return self.client.call(method, path, query={"as_tenant": self.tenant}, body=body)
+        return self.client.call(method, path, query={"as_tenant": self.as_tenant}, body=body)
 
     def whoami(self) -> dict[str, Any]:
         """whoami is GET /v1/whoami."""
@@ -30,12 +30,12 @@ class ApiBackend:
         self, spec_text: str, *, source: str = "<job>", key: str | None = None, submit_dir: str | None = None
     ) -> dict[str, Any]:
         """submit_text is POST /v1/jobs with the job file's text."""
-        body = {"spec_text": spec_text, "source": source, "key": key, "tenant": self.tenant, "submit_dir": submit_dir}
+        body = {"spec_text": spec_text, "source": source, "key": key, "tenant": self.as_tenant, "submit_dir": submit_dir}
         return self.client.call("POST", "/v1/jobs", body=body)
 
     def submit_spec(self, spec: Any, *, key: str | None = None, submit_dir: str | None = None) -> dict[str, Any]:
         """submit_spec is POST /v1/jobs with a parsed spec (the server validates it)."""
-        body = {"spec": spec, "key": key, "tenant": self.tenant, "submit_dir": submit_dir}
+        body = {"spec": spec, "key": key, "tenant": self.as_tenant, "submit_dir": submit_dir}
         return self.client.call("POST", "/v1/jobs", body=body)
 
     def list_jobs(self, *, tenant: str | None = None, state: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
