@@ -25,7 +25,9 @@ from meta.model.errors import (
 from meta.model.limits import clip
 from meta.model.spec import SpecError
 from meta.model.states import IllegalTransition
+from tenants.associations import AccountingUnavailable
 from tenants.auth import Unauthenticated
+from tenants.munge import MungeUnavailable
 
 log = logging.getLogger("metasched.api")
 
@@ -34,6 +36,9 @@ _SHOWN_PROBLEMS = 3
 
 # most specific first: the first class an error is an instance of decides
 _STATUS: tuple[tuple[type[BaseException], int], ...] = (
+    # the service's own munged or slurmdbd cannot be asked: not the caller's fault, try again
+    (MungeUnavailable, 503),
+    (AccountingUnavailable, 503),
     (Unauthenticated, 401),
     (SpecError, 400),
     (InvalidRequest, 400),

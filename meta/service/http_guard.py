@@ -16,7 +16,7 @@ from typing import Any
 
 from starlette.concurrency import run_in_threadpool
 
-from meta.service.http_errors import error_body
+from meta.service.http_errors import describe, error_body
 from tenants.auth import Authenticator, Unauthenticated
 
 Scope = MutableMapping[str, Any]
@@ -81,7 +81,8 @@ class RequestGuard:
                     self.authenticator.authenticate, header, scope["method"], target, body
                 )
             except Unauthenticated as exc:
-                await _refuse(send, 401, "Unauthenticated", str(exc) or "not authenticated")
+                status, body = describe(exc)  # 401, or 503 when the service's own munged is down
+                await _refuse(send, status, body["error"], body["message"])
                 return
             scope.setdefault("state", {})["identity"] = identity
         await self.app(scope, _replay(body, receive), send)

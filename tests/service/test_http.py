@@ -23,7 +23,10 @@ from meta.model.states import AttemptState
 from meta.service.api import Service
 from meta.service.http import create_app
 from meta.store import audit
+from tenants.associations import AccountingUnavailable
+from tenants.munge import MungeUnavailable
 from tests.api_support import ALICE, BOB, ROOT, TestAuthenticator, payload_digest, principal_for
+from tests.conftest import sqlite_database
 from tests.runtime.support import checkpointing, inference, place, share, submit
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -37,6 +40,15 @@ def api(service: Service, tmp_path: Path) -> Iterator[TestClient]:
     app = create_app(service, TestAuthenticator(), principal_for, secrets_root=tmp_path / "secrets")
     with TestClient(app) as client:
         yield client
+
+
+@pytest.fixture
+def sqlite_api(tmp_path: Path) -> Iterator[TestClient]:
+    """sqlite_api is the app on a SQLite store only: for checks that happen before any store access."""
+    service = Service(sqlite_database(tmp_path / "auth.sqlite"))
+    with TestClient(create_app(service, TestAuthenticator(), principal_for)) as client:
+        yield client
+    service.db.dispose()
 
 
 def call(api: TestClient, method: str, url: str, who: str | None = ROOT, **kwargs: Any) -> Any:
@@ -98,9 +110,9 @@ def test_healthz_and_openapi_need_no_credential(api: TestClient) -> None:
 
 @pytest.mark.parametrize(("method", "path"), ROUTES)
 @pytest.mark.parametrize("header", [None, "", "Basic cm9vdDpyb290", "TEST uid=root"])
-def test_every_route_needs_a_credential(api: TestClient, method: str, path: str, header: str | None) -> None:
+def test_every_route_needs_a_credential(sqlite_api: TestClient, method: str, path: str, header: str | None) -> None:
     url = path.format(ref="j00000000", name="x", tenant="tenant-a", attempt_id="a")
-    message = error(call(api, method, url, header, json={}), 401, "Unauthenticated")
+    message = error(call(sqlite_api, method, url, header, json={}), 401, "Unauthenticated")
     assert message
 
 
@@ -379,3 +391,18 @@ def test_deeply_nested_json_is_a_400_not_a_crash(api: TestClient) -> None:
     body = b'{"spec": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
     response = api.post("/v1/jobs", content=body, headers={"Authorization": ROOT, "Content-Type": "application/json"})
     assert response.status_code == 400 and response.json()["error"] == "InvalidRequest"
+
+
+def test_the_services_own_munged_or_accounting_down_is_503(service: Service) -> None:
+    class MungedDown:
+        def authenticate(self, *_: Any) -> Any:
+            raise MungeUnavailable("the local munged cannot be reached")
+
+    with TestClient(create_app(service, MungedDown(), principal_for)) as api:
+        assert "munged" in error(call(api, "GET", "/v1/jobs"), 503, "MungeUnavailable")
+
+    def accounting_down(*_: Any) -> Any:
+        raise AccountingUnavailable("Slurm accounting cannot be read (user alice): slurmdbd down")
+
+    with TestClient(create_app(service, TestAuthenticator(), accounting_down)) as api:
+        assert "slurmdbd" in error(call(api, "GET", "/v1/jobs", ALICE), 503, "AccountingUnavailable")
