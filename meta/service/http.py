@@ -71,7 +71,7 @@ class RetryRequest(_Body):
 
 
 class TenantUpdate(_Body):
-    """TenantUpdate changes a tenant's weight and quota maps (``TYPE=COUNT`` items; omitted: unchanged)."""
+    """TenantUpdate sets guaranteed GPUs (``TYPE=COUNT`` items; omitted: unchanged); weight and limits are refused."""
 
     weight: float | None = None
     guaranteed: list[Annotated[str, Field(max_length=MAX_NAME)]] | None = Field(default=None, max_length=MAX_QUOTA_ITEMS)
@@ -175,12 +175,12 @@ def create_app(
 
 @router.get("/healthz", tags=["service"])
 def healthz() -> JSONResponse:
-    """Liveness: answers without authentication."""
+    """healthz answers liveness, without authentication."""
     return JSONResponse({"status": "ok"})
 
 @router.get("/v1/whoami", tags=["service"])
 def whoami(request: Request, ops: Ops) -> JSONResponse:
-    """The authenticated caller: user, uid, gid, tenants and whether it is an admin."""
+    """whoami is the authenticated caller: user, uid, gid, tenants and whether it is an admin."""
     identity: Identity = request.state.identity
     return JSONResponse({**ops.whoami(), "user": identity.user, "uid": identity.uid, "gid": identity.gid})
 
@@ -188,7 +188,7 @@ def whoami(request: Request, ops: Ops) -> JSONResponse:
 
 @router.post("/v1/jobs", tags=["jobs"], status_code=201)
 def submit(request: Request, body: SubmitRequest, as_tenant: AsTenant = None) -> JSONResponse:
-    """Submit a job: 201 when created, 200 when the idempotency key names an existing job."""
+    """submit stores a job: 201 when created, 200 when the idempotency key names an existing job."""
     ops = operations_for(request, body.tenant or as_tenant)
     if (body.spec_text is None) == (body.spec is None):
         raise InvalidRequest("give exactly one of spec_text (a job file) and spec (a parsed spec)")
@@ -205,73 +205,73 @@ def list_jobs(
     state: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 200,
 ) -> JSONResponse:
-    """List the jobs the caller may see, newest first."""
+    """list_jobs lists the jobs the caller may see, newest first."""
     return JSONResponse(ops.list_jobs(tenant=tenant or None, state=state or None, limit=limit))
 
 @router.get("/v1/jobs/{ref}", tags=["jobs"])
 def status(ref: Ref, ops: Ops) -> JSONResponse:
-    """A job's spec, tasks, attempts and recent transitions."""
+    """status is a job's spec, tasks, attempts and recent transitions."""
     return JSONResponse(ops.status(ref))
 
 @router.get("/v1/jobs/{ref}/explain", tags=["jobs"])
 def explain(ref: Ref, ops: Ops) -> JSONResponse:
-    """Why each task of a job waits."""
+    """explain is why each task of a job waits."""
     return JSONResponse(ops.explain(ref))
 
 @router.get("/v1/jobs/{ref}/outputs", tags=["jobs"])
 def outputs(ref: Ref, ops: Ops) -> JSONResponse:
-    """An inference job's committed outputs: one manifest per partition."""
+    """outputs is an inference job's committed outputs: one manifest per partition."""
     return JSONResponse(ops.outputs(ref))
 
 @router.get("/v1/jobs/{ref}/checkpoints", tags=["jobs"])
 def checkpoints(
     ref: Ref, ops: Ops, node_mtbf_s: Annotated[float, Query(gt=0, le=1e10)] = DEFAULT_NODE_MTBF_S
 ) -> JSONResponse:
-    """A training job's checkpoints and the recommended interval (Young/Daly)."""
+    """checkpoints lists a training job's checkpoints and the recommended interval (Young/Daly)."""
     return JSONResponse(ops.checkpoints(ref, node_mtbf_s=node_mtbf_s))
 
 @router.post("/v1/jobs/{ref}/cancel", tags=["jobs"])
 def cancel(ref: Ref, ops: Ops) -> JSONResponse:
-    """Cancel a job (idempotent); answers its status."""
+    """cancel stops a job (idempotent) and answers its status."""
     return JSONResponse(ops.cancel(ref))
 
 @router.post("/v1/jobs/{ref}/retry", tags=["jobs"])
 def retry(ref: Ref, ops: Ops, body: RetryRequest | None = None) -> JSONResponse:
-    """Retry a job's failed or cancelled tasks (or one task)."""
+    """retry re-queues a job's failed or cancelled tasks (or one task)."""
     return JSONResponse(ops.retry(ref, body.task if body else None))
 
 # --- tenants, secrets, audit ------------------------------------------------------------
 
 @router.get("/v1/tenants", tags=["tenants"])
 def tenants(ops: Ops) -> JSONResponse:
-    """The tenants the caller may see."""
+    """tenants lists the tenants the caller may see."""
     return JSONResponse(ops.tenants())
 
 @router.get("/v1/tenants/{name}", tags=["tenants"])
 def tenant(name: Name, ops: Ops) -> JSONResponse:
-    """One tenant."""
+    """tenant shows one tenant the caller may see."""
     return JSONResponse(ops.tenant(name))
 
 @router.put("/v1/tenants/{name}", tags=["tenants"])
 def set_tenant(name: Name, body: TenantUpdate, ops: Ops) -> JSONResponse:
-    """Create or change a tenant (admins)."""
+    """set_tenant sets a tenant's guaranteed GPUs (admins; weights and limits are Slurm's)."""
     return JSONResponse(
         ops.set_tenant(name, weight=body.weight, guaranteed=body.guaranteed, limits=body.limits)
     )
 
 @router.get("/v1/tenants/{tenant}/secrets", tags=["secrets"])
 def secret_names(tenant: Name, ops: Ops) -> JSONResponse:
-    """A tenant's secret names (never values)."""
+    """secret_names lists a tenant's secret names (never values)."""
     return JSONResponse(ops.secret_names(tenant))
 
 @router.put("/v1/tenants/{tenant}/secrets/{name}", tags=["secrets"])
 def set_secret(tenant: Name, name: Name, body: SecretValue, ops: Ops) -> JSONResponse:
-    """Set a secret's value (audited by name)."""
+    """set_secret sets a secret's value (audited by name)."""
     return JSONResponse(ops.set_secret(tenant, name, body.value))
 
 @router.delete("/v1/tenants/{tenant}/secrets/{name}", tags=["secrets"])
 def delete_secret(tenant: Name, name: Name, ops: Ops) -> JSONResponse:
-    """Delete a secret (audited by name)."""
+    """delete_secret deletes a secret (audited by name)."""
     return JSONResponse(ops.delete_secret(tenant, name))
 
 @router.get("/v1/audit", tags=["audit"])
@@ -280,19 +280,19 @@ def audit(
     since: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 200,
 ) -> JSONResponse:
-    """The audit trail, newest first (members: their tenant's lines)."""
+    """audit is the audit trail, newest first (members: their tenants' lines)."""
     return JSONResponse(ops.audit(since=since or None, limit=limit))
 
 # --- from inside a job ------------------------------------------------------------------
 
 @router.post("/v1/attempts/{attempt_id}/commit", tags=["job side"])
 def commit(attempt_id: Name, body: CommitRequest, ops: Ops) -> JSONResponse:
-    """Commit a partition attempt's output manifest (fenced; once)."""
+    """commit records a partition attempt's output manifest (fenced; once)."""
     return JSONResponse(ops.commit(attempt_id, body.token, body.manifest))
 
 @router.post("/v1/attempts/{attempt_id}/checkpoints", tags=["job side"])
 def report_checkpoint(attempt_id: Name, body: CheckpointReport, ops: Ops) -> JSONResponse:
-    """Record a checkpoint of a running training attempt (fenced)."""
+    """report_checkpoint records a checkpoint of a running training attempt (fenced)."""
     return JSONResponse(
         ops.report_checkpoint(
             attempt_id, body.token,
