@@ -26,6 +26,14 @@ def read_job_file(path: str) -> str:
     return decode_job_text(read_job_bytes(path), path)
 
 
+def _cwd() -> str | None:
+    """_cwd is the submission folder (None when it was removed under us)."""
+    try:
+        return os.getcwd()
+    except OSError:
+        return None
+
+
 @click.command()
 @click.option("-f", "--file", "path", required=True, type=click.Path(dir_okay=False), help="Job file (YAML or JSON).")
 @click.option("--key", default=None, help="Idempotency key: resubmitting with the same key returns the same job.")
@@ -35,7 +43,7 @@ def read_job_file(path: str) -> str:
 def submit(state: CliState, path: str, key: str | None, as_json: bool) -> None:
     """Submit a job file; prints the job id."""
     text = read_job_file(path)
-    result = state.backend().submit_text(text, source=path, key=key, submit_dir=os.getcwd())
+    result = state.backend().submit_text(text, source=path, key=key, submit_dir=_cwd())
     if as_json:
         echo_json(result)
         return

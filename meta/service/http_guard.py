@@ -1,9 +1,10 @@
 """RequestGuard: the ASGI layer in front of every route: bounded requests, then authentication.
 
-In order: the request target and declared body size are checked (413 before a byte of an
-oversized body is read), the body is read up to the bound (a chunked body that grows past it is
-cut off with 413), and then the caller is authenticated over exactly those bytes — the
-credential binds method, target and body — before any route runs. Only ``PUBLIC`` paths skip
+In order: the request target is checked, a request without any credential is refused, the
+declared body size is checked (413 before a byte of an oversized body is read), the body is
+read up to the bound (a chunked body that grows past it is cut off with 413), and then the
+caller is authenticated over exactly those bytes — the credential binds method, target and
+body — before any route runs. Only ``PUBLIC`` paths skip
 authentication. The route then receives the same body bytes and the ``Identity`` in
 ``request.state.identity``.
 """
@@ -62,6 +63,12 @@ class RequestGuard:
         if len(target) > self.max_target_bytes:
             await _refuse(send, 414, "InvalidRequest", f"request target longer than {self.max_target_bytes} bytes")
             return
+        public = scope["path"] in PUBLIC
+        header = _header(scope, b"authorization")
+        if not public and not (header or "").strip():
+            # no credential at all: refused before a byte of the body is read, in the authenticator's words
+            await self._authenticate(scope, send, header, target, b"")
+            return
         declared = _content_length(scope)
         if declared is None:
             await _refuse(send, 400, "InvalidRequest", "bad Content-Length header")
@@ -73,19 +80,22 @@ class RequestGuard:
         if body is None:
             await _refuse(send, 413, "PayloadTooLarge", f"request body larger than {self.max_body_bytes} bytes")
             return
-        if scope["path"] not in PUBLIC:
-            header = _header(scope, b"authorization")
-            try:
-                # the authenticator may block (munged, unmunge): keep the event loop free
-                identity = await run_in_threadpool(
-                    self.authenticator.authenticate, header, scope["method"], target, body
-                )
-            except Unauthenticated as exc:
-                status, body = describe(exc)  # 401, or 503 when the service's own munged is down
-                await _refuse(send, status, body["error"], body["message"])
+        if not public:
+            identity = await self._authenticate(scope, send, header, target, body)
+            if identity is None:
                 return
             scope.setdefault("state", {})["identity"] = identity
         await self.app(scope, _replay(body, receive), send)
+
+    async def _authenticate(self, scope: Scope, send: Send, header: str | None, target: str, body: bytes) -> Any:
+        """_authenticate is the caller's Identity, or None once a refusal (401, or 503) has been sent."""
+        try:
+            # the authenticator may block (munged, unmunge): keep the event loop free
+            return await run_in_threadpool(self.authenticator.authenticate, header, scope["method"], target, body)
+        except Unauthenticated as exc:
+            status, answer = describe(exc)  # 401, or 503 when the service's own munged is down
+            await _refuse(send, status, answer["error"], answer["message"])
+            return None
 
 
 def _header(scope: Scope, name: bytes) -> str | None:

@@ -406,3 +406,10 @@ def test_the_services_own_munged_or_accounting_down_is_503(service: Service) -> 
 
     with TestClient(create_app(service, TestAuthenticator(), accounting_down)) as api:
         assert "slurmdbd" in error(call(api, "GET", "/v1/jobs", ALICE), 503, "AccountingUnavailable")
+
+
+def test_a_request_without_any_credential_is_refused_before_its_body_is_read(service: Service) -> None:
+    authenticator = TestAuthenticator()
+    with TestClient(create_app(service, authenticator, principal_for, max_body_bytes=10)) as api:
+        response = call(api, "POST", "/v1/jobs", None, content=json.dumps({"spec_text": "x" * 100}))
+        assert "no credential" in error(response, 401, "Unauthenticated")  # not 413: never read
