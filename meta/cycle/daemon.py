@@ -38,6 +38,7 @@ from dataclasses import dataclass, field, replace
 
 from sqlalchemy import event, func, select
 
+from meta.config.period import DEFAULT_PERIOD_S
 from meta.cycle.actuate import SUBMIT_PARALLEL, ActuationResult, Actuator
 from meta.cycle.apply import apply_plan
 from meta.cycle.health import NodeWatch, evict_from_unusable_nodes
@@ -75,7 +76,7 @@ def default_holder() -> str:
 class DaemonConfig:
     """DaemonConfig holds the daemon's periods, leases and the policy configuration."""
 
-    period_s: float = 2.0
+    period_s: float = DEFAULT_PERIOD_S
     leader_lease_s: float = 15.0
     holder: str = field(default_factory=default_holder)
     topology_refresh_s: float = 300.0

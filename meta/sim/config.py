@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from meta.config.period import DEFAULT_IDLE_CYCLE_S, DEFAULT_PERIOD_S
 from meta.model.kinds import JobKind, Topology
 
 # Time-limit buckets (s) a user would pick with ``sbatch --time``: 30 min … 30 days.
@@ -23,7 +24,10 @@ class SimConfig:
     preemptible_kinds: frozenset[JobKind] = frozenset({JobKind.TRAINING, JobKind.EVALUATION})
     estimate: str = "bucket"  # "bucket": duration rounded up to a time-limit bucket; "noise": × factor
     noise_factor: float = 2.0  # used by estimate="noise"
-    cycle_interval_s: float = 0.0  # 0 = a cycle at every event time; >0 = cycles on this grid
+    # the daemon's period: arrivals and completions are decided at the next tick (0 = at once)
+    cycle_interval_s: float = DEFAULT_PERIOD_S
+    # with work waiting, a cycle at least this often even when nothing happens (0 = never)
+    idle_cycle_s: float = DEFAULT_IDLE_CYCLE_S
     warmup_hours: float | None = None  # None = the cluster preset's default
     usage_half_life_s: float = 7 * 86400.0  # Slurm's PriorityDecayHalfLife default
     gang_topology: Topology = Topology.PREFER_SAME_SWITCH

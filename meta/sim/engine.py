@@ -30,6 +30,7 @@ from meta.sim.job import JobState, SimJob
 from meta.sim.trace import TraceJob
 from meta.sim.usage import UsageLedger, guarantees_from_weights
 
+WARMUP_TOO_LONG = "warm-up longer than the trace: every job is measured"
 COMPLETE, STOP, CHECKPOINT = 0, 1, 2  # capacity comes back before checkpoints at one instant
 
 
@@ -63,6 +64,8 @@ class EngineResult:
     invalid_placements: int = 0
     held_reservations: int = 0
     notes: list[str] = field(default_factory=list)
+    # GPU-time that was busy but useless: (start, end, GPUs) of discarded work and of restores
+    waste: list[tuple[float, float, int]] = field(default_factory=list)
 
 
 class Engine:
@@ -99,6 +102,7 @@ class Engine:
         self.by_attempt: dict[str, int] = {}
         self.events: list[tuple[float, int, int, int]] = []  # (time, kind, job index, attempt)
         self.samples: list[CycleSample] = []
+        self._last_cycle: float | None = None
         self.result = EngineResult(self.jobs, self.ledger, self.samples, self.window, self.capacity_gpus, notes=self.notes)
 
     # --- setup --------------------------------------------------------------------------------
@@ -120,7 +124,7 @@ class Engine:
             estimate = runtime_estimate(job.duration_s, self.config)
             jobs.append(SimJob(job, job.submit_time, original >= warm_end, workers, per_worker, estimate))
         if jobs and not any(job.measured for job in jobs):
-            self.notes.append("warm-up longer than the trace: every job is measured")
+            self.notes.append(WARMUP_TOO_LONG)
             for job in jobs:
                 job.measured = True
         return jobs
@@ -175,14 +179,14 @@ class Engine:
                 cursor += 1
             if self.progress and cursor:
                 self.progress(cursor)
-            if changed:
+            if changed or self._idle_due(now):
                 self._cycles(now)
         self.ledger.advance(max(self.ledger.clock, self.window[1]))
         self.result.wall_s = time.perf_counter() - started
         return self.result
 
     def _next_time(self, arrivals: list[int], cursor: int) -> float:
-        """_next_time is the next event instant, rounded up to the cycle grid when one is set."""
+        """_next_time is the next event instant on the period grid, or the next idle cycle if sooner."""
         candidates = []
         if cursor < len(arrivals):
             candidates.append(self.jobs[arrivals[cursor]].submit)
@@ -190,7 +194,20 @@ class Engine:
             candidates.append(self.events[0][0])
         now = min(candidates)
         step = self.config.cycle_interval_s
-        return math.ceil(now / step) * step if step > 0 else now
+        now = math.ceil(now / step) * step if step > 0 else now
+        idle = self._next_idle_cycle()
+        return min(now, idle) if idle is not None else now
+
+    def _next_idle_cycle(self) -> float | None:
+        """_next_idle_cycle is when waiting work is looked at again though nothing happened (None: never)."""
+        if not self.pending or self.config.idle_cycle_s <= 0 or self._last_cycle is None:
+            return None
+        return self._last_cycle + self.config.idle_cycle_s
+
+    def _idle_due(self, now: float) -> bool:
+        """_idle_due: work waits and the last cycle is an idle interval old (aging, holds, deadlines move)."""
+        due = self._next_idle_cycle()
+        return due is not None and now >= due
 
     def _pop_events(self, now: float) -> bool:
         """_pop_events applies every completion and checkpoint due by ``now``; True if capacity freed."""
@@ -229,6 +246,7 @@ class Engine:
 
     def _cycles(self, now: float) -> None:
         """_cycles calls the policy, and again at the same instant while preemptions free capacity."""
+        self._last_cycle = now
         for _ in range(self.config.max_cycles_per_instant):
             if not self.pending:
                 return
@@ -317,6 +335,10 @@ class Engine:
         restore = task.restore_cost_s if job.saved_s > 0 else 0.0
         remaining = job.trace.duration_s - job.saved_s
         job.state, job.attempt_start, job.attempt_restore_s, job.last_checkpoint = JobState.RUNNING, now, restore, None
+        if restore > 0:  # reloading a checkpoint occupies the GPUs without progress
+            job.restore_gpu_s += restore * job.gpus
+            job.restore_slot = len(self.result.waste)
+            self.result.waste.append((now, now + restore, job.gpus))
         job.queue_s += now - job.pending_since
         if job.first_start is None:
             job.first_start = now
@@ -384,8 +406,16 @@ class Engine:
         if job.last_checkpoint is not None and task.checkpoint_interval_s:
             done = job.last_checkpoint - job.attempt_start - job.attempt_restore_s
             job.saved_s += max(0.0, done)
-        lost_since = job.last_checkpoint if job.last_checkpoint is not None else job.attempt_start
-        job.lost_gpu_s += (now - lost_since) * job.gpus
+        restored = job.attempt_start + job.attempt_restore_s
+        if now < restored:  # stopped while still restoring: the rest of the restore never happened
+            job.restore_gpu_s -= (restored - now) * job.gpus
+            start, _, gpus = self.result.waste[job.restore_slot]
+            self.result.waste[job.restore_slot] = (start, now, gpus)
+        # the work since the last checkpoint (or since the restore ended) is thrown away
+        lost_since = max(job.last_checkpoint if job.last_checkpoint is not None else job.attempt_start, restored)
+        if now > lost_since:
+            job.discarded_gpu_s += (now - lost_since) * job.gpus
+            self.result.waste.append((lost_since, now, job.gpus))
         job.preemptions += 1
         grace = self.config.preemption_grace_s
         if grace <= 0:

@@ -43,7 +43,14 @@ class SimJob:
     pending_since: float = 0.0
     queue_s: float = 0.0  # total time spent pending, requeues included
     preemptions: int = 0
-    lost_gpu_s: float = 0.0
+    discarded_gpu_s: float = 0.0  # work since the last checkpoint, thrown away by preemptions
+    restore_gpu_s: float = 0.0  # time spent reloading checkpoints after restarts (no progress)
+    restore_slot: int = -1  # index of the current attempt's restore in EngineResult.waste
+
+    @property
+    def lost_gpu_s(self) -> float:
+        """lost_gpu_s is every GPU-second preemption cost this job: discarded work plus restores."""
+        return self.discarded_gpu_s + self.restore_gpu_s
 
     @property
     def gpus(self) -> int:

@@ -7,6 +7,10 @@ Conventions (printed with every report):
   JCT = completion − submit;
 * utilization = allocated GPU-time ÷ (cluster GPUs × measured window), the window running
   from the first measured arrival to the last arrival (the drain after it is not counted);
+  useful utilization leaves out the GPU-time preemptions wasted inside the window (work
+  discarded since the last checkpoint, checkpoint restores);
+* lost GPU-hours = discarded work + restore time, and preemptions, of measured jobs;
+* physical bound = mean JCT ÷ mean run time of the measured completed jobs (1 = nobody waited);
 * makespan = last completion − first arrival (all jobs);
 * stranded GPUs = plan.fragmentation.stranded_gpus, time-weighted over the measured window;
   ``series_h`` samples [hour, stranded, free] over time (≤ ~200 points).
@@ -73,6 +77,15 @@ def utilization(timeline: list[tuple[float, int]], window: tuple[float, float], 
     return area / (capacity * (hi - lo))
 
 
+def wasted(waste: list[tuple[float, float, int]], window: tuple[float, float], capacity: int) -> float:
+    """wasted is the share of the window's GPU-time spent on discarded work and restores."""
+    lo, hi = window
+    if hi <= lo or capacity <= 0:
+        return 0.0
+    area = sum(max(0.0, min(end, hi) - max(start, lo)) * gpus for start, end, gpus in waste)
+    return area / (capacity * (hi - lo))
+
+
 def stranded(samples: list[CycleSample], window: tuple[float, float]) -> dict[str, float]:
     """stranded time-weights the stranded-GPU samples over the window; also their p95 and max."""
     inside = [s for s in samples if window[0] <= s.time <= window[1]]
@@ -104,6 +117,8 @@ def fairness(result: EngineResult, weights: dict[str, float]) -> dict[str, Any]:
 def compute(result: EngineResult, weights: dict[str, float]) -> dict[str, Any]:
     """compute turns an engine result into the report's figures (times in seconds)."""
     done = [j for j in result.jobs if j.measured and j.state == JobState.DONE]
+    measured = [j for j in result.jobs if j.measured]
+    busy = utilization(result.ledger.timeline, result.window, result.capacity_gpus)
     big = [j for j in done if j.gpus >= BIG_JOB_GPUS]
     all_done = [j for j in result.jobs if j.state == JobState.DONE]
     first = min((j.submit for j in result.jobs), default=0.0)
@@ -121,10 +136,20 @@ def compute(result: EngineResult, weights: dict[str, float]) -> dict[str, Any]:
         "by_kind": _grouped(done, lambda j: j.trace.kind_label),
         "by_tenant": _grouped(done, lambda j: j.trace.tenant),
         "big_jobs": {"min_gpus": BIG_JOB_GPUS, "n": len(big), "queue": summary(j.queue_s for j in big)},
-        "utilization": utilization(result.ledger.timeline, result.window, result.capacity_gpus),
+        "utilization": busy,
+        # busy GPU-time minus the time preemptions wasted (discarded work, checkpoint restores)
+        "useful_utilization": busy - wasted(result.waste, result.window, result.capacity_gpus),
+        # how far from no waiting at all: mean JCT over the mean run time of the same jobs (>= 1)
+        "physical_bound": (sum(j.jct for j in done) / sum(j.trace.duration_s for j in done))
+        if done and sum(j.trace.duration_s for j in done) > 0 else 0.0,
         "makespan_s": last_end - first,
-        "preemptions": sum(j.preemptions for j in result.jobs),
-        "lost_gpu_hours": sum(j.lost_gpu_s for j in result.jobs) / 3600.0,
+        # of measured jobs (warm-up jobs run but are not counted, as everywhere else)
+        "preemptions": sum(j.preemptions for j in measured),
+        "lost_gpu_hours": sum(j.lost_gpu_s for j in measured) / 3600.0,
+        "lost_gpu_hours_detail": {
+            "discarded": sum(j.discarded_gpu_s for j in measured) / 3600.0,
+            "restores": sum(j.restore_gpu_s for j in measured) / 3600.0,
+        },
         "fairness": fairness(result, weights),
         "stranded_gpus": stranded(result.samples, result.window),
         "window_s": list(result.window),

@@ -10,7 +10,7 @@ from typing import Any
 from meta.sim import metrics, policies
 from meta.sim.cluster import ClusterSpec, load_cluster
 from meta.sim.config import SimConfig
-from meta.sim.engine import Engine, EngineResult
+from meta.sim.engine import WARMUP_TOO_LONG, Engine, EngineResult
 from meta.sim.trace import compress_arrivals, load_trace
 
 
@@ -78,12 +78,27 @@ def run(spec: RunSpec, progress: Callable[[int], None] | None = None, prepared=N
         "warmup_hours": warmup,
         "estimate": spec.config.estimate,
         "notes": notes + raw.notes + [
-            f"first {warmup:g} h of arrivals (trace time) excluded from metrics (warm-up)",
+            _warmup_note(warmup, raw),
             f"runtime estimate: {_estimate_note(spec.config)} — the same for every policy",
+            _cycle_note(spec.config),
         ],
         "metrics": metrics.compute(raw, weights),
     }
     return RunOutcome(report, raw)
+
+
+def _warmup_note(warmup_hours: float, raw: EngineResult) -> str:
+    """_warmup_note says what the warm-up excluded — or that every job was measured."""
+    if WARMUP_TOO_LONG in raw.notes or not warmup_hours:
+        return "no warm-up: every job is measured"
+    return f"first {warmup_hours:g} h of arrivals (trace time) excluded from metrics (warm-up)"
+
+
+def _cycle_note(config: SimConfig) -> str:
+    """_cycle_note says when the policy decides (the daemon's period model)."""
+    grid = f"on a {config.cycle_interval_s:g} s grid (the daemon's period)" if config.cycle_interval_s else "at once"
+    idle = f", and every {config.idle_cycle_s:g} s while work waits" if config.idle_cycle_s else ""
+    return f"decisions at arrivals and completions {grid}{idle}"
 
 
 def _estimate_note(config: SimConfig) -> str:

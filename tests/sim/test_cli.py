@@ -20,7 +20,7 @@ def test_table(tiny_trace):
     result = _invoke(["--trace", str(tiny_trace), *BASE, "--policy", "fifo"])
     assert result.exit_code == 0, result.output
     assert "queue delay mean" in result.output and "fifo" in result.output
-    assert "note: first 0 h of arrivals" in result.output
+    assert "note: no warm-up: every job is measured" in result.output
 
 
 def test_json_has_the_same_figures(tiny_trace):

@@ -12,7 +12,7 @@ from meta.sim.job import JobState
 from meta.sim.metrics import compute, utilization
 from meta.sim.trace import TraceJob
 
-EXACT = SimConfig(estimate="noise", noise_factor=1.0, warmup_hours=0.0)
+EXACT = SimConfig(estimate="noise", noise_factor=1.0, warmup_hours=0.0, cycle_interval_s=0.0, idle_cycle_s=0.0)
 
 
 def _run(trace, cluster="2x4", config=EXACT, originals=None):
@@ -69,3 +69,41 @@ def test_runtime_estimate_buckets_never_undershoot():
     assert runtime_estimate(2607, config) == 3600
     assert runtime_estimate(5_185_940, config) >= 5_185_940
     assert runtime_estimate(100, SimConfig(estimate="noise", noise_factor=2.0)) == 200
+
+
+def _recording(calls: list[float]):
+    """_recording is FIFO that remembers when it was asked (snapshot.now)."""
+
+    def policy(snapshot, config=None):
+        calls.append(snapshot.now)
+        return fifo.schedule(snapshot, config)
+
+    return policy
+
+
+def test_decisions_follow_the_daemons_period_and_waiting_work_is_looked_at_between_events():
+    # One 2-GPU node. A (2 GPUs, 1,000 s) arrives at 0 and starts at once (0 is on the 2 s grid).
+    # B (2 GPUs) arrives at 5: the daemon sees it at its next 2 s tick, 6, and it must wait for A.
+    # With nothing arriving or ending, B is looked at again every 60 s after the last cycle
+    # (66, 126, … 966) — aging and holds move with time — and A's end at 1,000 starts B.
+    calls: list[float] = []
+    config = SimConfig(estimate="noise", noise_factor=1.0, warmup_hours=0.0, cycle_interval_s=2.0, idle_cycle_s=60.0)
+    trace = [TraceJob("A", 0, 1000, 2, tenant="t"), TraceJob("B", 5, 100, 2, tenant="t")]
+    result = Engine(trace, load_cluster("1x2"), _recording(calls), None, config).run()
+    assert calls == [0.0, 6.0, *(6.0 + 60.0 * k for k in range(1, 17)), 1000.0]
+    a, b = result.jobs
+    assert (a.first_start, b.first_start, b.queue_s) == (0.0, 1000.0, 995.0)
+
+
+def test_an_arrival_off_the_grid_waits_for_the_next_tick():
+    calls: list[float] = []
+    config = SimConfig(estimate="noise", noise_factor=1.0, warmup_hours=0.0, cycle_interval_s=2.0, idle_cycle_s=0.0)
+    result = Engine([TraceJob("A", 7, 50, 1, tenant="t")], load_cluster("1x2"), _recording(calls), None, config).run()
+    assert calls == [8.0] and result.jobs[0].queue_s == 1.0  # the period's delay, charged as the daemon would
+
+
+def test_no_idle_cycles_without_waiting_work():
+    calls: list[float] = []
+    config = SimConfig(estimate="noise", noise_factor=1.0, warmup_hours=0.0, cycle_interval_s=2.0, idle_cycle_s=60.0)
+    Engine([TraceJob("A", 0, 500, 1, tenant="t")], load_cluster("1x2"), _recording(calls), None, config).run()
+    assert calls == [0.0]  # A runs at once; its end frees capacity nobody waits for

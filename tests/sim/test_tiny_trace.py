@@ -13,7 +13,7 @@ from meta.sim.config import SimConfig
 from meta.sim.run import RunSpec, run
 from meta.sim.tuning import metasched_config
 
-EXACT = SimConfig(estimate="noise", noise_factor=1.0, warmup_hours=0.0)
+EXACT = SimConfig(estimate="noise", noise_factor=1.0, warmup_hours=0.0, cycle_interval_s=0.0, idle_cycle_s=0.0)
 
 
 def _times(tiny_trace, policy: str, policy_config=None):
