@@ -55,7 +55,7 @@ SETUPS = (
               "on average, so the full 6,212-GPU cluster never contends; ~73% of pods wait > 60 s under FIFO"),
 )
 POLICIES = ("fifo", "slurm", "metasched")
-SIM = SimConfig(cycle_interval_s=60.0, strict=False)
+SIM = SimConfig(strict=False)  # the daemon's period model (2 s grid, idle cycles every 60 s)
 
 
 def run_setup(setup: Setup, traces_dir: Path, policies: list[str], max_jobs: int | None) -> list[dict[str, Any]]:
@@ -176,7 +176,7 @@ def main(argv: list[str] | None = None) -> int:
         if setup.name in wanted:
             print(f"- **{setup.name}**: {setup.why}")
     print("- Jain's index is 1.0 on Crux and PAI: they carry no tenants (every job is 'unknown')")
-    print(f"- cycles every {SIM.cycle_interval_s:g} s of simulated time; warm-up per preset (Philly 150x8: 24 h); "
+    print(f"- decisions on the daemon's {SIM.cycle_interval_s:g} s period, and every {SIM.idle_cycle_s:g} s while work waits; warm-up per preset (Philly 150x8: 24 h); "
           "runtime estimate = duration rounded up to a time-limit bucket, the same for every policy")
     print(f"- metasched: SchedulerConfig defaults with {TUNED} (meta/sim/tuning.py); "
           "slurm = slurmlike (multifactor + EASY backfill); queue/JCT in seconds, util over the measured window")

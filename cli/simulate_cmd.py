@@ -9,6 +9,7 @@ from pathlib import Path
 
 import click
 
+from meta.config.period import DEFAULT_IDLE_CYCLE_S, DEFAULT_PERIOD_S
 from meta.config.policy_file import PolicyFileError, load_policy_config
 from meta.sim import policies
 from meta.sim.cluster import ClusterError
@@ -51,11 +52,11 @@ def _progress(total: int, enabled: bool) -> tuple[Callable[[int], None] | None, 
     return update, lambda: bar.__exit__(None, None, None)
 
 
-def _sim_config(warmup_hours: float | None, cycle_interval: float, estimate: str, guarantees: float,
-                grace: float) -> SimConfig:
+def _sim_config(warmup_hours: float | None, cycle_interval: float, idle_cycle: float, estimate: str,
+                guarantees: float, grace: float) -> SimConfig:
     """_sim_config builds the run's SimConfig from the options."""
-    return SimConfig(warmup_hours=warmup_hours, cycle_interval_s=cycle_interval, estimate=estimate, strict=False,
-                     guarantee_fraction=guarantees, preemption_grace_s=grace)
+    return SimConfig(warmup_hours=warmup_hours, cycle_interval_s=cycle_interval, idle_cycle_s=idle_cycle,
+                     estimate=estimate, strict=False, guarantee_fraction=guarantees, preemption_grace_s=grace)
 
 
 def _run_all(spec: RunSpec, names: list[str], show_progress: bool) -> list[RunOutcome]:
@@ -81,8 +82,10 @@ def _run_all(spec: RunSpec, names: list[str], show_progress: bool) -> list[RunOu
 @click.option("--compare", default=None, help="Comma-separated policies to run side by side, e.g. fifo,slurm,metasched.")
 @click.option("--max-jobs", type=click.IntRange(min=1), default=None, help="Only the first N jobs by submit time.")
 @click.option("--warmup-hours", type=click.FloatRange(min=0), default=None, help="Override the preset's warm-up.")
-@click.option("--cycle-interval", type=click.FloatRange(min=0), default=60.0, show_default=True,
-              help="Scheduling cycle period in simulated seconds (0 = at every event).")
+@click.option("--cycle-interval", type=click.FloatRange(min=0), default=DEFAULT_PERIOD_S, show_default=True,
+              help="The daemon's period: arrivals and completions are decided at its next tick (0 = at once).")
+@click.option("--idle-cycle", type=click.FloatRange(min=0), default=DEFAULT_IDLE_CYCLE_S, show_default=True,
+              help="While work waits, decide at least this often even when nothing happens (0 = never).")
 @click.option("--estimate", type=click.Choice(["bucket", "noise"]), default="bucket", show_default=True,
               help="Runtime estimate: duration rounded up to a time-limit bucket, or duration × 2.")
 @click.option("--guarantees", type=click.FloatRange(min=0), default=1.0, show_default=True,
@@ -95,7 +98,8 @@ def _run_all(spec: RunSpec, names: list[str], show_progress: bool) -> list[RunOu
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write a PNG: queue-delay CDF and utilization.")
 def simulate(
     trace: str, cluster: str, policy: str, load: float, scale: float, compare: str | None, max_jobs: int | None,
-    warmup_hours: float | None, cycle_interval: float, estimate: str, guarantees: float, preemption_grace: float,
+    warmup_hours: float | None, cycle_interval: float, idle_cycle: float, estimate: str, guarantees: float,
+    preemption_grace: float,
     policy_config: str | None, as_json: bool, plot: str | None,
 ) -> None:
     """simulate replays a job trace on a simulated cluster and reports queue delays, JCT, utilization."""
@@ -104,7 +108,7 @@ def simulate(
     try:
         names = _policy_names(policy, compare)
         spec = RunSpec(trace=trace, cluster=cluster, policy=names[0], load=load, scale=scale, max_jobs=max_jobs,
-                       config=_sim_config(warmup_hours, cycle_interval, estimate, guarantees, preemption_grace),
+                       config=_sim_config(warmup_hours, cycle_interval, idle_cycle, estimate, guarantees, preemption_grace),
                        policy_config=load_policy_config(policy_config) if policy_config else None)
         outcomes = _run_all(spec, names, show_progress=not as_json and sys.stderr.isatty())
     except (TraceError, ClusterError, policies.PolicyError, PolicyFileError) as exc:
