@@ -60,6 +60,9 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
         return str(exc), EXIT_USAGE
     if isinstance(exc, ApiUnreachable):
         return str(exc), EXIT_ERROR
+    if isinstance(exc, ModuleNotFoundError):  # the thin CLI (deploy/install-cli) has click only
+        return (f"this needs the full metasched install (no module {exc.name!r} here): "
+                "run `deploy/install-cli --full`"), EXIT_ERROR
     known: list[tuple[str, str, Callable[[Any], tuple[str, int]]]] = [
         ("cli.credentials", "CredentialError", lambda e: (str(e), EXIT_ERROR)),
         ("cli.local", "LocalModeRefused", lambda e: (str(e), EXIT_USAGE)),

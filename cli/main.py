@@ -43,7 +43,12 @@ class LazyGroup(click.Group):
         if cmd_name in self.commands or cmd_name not in LAZY:
             return self.commands.get(cmd_name)
         module, attribute, _ = LAZY[cmd_name]
-        command: click.Command = getattr(importlib.import_module(module), attribute)
+        try:
+            loaded = importlib.import_module(module)
+        except ModuleNotFoundError as exc:  # the thin CLI (deploy/install-cli) has click only
+            ctx.fail(f"`metasched {cmd_name}` needs the full install (no module {exc.name!r} here): "
+                     "run `deploy/install-cli --full`, or `pip install metasched` where it runs")
+        command: click.Command = getattr(loaded, attribute)
         return command
 
     def format_commands(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
