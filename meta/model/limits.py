@@ -59,6 +59,23 @@ def text_problem(value: str) -> str | None:
     return None
 
 
+_CONTROL = re.compile(r"[\x00-\x1f\x7f]")
+
+
+def submit_dir_problem(path: str) -> str | None:
+    """submit_dir_problem says why a submit directory cannot be stored (not absolute, too long, control characters), or None."""
+    if _CONTROL.search(path):
+        return "contains a control character"
+    problem = text_problem(path)
+    if problem:
+        return problem
+    if len(path.encode("utf-8")) > MAX_PATH_BYTES:
+        return f"is longer than {MAX_PATH_BYTES} bytes"
+    if not path.startswith("/"):
+        return "is not an absolute path"
+    return None
+
+
 def tree_problems(data: Any) -> list[str]:
     """tree_problems checks a parsed document's shape: depth, list and mapping sizes, node count, text.
 

@@ -27,6 +27,7 @@ from meta.model.errors import (
     Unschedulable,
 )
 from meta.model.ids import looks_like_uuid, new_short_job_id, new_uuid, new_uuids
+from meta.model.limits import clip, printable, submit_dir_problem
 from meta.model.spec import AnySpec, spec_hash, spec_to_json
 from meta.model.states import AttemptState, JobState, TaskState
 from meta.service.feasibility import InventoryFeasibility
@@ -87,9 +88,18 @@ class Service:
     # --- submit -----------------------------------------------------------------------------
 
     def submit(
-        self, spec: AnySpec, idempotency_key: str | None = None, principal: Principal = ADMIN
+        self,
+        spec: AnySpec,
+        idempotency_key: str | None = None,
+        principal: Principal = ADMIN,
+        submit_dir: str | None = None,
     ) -> SubmitResult:
-        """submit stores a job once per (tenant, key): same key and spec → same job; other spec → Conflict."""
+        """submit stores a job once per (tenant, key): same key and spec → same job; other spec → Conflict.
+
+        ``submit_dir`` is the caller's working folder: a job of another user than the daemon's
+        runs there (docs/identity.md §5).
+        """
+        check_submit_dir(submit_dir)
         principal_check(principal, spec.tenant)
         if idempotency_key is not None and not (0 < len(idempotency_key) <= 256):
             raise InvalidRequest("an idempotency key must be 1 to 256 characters")
@@ -98,7 +108,7 @@ class Service:
             if problem:
                 raise Unschedulable(problem)
         fingerprint = spec_hash(spec)
-        return self._unit(lambda s: _submit(s, spec, fingerprint, idempotency_key, principal))
+        return self._unit(lambda s: _submit(s, spec, fingerprint, idempotency_key, principal, submit_dir))
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -162,6 +172,15 @@ def _retryable(exc: Exception) -> bool:
     return "locked" in message or "deadlock" in message or "could not serialize" in message
 
 
+def check_submit_dir(submit_dir: str | None) -> None:
+    """check_submit_dir refuses a submit directory that is not a bounded absolute path without control characters."""
+    if submit_dir is None:
+        return
+    problem = submit_dir_problem(submit_dir)
+    if problem:
+        raise InvalidRequest(f"submit directory '{printable(clip(submit_dir, 200))}' {problem}")
+
+
 def principal_check(principal: Principal, tenant: str) -> None:
     """principal_check refuses a submit to a tenant the caller is not a member of (sbatch's wording)."""
     if principal.may_submit(tenant):
@@ -182,7 +201,7 @@ def require_act(principal: Principal, job: Job, what: str) -> None:
 
 
 def _submit(
-    session: Session, spec: AnySpec, fingerprint: str, key: str | None, principal: Principal
+    session: Session, spec: AnySpec, fingerprint: str, key: str | None, principal: Principal, submit_dir: str | None
 ) -> SubmitResult:
     if key is not None:
         existing = session.scalar(select(Job).where(Job.tenant == spec.tenant, Job.idempotency_key == key))
@@ -207,6 +226,7 @@ def _submit(
         submitted_by=principal.name,
         owner_uid=principal.uid,
         owner_gid=principal.gid,
+        submit_dir=submit_dir,
         submitted_at=now,
         cancel_requested=False,
         version=1,

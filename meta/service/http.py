@@ -61,7 +61,9 @@ class SubmitRequest(_Body):
     source: str | None = Field(default=None, max_length=MAX_TEXT, description="file name, for error messages")
     key: str | None = Field(default=None, max_length=MAX_TEXT, description="idempotency key")
     tenant: str | None = Field(default=None, max_length=MAX_NAME, description="act for this tenant")
-    submit_dir: str | None = Field(default=None, max_length=MAX_TEXT, description="the caller's working folder")
+    submit_dir: str | None = Field(
+        default=None, max_length=2 * MAX_TEXT,  # a safety bound; the service counts the path's bytes description="the caller's working folder (absolute): the job runs there"
+    )
 
 
 class RetryRequest(_Body):
@@ -193,9 +195,9 @@ def submit(request: Request, body: SubmitRequest, as_tenant: AsTenant = None) ->
     if (body.spec_text is None) == (body.spec is None):
         raise InvalidRequest("give exactly one of spec_text (a job file) and spec (a parsed spec)")
     if body.spec_text is not None:
-        result = ops.submit_text(body.spec_text, source=body.source or "<job>", key=body.key)
+        result = ops.submit_text(body.spec_text, source=body.source or "<job>", key=body.key, submit_dir=body.submit_dir)
     else:
-        result = ops.submit_spec(body.spec, key=body.key)
+        result = ops.submit_spec(body.spec, key=body.key, submit_dir=body.submit_dir)
     return JSONResponse(result, status_code=201 if result["created"] else 200)
 
 @router.get("/v1/jobs", tags=["jobs"])

@@ -48,8 +48,7 @@ class Operations:
     ) -> dict[str, Any]:
         """submit_text validates a job file's text (YAML or JSON) and submits it; the job and whether it is new.
 
-        ``submit_dir`` (the caller's working folder) is accepted for jobs that run as their users
-        (docs/identity.md §5), which record it; until then it is not stored.
+        ``submit_dir`` is the caller's working folder, where the job runs as its user (docs/identity.md §5).
         """
         source = clip(source or "<job>", MAX_SOURCE_CHARS)
         try:
@@ -57,14 +56,14 @@ class Operations:
             text = decode_job_text(spec_text.encode("utf-8", "surrogatepass"), source)
         except JobFileError as exc:
             raise SpecError([f"(file) {exc}"]) from None
-        return self._submit(load_spec_text(text, source), key)
+        return self._submit(load_spec_text(text, source), key, submit_dir)
 
     def submit_spec(self, spec: Any, *, key: str | None = None, submit_dir: str | None = None) -> dict[str, Any]:
         """submit_spec validates an already parsed spec (msbatch's translation) and submits it."""
-        return self._submit(spec_from_dict(spec), key)
+        return self._submit(spec_from_dict(spec), key, submit_dir)
 
-    def _submit(self, spec: Any, key: str | None) -> dict[str, Any]:
-        result = self.service.submit(spec, idempotency_key=key, principal=self.principal)
+    def _submit(self, spec: Any, key: str | None, submit_dir: str | None) -> dict[str, Any]:
+        result = self.service.submit(spec, idempotency_key=key, principal=self.principal, submit_dir=submit_dir)
         return {**result.job.to_dict(), "created": result.created}
 
     def list_jobs(self, *, tenant: str | None = None, state: str | None = None, limit: int = 200) -> list[dict[str, Any]]:

@@ -87,6 +87,8 @@ class Job(Base):
     # the MUNGE-authenticated submitter; NULL for jobs older than issue 12 (no owner: coordinators act)
     owner_uid: Mapped[int | None] = mapped_column(Integer, nullable=True)
     owner_gid: Mapped[int | None] = mapped_column(Integer, nullable=True)
+    # the submitter's working folder (absolute): a job of another user runs there (sbatch --chdir)
+    submit_dir: Mapped[str | None] = mapped_column(Text, nullable=True)
     submitted_at: Mapped[datetime] = mapped_column(UTCDateTime)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
     version: Mapped[int] = mapped_column(Integer, default=1)
