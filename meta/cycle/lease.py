@@ -4,14 +4,23 @@ A replica acquires the lease when it is free or expired, taking ``epoch + 1``; i
 it leads. Every plan and launch is committed only after ``fence(session, epoch)`` re-reads the
 row *with a row lock* in the same transaction: an old leader that was paused past its lease finds
 a newer epoch and commits nothing.
+
+That row lock is also the one way a paused leader could block a takeover: frozen inside a
+fenced transaction, it holds the lock for as long as it is frozen. So a standby waits for the
+row at most ``LOCK_WAIT_S``; when the lease has been expired for a whole lease period and a
+transaction that began before that still holds the row, the standby ends that session
+(PostgreSQL rolls the frozen transaction back, so nothing of it is ever committed) and takes
+the lease on its next period.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import select, update
+from sqlalchemy import select, text, update
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
 from meta.model.durations import utcnow
@@ -21,6 +30,9 @@ from meta.store.models import LeaderLease
 from meta.store.upsert import insert_ignore
 
 LEASE_NAME = "scheduler"
+LOCK_WAIT_S = 1.0  # how long a standby waits for the lease row before looking for a frozen holder
+
+log = logging.getLogger("metasched.lease")
 
 
 class NotLeader(MetaschedError):
@@ -37,6 +49,16 @@ class Leadership:
 
 def try_acquire(db: Database, holder: str, lease_s: float) -> Leadership | None:
     """try_acquire takes or renews the lease; returns the leadership, or None if another holds it."""
+    try:
+        return _acquire(db, holder, lease_s)
+    except OperationalError as exc:
+        if not _lock_not_available(exc):
+            raise
+    end_frozen_holders(db, lease_s)
+    return None
+
+
+def _acquire(db: Database, holder: str, lease_s: float) -> Leadership | None:
     with db.session() as session:
         now = utcnow()
         insert_ignore(
@@ -48,6 +70,8 @@ def try_acquire(db: Database, holder: str, lease_s: float) -> Leadership | None:
             expires_at=now - timedelta(seconds=1),
             renewed_at=now,
         )
+        if db.dialect == "postgresql":
+            session.execute(text(f"SET LOCAL lock_timeout = {int(LOCK_WAIT_S * 1000)}"))
         row = session.scalar(select(LeaderLease).where(LeaderLease.name == LEASE_NAME).with_for_update())
         assert row is not None
         expires = now + timedelta(seconds=lease_s)
@@ -58,6 +82,46 @@ def try_acquire(db: Database, holder: str, lease_s: float) -> Leadership | None:
             return None
         row.holder, row.epoch, row.expires_at, row.renewed_at = holder, row.epoch + 1, expires, now
         return Leadership(holder, row.epoch)
+
+
+def _lock_not_available(exc: OperationalError) -> bool:
+    """_lock_not_available tells a lock_timeout (SQLSTATE 55P03) from other store errors."""
+    return getattr(exc.orig, "sqlstate", None) == "55P03"
+
+
+def end_frozen_holders(db: Database, lease_s: float) -> list[int]:
+    """end_frozen_holders terminates sessions that hold the lease row long after the lease expired.
+
+    Only transactions that began before the lease expired a whole lease period ago qualify: a
+    live leader renews well before expiry and a standby's own look at the row lasts milliseconds.
+    Returns the PostgreSQL pids it ended (none on SQLite, whose writers cannot be frozen apart).
+    """
+    if db.dialect != "postgresql":
+        return []
+    with db.session() as session:
+        row = session.get(LeaderLease, LEASE_NAME)
+        stale_since = utcnow() - timedelta(seconds=lease_s)
+        if row is None or row.expires_at > stale_since:
+            return []
+        pids = list(
+            session.scalars(
+                text(
+                    "SELECT DISTINCT a.pid FROM pg_stat_activity a JOIN pg_locks l ON l.pid = a.pid "
+                    "WHERE l.relation = CAST('leader_lease' AS regclass) AND l.granted "
+                    "AND a.datname = current_database() "
+                    "AND a.pid <> pg_backend_pid() AND a.xact_start < :before"
+                ),
+                {"before": row.expires_at},
+            )
+        )
+        for pid in pids:
+            session.execute(text("SELECT pg_terminate_backend(:pid)"), {"pid": pid})
+    for pid in pids:
+        log.warning(
+            "ended PostgreSQL session %d: it held the lease row of epoch %d, expired since %s (a frozen leader)",
+            pid, row.epoch, row.expires_at.isoformat(),
+        )  # fmt: skip
+    return pids
 
 
 def renew(db: Database, leadership: Leadership, lease_s: float) -> bool:

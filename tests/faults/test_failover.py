@@ -92,7 +92,16 @@ def test_frozen_leader_is_replaced_and_fenced(
                 now = lease(pg_service)
                 return now is not None and now.epoch > old_epoch and now.holder == other.holder
 
-            wait_for(new_epoch, 30, f"{other.holder} to take over from epoch {old_epoch}")
+            try:
+                wait_for(new_epoch, 30, f"{other.holder} to take over from epoch {old_epoch}")
+            except AssertionError as exc:
+                # say what the standby was doing: a takeover that never comes is otherwise mute
+                held = lease(pg_service)
+                where = f"{held.holder} epoch {held.epoch} until {held.expires_at}" if held else "none"
+                raise AssertionError(
+                    f"{exc}; lease now {where}; {other.holder} alive={other.alive()}:\n"
+                    f"{other.tail()}\n--- {leader.holder} (frozen):\n{leader.tail()}"
+                ) from None
             row = lease(pg_service)
             assert row is not None
             new, taken_at = row.epoch, row.renewed_at
