@@ -18,10 +18,12 @@ import click
 from cli.client import ApiError, ApiUnreachable, BadAddress
 from meta.model.errors import MetaschedError
 from meta.model.limits import clip
+from tenants.identity import INVALID_ACCOUNT
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+SUBMISSION_FAILED = "Batch job submission failed"  # sbatch's words, which msbatch users grep for
 
 
 def fail(message: str, code: int) -> None:
@@ -44,6 +46,13 @@ def spec_problems(problems: list[str], shown: int = 3) -> str:
 def _prog() -> str:
     ctx = click.get_current_context(silent=True)
     return ctx.find_root().info_name if ctx and ctx.find_root().info_name else "metasched"
+
+
+def refuse_submission(exc: BaseException) -> None:
+    """refuse_submission exits with sbatch's line when a submit was refused for its account; returns otherwise."""
+    invalid = loaded_class("tenants.identity", "InvalidAccount")  # local mode raises it in this process
+    if (isinstance(exc, ApiError) and exc.error == "InvalidAccount") or (invalid and isinstance(exc, invalid)):
+        fail(f"{SUBMISSION_FAILED}: {INVALID_ACCOUNT}", EXIT_USAGE)
 
 
 def loaded_class(module: str, name: str) -> type | None:

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from cli.context import CliState, pass_state
-from cli.errors import handle_errors
+from cli.errors import handle_errors, refuse_submission
 from cli.output import echo_json, echo_table, short_time
 from meta.model.errors import InvalidRequest
 from meta.model.states import JobState
@@ -43,7 +43,11 @@ def _cwd() -> str | None:
 def submit(state: CliState, path: str, key: str | None, as_json: bool) -> None:
     """Submit a job file; prints the job id."""
     text = read_job_file(path)
-    result = state.backend().submit_text(text, source=path, key=key, submit_dir=_cwd())
+    try:
+        result = state.backend().submit_text(text, source=path, key=key, submit_dir=_cwd())
+    except Exception as exc:
+        refuse_submission(exc)
+        raise
     if as_json:
         echo_json(result)
         return

@@ -25,7 +25,7 @@ import click
 from cli.backend import Backend
 from cli.client import API_ENV, DEFAULT_API, ApiClient, ApiError
 from cli.context import DB_FILE_ENV
-from cli.errors import EXIT_USAGE, handle_errors, loaded_class
+from cli.errors import EXIT_USAGE, handle_errors, loaded_class, refuse_submission
 from cli.sbatch_options import (
     SUPPORTED,
     CommandLine,
@@ -168,10 +168,12 @@ def submit(prepared: Prepared, cwd: str) -> None:
     try:
         result = backend(options).submit_spec(prepared.translation.data, key=key, submit_dir=cwd)
     except ApiError as exc:
+        refuse_submission(exc)
         if exc.error != "SpecError":
             raise
         _usage_error(spec_refusal(exc.problems or [exc.message]))
     except Exception as exc:
+        refuse_submission(exc)
         spec_error = loaded_class("meta.model.spec", "SpecError")  # local mode validated in this process
         if spec_error is None or not isinstance(exc, spec_error):
             raise

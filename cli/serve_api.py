@@ -8,6 +8,7 @@ gets a store connection pool of its own, so a burst of requests never starves th
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 
 from meta.service.server import ApiServer, Listen, parse_listen
@@ -31,8 +32,21 @@ def listen_for(api_socket: str | None, api_listen: str, state_dir: Path) -> List
     return Listen(socket_path=socket_path, host=host, port=port)
 
 
-def start_api(db_url: str, listen: Listen, *, secrets_root: str, slurm_bin_dir: str | None) -> ApiServer:
-    """start_api opens the API's own store connection and serves it on ``listen`` (raises ApiStartError)."""
+def is_socket(path: str) -> bool:
+    """is_socket tells whether ``path`` is a Unix socket (a munged's), following links."""
+    try:
+        return stat.S_ISSOCK(os.stat(path).st_mode)
+    except OSError:
+        return False
+
+
+def start_api(
+    db_url: str, listen: Listen, *, secrets_root: str, slurm_bin_dir: str | None, munge_socket: str | None = None
+) -> ApiServer:
+    """start_api opens the API's own store connection and serves it on ``listen`` (raises ApiStartError).
+
+    ``munge_socket`` is the munged that decodes callers' credentials (None: libmunge's default).
+    """
     from meta.service.api import Service
     from meta.service.http import create_app
     from slurm_bridge.commands import CliSlurmClient
@@ -42,7 +56,8 @@ def start_api(db_url: str, listen: Listen, *, secrets_root: str, slurm_bin_dir: 
 
     service = Service.open(db_url, migrate=False)  # the daemon brought the schema up already
     associations = AssociationCache(CliSlurmClient(CommandRunner(bin_dir=slurm_bin_dir)))
-    app = create_app(service, MungeAuthenticator(), associations.principal_for, secrets_root=secrets_root)
+    authenticator = MungeAuthenticator(socket=munge_socket)
+    app = create_app(service, authenticator, associations.principal_for, secrets_root=secrets_root)
     server = ApiServer(app, listen)
     server.start()
     return server

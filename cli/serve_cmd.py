@@ -13,7 +13,7 @@ import click
 from cli.context import CliState, pass_state
 from cli.errors import EXIT_ERROR, EXIT_USAGE, fail, handle_errors
 from cli.output import echo_json
-from cli.serve_api import DEFAULT_LISTEN, listen_for, start_api
+from cli.serve_api import DEFAULT_LISTEN, is_socket, listen_for, start_api
 from cli.state_dir import STATE_ENV, prepare_daemon_files
 from meta.config.paths import default_state_dir
 from meta.config.policy_file import PolicyFileError, load_policy_config
@@ -78,6 +78,12 @@ from tenants.secrets import DEFAULT_ROOT
     help="HOST:PORT of the API over TCP (0.0.0.0:9465 serves login nodes; port 0 picks one); 'off' disables it.",
 )
 @click.option("--no-api", is_flag=True, help="Serve no API at all (a replica that only schedules).")
+@click.option(
+    "--munge-socket",
+    default=None,
+    envvar="METASCHED_MUNGE_SOCKET",
+    help="The munged socket that decodes callers' credentials (a site's own munged). Default: libmunge's.",
+)
 @click.option("--log-level", default="INFO", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 @pass_state
 @handle_errors
@@ -103,6 +109,7 @@ def serve(
     api_socket: str | None,
     api_listen: str,
     no_api: bool,
+    munge_socket: str | None,
     log_level: str,
 ) -> None:
     """Run the scheduler daemon and the API until SIGTERM or SIGINT."""
@@ -129,7 +136,10 @@ def serve(
     if once:
         echo_json(daemon.period().__dict__)
         return
-    api = None if no_api else _start_api(service.db.url, files.state_dir, api_socket, api_listen, secrets_root, slurm_bin_dir)
+    api = None
+    if not no_api:
+        api = _start_api(service.db.url, files.state_dir, api_socket, api_listen, secrets_root, slurm_bin_dir,
+                         munge_socket)
     if metrics_port:
         metrics.serve(metrics_port, metrics_address)
     stop = threading.Event()
@@ -149,9 +159,13 @@ def serve(
 
 
 def _start_api(
-    db_url: str, state_dir: Path, api_socket: str | None, api_listen: str, secrets_root: str, slurm_bin_dir: str | None
+    db_url: str, state_dir: Path, api_socket: str | None, api_listen: str, secrets_root: str,
+    slurm_bin_dir: str | None, munge_socket: str | None,
 ) -> ApiServer:
     """_start_api serves the API beside the cycle (every replica, leader or standby); a bad address exits 2."""
+    if munge_socket is not None and not is_socket(munge_socket):
+        fail(f"--munge-socket {munge_socket}: not a socket (where does the site's munged listen? "
+             "see `munged --help`, option --socket)", EXIT_USAGE)
     try:
         listen = listen_for(api_socket, api_listen, state_dir)
     except ValueError as exc:
@@ -160,7 +174,8 @@ def _start_api(
     if listen.socket_path is None and listen.host is None:
         fail("--api-socket off and --api-listen off leave the API nowhere to listen: use --no-api", EXIT_USAGE)
     try:
-        return start_api(db_url, listen, secrets_root=secrets_root, slurm_bin_dir=slurm_bin_dir)
+        return start_api(db_url, listen, secrets_root=secrets_root, slurm_bin_dir=slurm_bin_dir,
+                         munge_socket=munge_socket)
     except ApiStartError as exc:
         fail(f"cannot start the API: {exc}", EXIT_ERROR)
         raise  # unreachable: fail exits

@@ -96,6 +96,8 @@ class AssociationCache:
             default_account=(user.default_account or None) if user else None,
             coordinates=user.coordinates if user else frozenset(),
             admin=admin,
+            # an admin may submit for any account, but only one Slurm has (read again on a miss)
+            account_exists=self.account_exists if admin else None,
         )
 
     # --- cached reads -------------------------------------------------------------------------

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 import pwd
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from meta.model.errors import InvalidRequest, NotFound
@@ -44,6 +44,8 @@ class Principal:
     default_account: str | None = None
     coordinates: frozenset[str] = field(default_factory=frozenset)
     admin: bool | None = None  # None: the older form (admin when no tenant)
+    # does Slurm have this account (asked for an admin's submit outside its own accounts; None: not checked)
+    account_exists: Callable[[str], bool] | None = field(default=None, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.accounts is None:
@@ -87,8 +89,12 @@ class Principal:
         return self.in_scope(tenant) and (self.is_admin or self.is_member(tenant))
 
     def may_submit(self, tenant: str) -> bool:
-        """may_submit: members of the tenant and admins (the tenant must exist in Slurm: ``principal_for``)."""
-        return self.may_view_tenant(tenant)
+        """may_submit: members of the tenant and admins, for an account Slurm has (as sbatch: tenants are accounts)."""
+        if not self.may_view_tenant(tenant):
+            return False
+        if self.is_member(tenant) or self.account_exists is None:
+            return True
+        return self.account_exists(tenant)
 
     def may_view_job(self, tenant: str) -> bool:
         """may_view_job (status, explain, outputs, checkpoints): members of the job's tenant and admins."""
@@ -146,6 +152,7 @@ class Principal:
             default_account=self.default_account,
             coordinates=self.coordinates,
             admin=self.admin,
+            account_exists=self.account_exists,
         )
 
 

@@ -176,8 +176,11 @@ def test_msbatch_spec_refusals_read_as_before(sqlite_api: tuple[RunningApi, Serv
     assert result.exit_code == 2, result.output
     assert result.stderr.startswith("msbatch: error: invalid job: tenant:"), result.stderr  # no note before it
     assert service.list_jobs() == []
-    result = run(_script(tmp_path, "-A tenant-b"), prog=msbatch, uid=1001)  # not alice's tenant
-    assert result.exit_code == 2 and "Invalid account" in result.stderr
+    result = run(_script(tmp_path, "-A tenant-b"), prog=msbatch, uid=1001)  # not alice's tenant: sbatch's line
+    refusal = "error: Batch job submission failed: Invalid account or account/partition combination specified\n"
+    assert result.exit_code == 2 and result.stderr == f"msbatch: {refusal}", result.stderr
+    result = run("submit", "-f", INFER, uid=1001)  # the file names tenant-b
+    assert result.exit_code == 2 and result.stderr == f"metasched: {refusal}", result.stderr
 
 
 # --- inside a job -----------------------------------------------------------------------------

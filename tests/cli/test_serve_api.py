@@ -72,11 +72,30 @@ def test_serve_runs_the_api_and_removes_its_socket_on_sigterm(tmp_path: Path) ->
     assert not sock.exists()
 
 
+def test_munge_socket_points_the_service_at_a_sites_munged(tmp_path: Path) -> None:
+    dead = tmp_path / "munged.sock"  # a socket nobody listens on: this service's munged is "down"
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(dead))
+    listener.close()
+    sock = tmp_path / "run" / "api.sock"
+    argv = _serve(tmp_path, "--api-socket", str(sock), "--api-listen", "off", "--munge-socket", str(dead))
+    proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for(sock, proc)
+        status, body = _request(sock, "/v1/jobs", "MUNGE MUNGE:AwQFAAAx:")  # well formed: decoded by that munged
+        assert (status, body["error"]) == (503, "MungeUnavailable"), body
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err
+
+
 @pytest.mark.parametrize(
     ("extra", "words"),
     [
         (["--api-listen", "nowhere"], "bad --api-listen"),
         (["--api-socket", "off", "--api-listen", "off"], "use --no-api"),
+        (["--munge-socket", "/nonexistent/munge.socket.2"], "--munge-socket /nonexistent/munge.socket.2: not a socket"),
     ],
 )
 def test_a_bad_api_address_is_a_usage_error(tmp_path: Path, extra: list[str], words: str) -> None:

@@ -248,6 +248,17 @@ def test_an_admin_may_act_on_any_existing_account_only(cache: AssociationCache, 
     assert cache.principal_for(OSCAR, "prod").tenant == "prod"  # a new account: read again on the miss
 
 
+def test_an_admins_submit_names_an_account_slurm_has(cache: AssociationCache, slurm: FakeSlurm, clock: Clock) -> None:
+    # the tenant of a job file is not asked for as --tenant: the principal checks it at submit
+    for admin in (cache.principal_for(OSCAR), cache.principal_for(Identity(0, 0, "root"))):
+        assert admin.may_submit("tenant-b") and admin.scoped(None).may_submit("research")
+        assert not admin.may_submit("nosuch")
+    assert not cache.principal_for(ALICE).may_submit("nosuch")
+    slurm.set_account("nosuch", 1)
+    clock.now += 1.5
+    assert cache.principal_for(OSCAR).may_submit("nosuch")  # a new account: read again on the miss
+
+
 def test_associations_on_another_cluster_do_not_count(cache: AssociationCache, slurm: FakeSlurm) -> None:
     user = slurm.add_user("frank", ["tenant-a"])
     slurm.users["frank"] = type(user)(

@@ -7,6 +7,8 @@ change it is Forbidden.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from meta.model.errors import Forbidden, InvalidRequest, NotFound
@@ -100,6 +102,10 @@ def test_submit_records_the_owner_and_refuses_a_foreign_tenant_in_sbatchs_words(
     with pytest.raises(InvalidRequest):
         service.submit(_eval("tenant-b"), principal=CAROL.scoped("tenant-a"))
     assert service.submit(_eval("research"), principal=OSCAR).created  # an admin submits anywhere
+    known = replace(OSCAR, account_exists={"tenant-a", "tenant-b", "research"}.__contains__)
+    with pytest.raises(InvalidAccount, match="Invalid account or account/partition combination specified"):
+        service.submit(_eval("nosuch"), principal=known)  # ... that Slurm has (principal_for says which)
+    assert service.list_jobs(tenant="nosuch") == []
     with service.db.session() as session:
         assert session.get(Job, service.list_jobs(tenant="research")[0].id).owner_uid == 2005
 
