@@ -18,6 +18,7 @@ from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from meta.cycle.lease import Leadership, fence
+from meta.cycle.reasons import ReasonMemo, store_reasons
 from meta.cycle.snapshot import placement_shares, share_to_json, totals_per_node
 from meta.model.durations import utcnow
 from meta.model.errors import ConcurrentModification, Conflict
@@ -28,7 +29,6 @@ from meta.policy.snapshot import NodeShare
 from meta.store import audit
 from meta.store.lifecycle import DEFAULT_LEASE_S, NewAttempt, attempt_event, create_attempt, create_attempts
 from meta.store.models import Attempt, CycleRecord, Job, Task, TaskReason
-from meta.store.upsert import insert_ignore
 
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
 
@@ -41,6 +41,7 @@ class ApplyResult:
     created: list[str] = field(default_factory=list)  # attempt ids
     preempting: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # task id -> why the placement was dropped
+    reasons_written: int = 0  # pending reasons that changed and were stored
 
 
 class NodeLedger:
@@ -88,6 +89,7 @@ def apply_plan(
     pending_count: int,
     lease_s: float = DEFAULT_LEASE_S,
     job_of_task: Mapping[str, str] | None = None,
+    memo: ReasonMemo | None = None,
 ) -> ApplyResult:
     """apply_plan commits a plan under the leader's fence; placements that no longer fit are skipped."""
     fence(session, leadership)
@@ -124,7 +126,8 @@ def apply_plan(
                 lost_gpu_seconds=round(preemption.lost_gpu_seconds, 1),
                 cycle=record.id,
             )
-    _store_reasons(session, plan, record.id, job_of_task or {})
+    changed = memo.changed(plan.reasons) if memo is not None else plan.reasons
+    result.reasons_written = store_reasons(session, changed, record.id, job_of_task or {}, utcnow())
     record.placed, record.preempted = len(result.created), len(result.preempting)
     return result
 
@@ -218,28 +221,6 @@ def _tenant_of_attempt(session: Session, attempt_id: str) -> str | None:
     attempt = session.get(Attempt, attempt_id)
     job = session.get(Job, attempt.job_id) if attempt else None
     return job.tenant if job else None
-
-
-def _store_reasons(session: Session, plan: Plan, cycle_id: int, job_of_task: Mapping[str, str]) -> None:
-    """_store_reasons keeps the latest typed reason per waiting task (one row per task)."""
-    now = utcnow()
-    for task_id, reason in plan.reasons.items():
-        values = {
-            "job_id": job_of_task.get(task_id, ""),
-            "cycle": cycle_id,
-            "code": reason.code.value,
-            "message": reason.message,
-            "remedy": reason.remedy,
-            "blocking_job": reason.blocking_job,
-            "blocking_tenant": reason.blocking_tenant,
-            "at": now,
-        }
-        row = session.get(TaskReason, task_id)
-        if row is None:
-            insert_ignore(session, TaskReason, task_id=task_id, **values)
-        else:
-            for key, value in values.items():
-                setattr(row, key, value)
 
 
 def _fragmentation(plan: Plan) -> dict[str, object]:

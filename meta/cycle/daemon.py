@@ -48,6 +48,7 @@ from meta.cycle.launch_plan import LaunchSettings
 from meta.cycle.lease import Leadership, NotLeader, fence, release, renew, try_acquire
 from meta.cycle.metrics import Metrics
 from meta.cycle.outputs import commit_on_success, finalize_jobs
+from meta.cycle.reasons import ReasonMemo
 from meta.cycle.reconcile import Reconciler, ReconcileSettings
 from meta.cycle.snapshot import SpecCache, build_snapshot
 from meta.cycle.usage import accrue
@@ -165,6 +166,7 @@ class Daemon:
         self._renewed_at = 0.0
         self.leadership: Leadership | None = None
         self._last_reconcile = time.monotonic()
+        self.reasons = ReasonMemo()  # what this leader stored as each waiting task's reason
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -200,6 +202,7 @@ class Daemon:
         report = PeriodReport()
         try:
             self._lead(report)
+            self.reasons.follow(self.leadership.epoch if self.leadership else None)
             if self.leadership is None:
                 return report
             inventory = self._inventory(report)
@@ -216,6 +219,7 @@ class Daemon:
                 finalize_jobs(session, self.specs, self._finalized)
             self._gauges()
         except NotLeader as exc:
+            self.reasons.forget()
             log.warning("lost leadership: %s", exc)
             self.leadership = None
             self.metrics.leader.set(0)
@@ -224,6 +228,7 @@ class Daemon:
             # Slurm unreachable or slow: an unknown, not a failure; try again next period
             report.error = f"slurm: {exc}"
         except Exception as exc:  # noqa: BLE001 - e.g. PostgreSQL restarting: wait and retry
+            self.reasons.forget()  # a failed commit may have dropped what the memo believes stored
             log.exception("period failed")
             report.error = f"{type(exc).__name__}: {exc}"
         finally:
@@ -311,7 +316,9 @@ class Daemon:
                 pending_count=len(snapshot.pending),
                 lease_s=self.config.attempt_lease_s,
                 job_of_task=job_of_task,
+                memo=self.reasons,
             )
+        self.reasons.committed(plan.reasons, self.leadership.epoch)
         runtime = {t.task_id: t.runtime_estimate_s for t in snapshot.pending}
         self.holds.sync(desired_holds(plan.held, runtime, started_at), started_at)
         submit_times = {t.task_id: (t.submit_time, t.kind.value) for t in snapshot.pending}

@@ -1,4 +1,8 @@
-"""Why a job's tasks wait: the last cycle's typed reason for each task (``metasched explain``)."""
+"""Why a job's tasks wait: each task's typed reason (``metasched explain``).
+
+The leader stores a reason only when it changes, so a row's ``cycle`` and ``at`` say since when
+the reason has held (the SINCE column), not when it was last confirmed.
+"""
 
 from __future__ import annotations
 

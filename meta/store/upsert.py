@@ -1,4 +1,4 @@
-"""Dialect-aware INSERT ... ON CONFLICT DO NOTHING for PostgreSQL and SQLite."""
+"""Dialect-aware INSERT ... ON CONFLICT (do nothing, or update) for PostgreSQL and SQLite."""
 
 from __future__ import annotations
 
@@ -13,3 +13,18 @@ def insert_ignore(session: Session, model: type[Any], **values: Any) -> None:
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
     session.execute(insert(model).values(**values).on_conflict_do_nothing())
+
+
+def upsert_rows(session: Session, model: type[Any], rows: list[dict[str, Any]], key: tuple[str, ...]) -> None:
+    """upsert_rows inserts rows, replacing every non-key column of rows whose key exists (one statement)."""
+    if not rows:
+        return
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    statement = insert(model).values(rows)
+    columns = [name for name in rows[0] if name not in key]
+    session.execute(
+        statement.on_conflict_do_update(
+            index_elements=list(key), set_={name: statement.excluded[name] for name in columns}
+        )
+    )

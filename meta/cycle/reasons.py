@@ -1,0 +1,74 @@
+"""Cycle step 8 (apply), pending reasons: a waiting task's typed reason is written only when it changes.
+
+Most waiting tasks wait for the same reason period after period; rewriting each one's row every
+period made the period grow by about a millisecond per waiting task. The leader remembers what
+it stored (``ReasonMemo``) and upserts only the reasons that differ, a batch per statement. The
+memo is trusted only after its transaction commits and is forgotten on any failure or change of
+leadership, so the store and the memo never disagree for longer than one period.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from sqlalchemy.orm import Session
+
+from meta.policy.plan import PendingReason
+from meta.store.models import TaskReason
+from meta.store.upsert import upsert_rows
+
+REASON_BATCH = 1000  # rows per statement: well under PostgreSQL's 65,535 parameters at 9 columns
+
+
+class ReasonMemo:
+    """ReasonMemo is the reason the store holds for each waiting task, as far as this leader wrote it."""
+
+    def __init__(self) -> None:
+        self._stored: dict[str, PendingReason] = {}
+        self._epoch: int | None = None
+
+    def changed(self, reasons: Mapping[str, PendingReason]) -> dict[str, PendingReason]:
+        """changed is the subset of ``reasons`` that differs from what was stored."""
+        stored = self._stored
+        return {task_id: reason for task_id, reason in reasons.items() if stored.get(task_id) != reason}
+
+    def committed(self, reasons: Mapping[str, PendingReason], epoch: int) -> None:
+        """committed records that ``reasons`` are now the stored ones (tasks left out are no longer waiting)."""
+        self._stored, self._epoch = dict(reasons), epoch
+
+    def forget(self) -> None:
+        """forget drops everything: the next period writes every reason again."""
+        self._stored, self._epoch = {}, None
+
+    def follow(self, epoch: int | None) -> None:
+        """follow forgets the memo when leadership changed since it was written (another leader wrote meanwhile)."""
+        if epoch != self._epoch:
+            self.forget()
+
+
+def store_reasons(
+    session: Session,
+    changed: Mapping[str, PendingReason],
+    cycle_id: int,
+    job_of_task: Mapping[str, str],
+    now: datetime,
+) -> int:
+    """store_reasons upserts the changed reasons in batches; ``cycle``/``at`` say since when each holds."""
+    rows = [
+        {
+            "task_id": task_id,
+            "job_id": job_of_task.get(task_id, ""),
+            "cycle": cycle_id,
+            "code": reason.code.value,
+            "message": reason.message,
+            "remedy": reason.remedy,
+            "blocking_job": reason.blocking_job,
+            "blocking_tenant": reason.blocking_tenant,
+            "at": now,
+        }
+        for task_id, reason in changed.items()
+    ]
+    for start in range(0, len(rows), REASON_BATCH):
+        upsert_rows(session, TaskReason, rows[start : start + REASON_BATCH], key=("task_id",))
+    return len(rows)

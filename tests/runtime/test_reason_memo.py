@@ -1,0 +1,115 @@
+"""Pending reasons are written only when they change, in bulk, and the memo never outlives a failure."""
+
+from __future__ import annotations
+
+from sqlalchemy import event, func, select
+
+from meta.cycle.apply import ApplyResult, apply_plan
+from meta.cycle.lease import Leadership
+from meta.cycle.reasons import REASON_BATCH, ReasonMemo
+from meta.model.durations import utcnow
+from meta.policy.plan import PendingReason, Plan, ReasonCode
+from meta.service.api import Service
+from meta.store.db import Database
+from meta.store.models import Task, TaskReason
+from tests.runtime.support import lead, node_state, submit, training
+
+NODES = [node_state("node1")]
+FULL = PendingReason(ReasonCode.NO_FEASIBLE_NODE, "no node has 2 free a100", "wait")
+
+
+def _apply(db: Database, plan: Plan, leadership: Leadership, memo: ReasonMemo, jobs: dict[str, str]) -> ApplyResult:
+    with db.session() as session:
+        result = apply_plan(
+            session, plan, leadership, NODES, cycle_started=utcnow(), duration_s=0.01,
+            pending_count=len(plan.reasons), job_of_task=jobs, memo=memo,
+        )  # fmt: skip
+    memo.committed(plan.reasons, leadership.epoch)  # as the daemon does once the commit succeeded
+    return result
+
+
+def _waiting(service: Service, count: int) -> dict[str, str]:
+    jobs = {}
+    for i in range(count):
+        job, (task,) = submit(service, training(f"w{i}"))
+        jobs[task] = job
+    return jobs
+
+
+def _stored(db: Database) -> dict[str, tuple[str, str, int]]:
+    with db.session() as session:
+        return {r.task_id: (r.code, r.message, r.cycle) for r in session.scalars(select(TaskReason))}
+
+
+def _reason_writes(db: Database) -> list[str]:
+    """_reason_writes collects the statements that write task_reasons while it is alive."""
+    seen: list[str] = []
+
+    def spy(_conn, _cursor, statement: str, *_args) -> None:  # noqa: ANN001 - DBAPI objects
+        if "task_reasons" in statement and not statement.lstrip().upper().startswith("SELECT"):
+            seen.append(statement)
+
+    event.listen(db.engine, "before_cursor_execute", spy)
+    return seen
+
+
+def test_unchanged_reasons_are_not_written_again(service: Service) -> None:
+    db, leadership, memo = service.db, lead(service.db), ReasonMemo()
+    jobs = _waiting(service, 5)
+    plan = Plan(reasons=dict.fromkeys(jobs, FULL))
+    first = _apply(db, plan, leadership, memo, jobs)
+    assert first.reasons_written == 5
+    assert {code for code, _, _ in _stored(db).values()} == {"NoFeasibleNode"}
+    writes = _reason_writes(db)
+    second = _apply(db, plan, leadership, memo, jobs)
+    assert second.reasons_written == 0 and writes == []
+    # the stored rows still say since which cycle the reason holds
+    assert {cycle for _, _, cycle in _stored(db).values()} == {first.cycle_id}
+
+
+def test_a_changed_reason_is_the_only_row_written(service: Service) -> None:
+    db, leadership, memo = service.db, lead(service.db), ReasonMemo()
+    jobs = _waiting(service, 4)
+    tasks = list(jobs)
+    _apply(db, Plan(reasons=dict.fromkeys(tasks, FULL)), leadership, memo, jobs)
+    quota = PendingReason(ReasonCode.WAITING_FOR_QUOTA, "tenant-a at its limit", "wait", None, "tenant-a")
+    changed = _apply(db, Plan(reasons={**dict.fromkeys(tasks, FULL), tasks[2]: quota}), leadership, memo, jobs)
+    assert changed.reasons_written == 1
+    stored = _stored(db)
+    assert stored[tasks[2]] == ("WaitingForQuota", "tenant-a at its limit", changed.cycle_id)
+    assert all(stored[t][0] == "NoFeasibleNode" for t in tasks if t != tasks[2])
+
+
+def test_many_reasons_take_one_statement_per_batch(service: Service) -> None:
+    db, leadership, memo = service.db, lead(service.db), ReasonMemo()
+    (job,) = _waiting(service, 1).values()
+    count = REASON_BATCH + 7
+    tasks = [f"00000000-0000-4000-8000-{i:012d}" for i in range(count)]
+    with db.session() as session:  # task rows, without the cost of submitting a thousand jobs
+        session.add_all(
+            Task(id=t, job_id=job, index=i + 1, name=f"t{i}", state="pending", updated_at=utcnow())
+            for i, t in enumerate(tasks)
+        )
+    jobs = dict.fromkeys(tasks, job)
+    writes = _reason_writes(db)
+    result = _apply(db, Plan(reasons=dict.fromkeys(tasks, FULL)), leadership, memo, jobs)
+    assert result.reasons_written == count
+    assert len(writes) == 2  # ceil(1007 / 1000) upserts, not one statement per task
+    with db.session() as session:
+        assert session.scalar(select(func.count()).select_from(TaskReason)) == count
+
+
+def test_a_forgotten_or_other_epoch_memo_writes_everything_again(service: Service) -> None:
+    db, leadership, memo = service.db, lead(service.db), ReasonMemo()
+    jobs = _waiting(service, 3)
+    plan = Plan(reasons=dict.fromkeys(jobs, FULL))
+    _apply(db, plan, leadership, memo, jobs)
+    with db.session() as session:  # e.g. a commit that failed after the memo was updated
+        session.query(TaskReason).delete()
+    memo.follow(leadership.epoch + 1)  # another leader wrote meanwhile
+    assert _apply(db, plan, leadership, memo, jobs).reasons_written == 3
+    with db.session() as session:
+        session.query(TaskReason).delete()
+    memo.forget()
+    assert _apply(db, plan, leadership, memo, jobs).reasons_written == 3
+    assert len(_stored(db)) == 3
