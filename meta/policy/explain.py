@@ -6,6 +6,7 @@ import time
 
 from meta.policy.plan import PendingReason, ReasonCode
 from meta.policy.shape import Shape
+from meta.policy.snapshot import PendingTask
 
 
 def when(t: float, now: float) -> str:
@@ -14,6 +15,11 @@ def when(t: float, now: float) -> str:
         return time.strftime("%H:%M UTC", time.gmtime(t))
     minutes = max(0, round((t - now) / 60))
     return f"in {minutes} min" if minutes < 120 else f"in {minutes / 60:.1f} h"
+
+
+def job_label(task: PendingTask) -> str:
+    """job_label is the id users see for a task's job (its short id), never an internal UUID."""
+    return task.job_name or task.job_id
 
 
 def _gpus(shape: Shape, n: int) -> str:
@@ -47,11 +53,11 @@ def topology_unsatisfied(shape: Shape) -> PendingReason:
     )
 
 
-def blocked(shape: Shape, job: str) -> PendingReason:
-    """blocked explains a task that would fit on nodes held for a head-of-line job."""
+def blocked(shape: Shape, job: str, label: str | None = None) -> PendingReason:
+    """blocked explains a task that would fit on nodes held for a head-of-line job (named by ``label``)."""
     return PendingReason(
         ReasonCode.BLOCKED_BY_RESERVATION,
-        f"the free capacity is held for job {job}, which is first in line, and this task would delay it",
+        f"the free capacity is held for job {label or job}, which is first in line, and this task would delay it",
         "a shorter runtime estimate would let it backfill before the held start",
         blocking_job=job,
     )

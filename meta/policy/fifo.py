@@ -187,7 +187,7 @@ def schedule(snapshot: Snapshot, config: Any = None) -> Plan:
             remedy="wait for running jobs to finish",
         )
         behind_reason = PendingReason(
-            ReasonCode.LOWER_PRIORITY, f"FIFO: waiting behind {task.job_id}",
+            ReasonCode.LOWER_PRIORITY, f"FIFO: waiting behind {task.job_name or task.job_id}",
             blocking_job=task.job_id, blocking_tenant=task.tenant,
         )
     plan.fragmentation = fragmentation(nodes, free, waiting)

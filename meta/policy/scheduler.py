@@ -92,6 +92,7 @@ class Cycle:
         self._lowest_victim_rank: int | None = None
         self._any_stopping = False
         self._attributions: dict[tuple, PendingReason] = {}
+        self.labels: dict[str, str] = {}  # job id -> the id users see, for jobs that hold nodes
         self.verdicts: dict[Shape, Verdict] = self.inv.verdicts  # filters depend on the inventory only
         self.failed: dict[object, float] = {}  # shape -> earliest end that already failed to fit
         self.diagnoses: dict[object, PendingReason | None] = {}
@@ -256,7 +257,8 @@ class Cycle:
         cost = self.cfg.gpu_cost
         never = float("inf")
         if (self.plan.held or self.holds_made) and fit(self.cap, shape, classes, never, cost, ignore_holds=True):
-            return explain.blocked(shape, self._blocking_job(classes))
+            job = self._blocking_job(classes)
+            return explain.blocked(shape, job, self.labels.get(job))
         if fit(self.initial, shape, classes, never, cost):
             return None
         if shape.topology is Topology.REQUIRE_SAME_SWITCH and fit(
@@ -419,6 +421,7 @@ class Cycle:
             else:
                 spare = future[i]
             cap.hold(i, start, spare, task.job_id)
+        self.labels[task.job_id] = explain.job_label(task)
         nodes = tuple(cap.names[i] for i, _ in picks)
         self.plan.held.append(HeldReservation(task.task_id, task.job_id, nodes, start))
 
@@ -433,5 +436,6 @@ class Cycle:
             return False
         for i, _ in picks:
             self.cap.gang_blocked[i] = task.job_id
+        self.labels[task.job_id] = explain.job_label(task)
         self.plan.reasons[task.task_id] = explain.kept_from_gangs(reason, [self.cap.names[i] for i, _ in picks])
         return True

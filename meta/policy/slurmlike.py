@@ -245,7 +245,7 @@ def _behind(shadow: Shadow, why: str) -> PendingReason:
     """_behind explains a task waiting behind the reserved top task."""
     return PendingReason(
         ReasonCode.BLOCKED_BY_RESERVATION,
-        f"lower priority than {shadow.task.job_id}; {why}",
+        f"lower priority than {shadow.task.job_name or shadow.task.job_id}; {why}",
         blocking_job=shadow.task.job_id,
         blocking_tenant=shadow.task.tenant,
     )

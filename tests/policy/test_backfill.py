@@ -73,3 +73,17 @@ def test_holds_are_bounded() -> None:
     plan = schedule(snap(TWO, pending, RUNNING))
     assert len(plan.held) == 1  # both nodes go to the first hold; the rest cannot get other nodes
     assert all(plan.reasons[f"g{i}"].code is ReasonCode.WAITING_FOR_GANG_CAPACITY for i in range(1, 6))
+
+
+def test_blocked_reason_names_the_holder_by_the_id_users_see() -> None:
+    # The daemon's tasks carry the internal job UUID as job_id and the short id users see as
+    # job_name: the message names the short id; blocking_job keeps the UUID for the service.
+    from dataclasses import replace
+
+    uuid = "4139acc9-0000-4000-8000-000000000001"
+    head = replace(task("g", gpus=8, workers=2, submit=0.0), job_id=uuid, job_name="a1b2c3")
+    s = snap(TWO, [head, task("long", runtime=10_000, submit=NOW - 50, **EVAL)], RUNNING)
+    reason = schedule(s, FIFO).reasons["long"]
+    assert reason.code is ReasonCode.BLOCKED_BY_RESERVATION
+    assert "held for job a1b2c3," in reason.message and uuid not in reason.message
+    assert reason.blocking_job == uuid
