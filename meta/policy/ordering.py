@@ -62,7 +62,8 @@ def ordered(
     for t in pending:  # classified once, before any placement changes usage
         (owned if within_guarantee(t) else borrowing).append(t)
     # Inside guarantees tenants take turns by share (each is owed its own); borrowers may merge.
-    yield from _ordered(owned, fair, replace(config, fair_share_horizon_s=None), now, rank_of)
+    inside = replace(config, fair_share_horizon_s=None) if config.guaranteed_in_share_order else config
+    yield from _ordered(owned, fair, inside, now, rank_of)
     yield from _ordered(borrowing, fair, config, now, rank_of)
 
 

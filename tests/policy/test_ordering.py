@@ -93,3 +93,19 @@ def test_waiting_is_bounded_by_aging() -> None:
     assert "h" not in {p.task_id for p in schedule(young, cfg).placements}
     aged = snap(ONE_FREE, [task("h", "heavy", kind=JobKind.EVALUATION, submit=NOW - 3600), *fresh], tenants=heavy)
     assert [p.task_id for p in schedule(aged, cfg).placements] == ["h"]
+
+
+def test_guaranteed_tasks_merge_shortest_first_when_not_in_share_order() -> None:
+    # One free GPU; a and b both inside their guarantees. a has used more (decayed usage), so in
+    # strict share order b's long task goes first; merged by the horizon (0 = shortest first),
+    # a's short task does. Either way they go before the borrower c.
+    from meta.policy.scheduler import schedule
+
+    tenants = [TenantState("a", guaranteed={"*": 4}, decayed_usage=1e6), TenantState("b", guaranteed={"*": 4}),
+               TenantState("c")]
+    pending = [task("a-short", "a", runtime=600), task("b-long", "b", runtime=36_000), task("c", "c", runtime=60)]
+    s = snap(ONE_FREE, pending, tenants=tenants)
+    base = SchedulerConfig(fair_share_horizon_s=0.0)
+    assert [p.task_id for p in schedule(s, base).placements] == ["b-long"]
+    merged = SchedulerConfig(fair_share_horizon_s=0.0, guaranteed_in_share_order=False)
+    assert [p.task_id for p in schedule(s, merged).placements] == ["a-short"]
