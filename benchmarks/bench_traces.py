@@ -87,6 +87,14 @@ def philly_pair(traces_dir: Path, sim: SimConfig = SIM, load: float = 1.0,
     return slurm, run(spec, prepared=prepared).report["metrics"]
 
 
+def philly_one(traces_dir: Path, sim: SimConfig, policy: str, policy_config: Any = None) -> dict[str, Any]:
+    """philly_one runs one policy on the Philly setup: its metrics."""
+    setup = next(s for s in SETUPS if s.name == "philly")
+    spec = RunSpec(trace=traces_dir / setup.trace, cluster=setup.cluster, policy=policy, config=sim,
+                   policy_config=policy_config)
+    return run(spec).report["metrics"]
+
+
 def _row(r: dict[str, Any]) -> list[str]:
     """_row is one Markdown row of a report."""
     m = r["metrics"]
