@@ -48,6 +48,7 @@ from meta.cycle.launch_plan import LaunchSettings
 from meta.cycle.lease import Leadership, NotLeader, fence, release, renew, try_acquire
 from meta.cycle.metrics import Metrics
 from meta.cycle.outputs import commit_on_success, finalize_jobs
+from meta.cycle.pending_view import PendingView
 from meta.cycle.reasons import ReasonMemo
 from meta.cycle.reconcile import Reconciler, ReconcileSettings
 from meta.cycle.snapshot import SpecCache, build_snapshot
@@ -167,6 +168,7 @@ class Daemon:
         self.leadership: Leadership | None = None
         self._last_reconcile = time.monotonic()
         self.reasons = ReasonMemo()  # what this leader stored as each waiting task's reason
+        self.pending_view = PendingView()  # each waiting task described once, again only when it changes
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -297,6 +299,7 @@ class Daemon:
                 inventory_version=inventory.version,
                 now=started_at,
                 quarantine=poison,
+                view=self.pending_view,
             )
         if poison:
             self._quarantine(poison)

@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from meta.cycle.pending_view import PendingView
 from meta.model.durations import utcnow
 from meta.model.errors import JOB_FAULTS
 from meta.model.kinds import JobKind, Topology
@@ -200,12 +201,14 @@ def build_snapshot(
     inventory_version: int = 0,
     now: datetime | None = None,
     quarantine: list[tuple[str, Exception]] | None = None,
+    view: PendingView | None = None,
 ) -> Snapshot:
     """build_snapshot reads one consistent Snapshot of queue and reservations for the policy.
 
     A pending task whose spec cannot be loaded or described (a poison job) is left out, and
     ``(task id, error)`` goes to ``quarantine`` for the caller to fail it: one job's bad data
-    never stops the snapshot of everyone else's.
+    never stops the snapshot of everyone else's. With a ``view`` (the leader's), waiting tasks
+    are described only when new or changed.
     """
     moment = now or utcnow()
     jobs: dict[str, Job] = {}
@@ -225,33 +228,11 @@ def build_snapshot(
         reservation(job_of(a.job_id), a, _spec_or_none(session, specs, a.job_id), checkpoints.get(a.task_id))
         for a in live
     )
-    live_per_job = _live_counts(session)
-    pending_rows = session.execute(
-        select(Task, Job)
-        .join(Job, Job.id == Task.job_id)
-        .where(Task.state == TaskState.PENDING.value, Job.cancel_requested.is_(False))
-        .order_by(Job.submitted_at, Task.index)
-    ).all()
-    pending: list[PendingTask] = []
-    started_per_job: dict[str, int] = {}
-    for task, job in pending_rows:
-        if task.not_before is not None and task.not_before > moment:
-            continue  # retry backoff has not passed yet
-        try:
-            spec = specs.get(session, job.id)
-            waiting = pending_task(job, task, spec)
-        except JOB_FAULTS as exc:  # this job's data, not the cycle's: set it aside (step 5 quarantines it)
-            if quarantine is not None:
-                quarantine.append((task.id, exc))
-            continue
-        if isinstance(spec, InferenceSpec) and spec.max_parallel is not None:
-            # offer only as many partitions as max_parallel leaves room for
-            running = live_per_job.get(job.id, 0) + started_per_job.get(job.id, 0)
-            if running >= spec.max_parallel:
-                continue
-            started_per_job[job.id] = started_per_job.get(job.id, 0) + 1
-        jobs[job.id] = job
-        pending.append(waiting)
+    if view is not None:
+        candidates = view.read(session, moment, lambda job, task: pending_task(job, task, specs.get(session, job.id)), quarantine)
+    else:
+        candidates = _pending_candidates(session, specs, moment, quarantine)
+    pending = _within_max_parallel(session, specs, candidates)
     return Snapshot(
         now=moment.timestamp(),
         nodes=tuple(nodes),
@@ -261,3 +242,41 @@ def build_snapshot(
         switch_parent=dict(switch_parent or {}),
         inventory_version=inventory_version,
     )
+
+
+def _pending_candidates(
+    session: Session, specs: SpecCache, moment: datetime, quarantine: list[tuple[str, Exception]] | None
+) -> list[PendingTask]:
+    """_pending_candidates describes every waiting task whose backoff has passed, in queue order."""
+    rows = session.execute(
+        select(Task, Job)
+        .join(Job, Job.id == Task.job_id)
+        .where(Task.state == TaskState.PENDING.value, Job.cancel_requested.is_(False))
+        .order_by(Job.submitted_at, Task.index)
+    ).all()
+    candidates = []
+    for task, job in rows:
+        if task.not_before is not None and task.not_before > moment:
+            continue  # retry backoff has not passed yet
+        try:
+            candidates.append(pending_task(job, task, specs.get(session, job.id)))
+        except JOB_FAULTS as exc:  # this job's data, not the cycle's: set it aside (step 5 quarantines it)
+            if quarantine is not None:
+                quarantine.append((task.id, exc))
+    return candidates
+
+
+def _within_max_parallel(session: Session, specs: SpecCache, candidates: list[PendingTask]) -> list[PendingTask]:
+    """_within_max_parallel offers only as many partitions of an inference job as max_parallel leaves room for."""
+    live_per_job = _live_counts(session)
+    started_per_job: dict[str, int] = {}
+    pending = []
+    for waiting in candidates:
+        spec = specs.get(session, waiting.job_id)
+        if isinstance(spec, InferenceSpec) and spec.max_parallel is not None:
+            running = live_per_job.get(waiting.job_id, 0) + started_per_job.get(waiting.job_id, 0)
+            if running >= spec.max_parallel:
+                continue
+            started_per_job[waiting.job_id] = started_per_job.get(waiting.job_id, 0) + 1
+        pending.append(waiting)
+    return pending
