@@ -11,17 +11,19 @@ words and leave its target untouched. Without any credential the service itself 
 directly, for every operation: 401 before the body is read.
 
 Job-side cells (commit, checkpoint report): docs/identity.md §5 accepts them only from the
-job's owner with the attempt's secret. While the service's schema has no attempt secret in those
-bodies (issue 12 part C not landed), they follow the rule that exists: callers who may see the
-job's tenant are accepted with the current fencing token; once it has one, none of these
-callers (none holds the secret) may.
+job's owner with the attempt's secret. The service's OpenAPI schema says which rule runs: while
+those bodies carry no attempt secret, callers who may see the job's tenant are accepted with the
+current fencing token; once they do, only alice holding her attempt's secret (as her job has it,
+in METASCHED_ATTEMPT_SECRET) is, and the owner without it or others holding it are refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import pwd
 from dataclasses import dataclass, field
 from pathlib import Path
+from secrets import token_urlsafe
 
 import pytest
 from sqlalchemy import select
@@ -78,8 +80,9 @@ EXPECTED: dict[str, tuple[str, ...]] = {
 }
 # fmt: on
 JOB_SIDE = ("commit", "checkpoint report")
-# with the attempt secret in the job-side bodies (docs/identity.md §5): nobody here holds it
-EXPECTED_WITH_ATTEMPT_SECRET = {row: (D,) * len(CALLERS) for row in JOB_SIDE}
+# with the attempt secret in the job-side bodies (docs/identity.md §5): the owner, holding its
+# attempt's secret as the job does (METASCHED_ATTEMPT_SECRET), and nobody else
+EXPECTED_WITH_ATTEMPT_SECRET = {row: (A,) + (D,) * (len(CALLERS) - 1) for row in JOB_SIDE}
 
 # what a denied cell says (a substring of its one line); unauthenticated columns first
 FAULT_WORDS = {
@@ -128,6 +131,12 @@ class World:
     train_attempt: tuple[str, int] = ("", 0)
     files: dict[str, str] = field(default_factory=dict)
     attempt_secret: bool = False  # the job-side routes ask for the attempt secret (docs/identity.md §5)
+    secrets: dict[str, str] = field(default_factory=dict)  # attempt id -> its secret (when the store keeps digests)
+    expected: dict[str, tuple[str, ...]] = field(default_factory=lambda: dict(EXPECTED))
+
+    def allowed(self, row: str, caller: str) -> bool:
+        """allowed tells whether the table allows ``caller`` to do ``row``."""
+        return self.expected[row][CALLERS.index(caller)] == A
     credentials: dict[str, list[str]] = field(default_factory=dict)  # fault -> credential files, one per cell
 
     def path(self, name: str) -> Path:
@@ -152,19 +161,22 @@ def _running(world: World, task_id: str) -> tuple[str, int]:
     with db.session() as session:
         row = session.get(Attempt, attempt)
         assert row is not None
+        if hasattr(row, "secret_hash"):  # what the launch does (docs/identity.md §5): the store keeps a digest
+            world.secrets[attempt] = token_urlsafe(32)
+            row.secret_hash = hashlib.sha256(world.secrets[attempt].encode()).hexdigest()
         return attempt, row.fencing_token
 
 
-def build_world(served: Served) -> World:
+def build_world(world: World) -> None:
     """build_world makes alice's jobs, running attempts, secrets, job files and the fault credentials."""
-    world = World(served)
+    served = world.served
     evaluation = {"kind": "evaluation", "name": "m", "resources": {"gpus": 1}, "command": "true"}
     world.job, _ = _alice_submit(world, evaluation)
     world.cancelled, _ = _alice_submit(world, evaluation)
     alice = member("alice", 2001, [TENANT])
     served.service.cancel(world.cancelled, principal=alice)
     for caller in USERS:
-        if EXPECTED["cancel"][CALLERS.index(caller)] == A:
+        if world.allowed("cancel", caller):
             world.own_jobs[caller], _ = _alice_submit(world, evaluation)
     output = world.path("out")
     world.infer, partitions = _alice_submit(world, {
@@ -188,7 +200,6 @@ def build_world(served: Served) -> World:
     job_file.write_text(f"kind: evaluation\nname: m\ntenant: {TENANT}\nresources: {{gpus: 1}}\ncommand: 'true'\n")
     world.files = {"job": str(job_file), "staging": str(staging)}
     _credentials(world)
-    return world
 
 
 def _write(world: World, name: str, credential: str) -> str:
@@ -212,7 +223,7 @@ def _credentials(world: World) -> None:
 
 def _command(world: World, row: str, caller: str) -> tuple[str, ...]:
     """_command is what ``caller`` runs for ``row`` (allowed callers act on their own targets)."""
-    allowed = EXPECTED[row][CALLERS.index(caller)] == A
+    allowed = world.allowed(row, caller)
     own = world.own_jobs.get(caller, world.job) if allowed else world.job
     name = caller.upper()
     commands: dict[str, tuple[str, ...]] = {
@@ -240,6 +251,13 @@ def _command(world: World, row: str, caller: str) -> tuple[str, ...]:
     return commands[row]
 
 
+def _job_side_attempt(world: World, row: str, caller: str) -> str:
+    """_job_side_attempt is the attempt a job-side cell names."""
+    if row == "checkpoint report":
+        return world.train_attempt[0]
+    return world.commit_attempts[caller if world.allowed(row, caller) else "target"][0]
+
+
 def _commit_args(world: World, caller: str, allowed: bool) -> tuple[str, ...]:
     attempt, token = world.commit_attempts[caller if allowed else "target"]
     return ("commit", "--dir", world.files["staging"], "--attempt", attempt, "--token", str(token), "--json")
@@ -260,6 +278,8 @@ def call_for(world: World, row: str, caller: str) -> Call:
         env["METASCHED_MUNGE_SOCKET"] = "/nonexistent/munge.socket.2"  # a host without munged
     elif caller in world.credentials:
         env["METASCHED_CREDENTIAL_FILE"] = world.credentials[caller][list(EXPECTED).index(row)]
+    if row in JOB_SIDE and caller == "alice" and world.attempt_secret:  # the job's owner, as its job
+        env["METASCHED_ATTEMPT_SECRET"] = world.secrets[_job_side_attempt(world, row, caller)]
     user = caller if caller in USERS else "alice"
     prog = "msbatch" if row.startswith("msbatch") else "metasched"
     stdin = "s3cret-value\n" if row == "secret set" else None
@@ -347,7 +367,7 @@ def untouched(world: World) -> list[str]:
     root = secret_files.tenant_dir(world.served.secrets, TENANT)
     for caller in CALLERS:
         for row, name, present_if_allowed in (("secret set", "SET", True), ("secret delete", "DEL", False)):
-            allowed = EXPECTED[row][CALLERS.index(caller)] == A
+            allowed = world.allowed(row, caller)
             if (root / f"{name}_{caller.upper()}").exists() is not (allowed is present_if_allowed):
                 problems.append(f"secret {name}_{caller.upper()}: {row} by {caller} had the wrong effect")
     with world.served.service.db.session() as session:
@@ -409,9 +429,9 @@ def denial_problem(world: World, row: str, caller: str, out: Outcome) -> str:
     return ""
 
 
-def run_cells(world: World, expected: dict[str, tuple[str, ...]]) -> list[Cell]:
+def run_cells(world: World) -> list[Cell]:
     """run_cells runs every cell in three rounds (allowed changes, then retries, then the denied writes)."""
-    cells = [Cell(row, caller, expected[row][i]) for row in expected for i, caller in enumerate(CALLERS)]
+    cells = [Cell(row, caller, world.expected[row][i]) for row in world.expected for i, caller in enumerate(CALLERS)]
     writes = ("cancel", "retry", "secret set", "secret delete", "tenant set")
 
     def round_of(cell: Cell) -> int:
@@ -449,6 +469,26 @@ def no_credential_at_all(world: World) -> list[str]:
     return problems
 
 
+def secret_misuse(world: World) -> list[str]:
+    """secret_misuse: the owner without its attempt's secret, and others holding it, are all refused (problems listed)."""
+    target = world.commit_attempts["target"][0]
+    report = ("checkpoint", "report", "--step", "950", "--path", "/ck/x", "--attempt", world.train_attempt[0],
+              "--token", str(world.train_attempt[1]))  # fmt: skip
+    holding = {"METASCHED_ATTEMPT_SECRET": world.secrets[target]}
+    calls = [
+        Call("alice", _commit_args(world, "alice", False)),  # the owner, without the secret
+        Call("bob", _commit_args(world, "bob", False), holding),  # another tenant's user with the secret
+        Call("carol", _commit_args(world, "carol", False), holding),  # a member of the tenant with the secret
+        Call("root", _commit_args(world, "root", False), holding),  # an admin with the secret
+        Call("bob", report, {"METASCHED_ATTEMPT_SECRET": world.secrets[world.train_attempt[0]]}),
+    ]
+    problems = []
+    for call, out in zip(calls, run_all(calls, world.served.api, world.served.folder), strict=True):
+        if out.code == 0 or out.stderr.count("\n") != 1 or "Traceback" in out.stderr:
+            problems.append(f"{call.user} {call.args[0]} with secret={bool(call.env)}: {out.code} {out.stderr!r}")
+    return problems
+
+
 def print_matrix(cells: list[Cell]) -> None:
     """print_matrix prints the table (rows: operations, columns: callers) and the counts, for CI logs."""
     width = max(len(row) for row in EXPECTED) + 2
@@ -468,9 +508,9 @@ def print_matrix(cells: list[Cell]) -> None:
           f"{len(outside)}, denied {denied_outside} ({100 * denied_outside / len(outside):.0f}%)")  # fmt: skip
 
 
-def attempt_secret_required(world: World) -> bool:
+def attempt_secret_required(served: Served) -> bool:
     """attempt_secret_required tells whether the service's own schema asks job-side calls for the attempt secret."""
-    status, schema = request(world.served.socket, "GET", "/openapi.json")
+    status, schema = request(served.socket, "GET", "/openapi.json")
     assert status == 200
     bodies = schema["components"]["schemas"]
     fields = set(bodies["CommitRequest"]["properties"]) | set(bodies["CheckpointReport"]["properties"])
@@ -478,19 +518,20 @@ def attempt_secret_required(world: World) -> bool:
 
 
 def test_every_operation_by_every_caller(served: Served, capsys: pytest.CaptureFixture[str]) -> None:
-    world = build_world(served)
-    expected = dict(EXPECTED)
-    world.attempt_secret = attempt_secret_required(world)
+    world = World(served, attempt_secret=attempt_secret_required(served))
     if world.attempt_secret:
-        expected.update(EXPECTED_WITH_ATTEMPT_SECRET)
-    cells = run_cells(world, expected)
+        world.expected.update(EXPECTED_WITH_ATTEMPT_SECRET)
+    build_world(world)
+    cells = run_cells(world)
     with capsys.disabled():  # CI logs show the matrix, passing or not
         print_matrix(cells)
-        print("job-side cells: " + ("the attempt secret is required; no caller here holds it" if world.attempt_secret
+        print("job-side cells: " + ("the owner with its attempt's secret only" if world.attempt_secret
                                     else "the service asks no attempt secret yet: callers who may see the job's "
                                          "tenant, with the current fencing token"))  # fmt: skip
     problems = [f"{c.row} × {c.caller}: {c.problem}" for c in cells if c.problem]
     problems += no_credential_at_all(world)
+    if world.attempt_secret:
+        problems += secret_misuse(world)
     problems += untouched(world)
     # --tenant is never a privilege, and what bob may list or read holds nothing of tenant-a
     bob_list, bob_audit = run_all([Call("bob", ("list", "--json")), Call("bob", ("audit", "--json"))],
