@@ -1,4 +1,4 @@
-"""Reading the running attempt's identity from the environment metasched gives every job."""
+"""Reading the running attempt's identity and proof from the environment metasched gives every job."""
 
 from __future__ import annotations
 
@@ -19,6 +19,14 @@ def attempt_identity(attempt: str | None, token: int | None) -> tuple[str, int]:
         return attempt_id, int(raw_token)
     except ValueError:
         raise InvalidRequest(f"fencing token {raw_token!r} is not an integer") from None
+
+
+SECRET_ENV = "METASCHED_ATTEMPT_SECRET"
+
+
+def attempt_secret() -> str | None:
+    """attempt_secret is the job's proof of its attempt (METASCHED_ATTEMPT_SECRET, set in its batch script)."""
+    return os.environ.get(SECRET_ENV) or None
 
 
 attempt_option = click.option("--attempt", default=None, help="Attempt id (default: $METASCHED_ATTEMPT_ID).")

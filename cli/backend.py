@@ -86,13 +86,17 @@ class Backend(Protocol):
         """audit reads the audit trail."""
         ...
 
-    def commit(self, attempt_id: str, token: int, manifest: Any) -> dict[str, Any]:
+    def commit(self, attempt_id: str, token: int, manifest: Any, *, secret: str | None = None) -> dict[str, Any]:
         """commit records a partition's output manifest."""
         ...
 
     def report_checkpoint(
         self, attempt_id: str, token: int, *, step: int, path: str, size_bytes: int | None = None,
-        duration_s: float | None = None,
+        duration_s: float | None = None, secret: str | None = None,
     ) -> dict[str, Any]:
         """report_checkpoint records a checkpoint."""
+        ...
+
+    def attempt_secret(self, attempt_id: str, token: int, name: str, *, secret: str | None = None) -> dict[str, Any]:
+        """attempt_secret is one secret value the running job declared."""
         ...

@@ -7,7 +7,7 @@ import stat
 
 import click
 
-from cli.attempt_env import attempt_identity, attempt_option, token_option
+from cli.attempt_env import attempt_identity, attempt_option, attempt_secret, token_option
 from cli.context import CliState, pass_state
 from cli.errors import handle_errors
 from cli.output import echo_json, echo_table, short_time
@@ -41,7 +41,8 @@ def report(
     """Record a checkpoint of the running attempt (fenced: a stale attempt is refused)."""
     attempt_id, fencing_token = attempt_identity(attempt, token)
     view = state.backend().report_checkpoint(
-        attempt_id, fencing_token, step=step, path=path, size_bytes=_regular_file_size(path), duration_s=duration
+        attempt_id, fencing_token, step=step, path=path, size_bytes=_regular_file_size(path), duration_s=duration,
+        secret=attempt_secret(),
     )
     if as_json:
         echo_json(view)

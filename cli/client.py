@@ -81,19 +81,27 @@ class ApiClient:
         self._credential = credential
 
     def call(
-        self, method: str, path: str, *, query: Mapping[str, Any] | None = None, body: Any = None
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, Any] | None = None,
+        body: Any = None,
+        headers: Mapping[str, str] | None = None,
     ) -> Any:
-        """call sends one request and returns the decoded JSON answer (raises ApiError or ApiUnreachable)."""
+        """call sends one request (with extra ``headers``) and returns the decoded JSON answer (raises ApiError or ApiUnreachable)."""
+        extra = dict(headers or {})
         params = {key: str(value) for key, value in (query or {}).items() if value is not None}
         target = path + ("?" + urlencode(params) if params else "")
         data = b"" if body is None else json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        headers = {
+        sent = {
+            **extra,
             "Authorization": f"MUNGE {self._credential_for(method, target, data)}",
             "Accept": "application/json",
         }
         if body is not None:
-            headers["Content-Type"] = "application/json"
-        status, raw = self._exchange(method, target, data if body is not None else None, headers)
+            sent["Content-Type"] = "application/json"
+        status, raw = self._exchange(method, target, data if body is not None else None, sent)
         return _decode(status, raw)
 
     def _credential_for(self, method: str, target: str, data: bytes) -> str:

@@ -17,6 +17,7 @@ from cli.audit_cmd import audit_cmd
 from cli.checkpoint_cmd import checkpoint_group
 from cli.context import CliState
 from cli.explain_cmd import explain
+from cli.job_cmd import job_group
 from cli.jobs_cmd import cancel, list_jobs, retry, status, submit
 from cli.outputs_cmd import commit_cmd, outputs
 from cli.secret_cmd import secret_group
@@ -104,6 +105,7 @@ for command in (
     outputs,
     commit_cmd,
     checkpoint_group,
+    job_group,
     tenant_group,
     secret_group,
     audit_cmd,

@@ -7,7 +7,7 @@ import os
 import click
 
 from checkpoint.manifest_files import build_manifest
-from cli.attempt_env import attempt_identity, attempt_option, token_option
+from cli.attempt_env import attempt_identity, attempt_option, attempt_secret, token_option
 from cli.context import CliState, pass_state
 from cli.errors import handle_errors
 from cli.output import echo_json, echo_table
@@ -32,7 +32,7 @@ def commit_cmd(
     if not staging:
         raise InvalidRequest("no staging directory: pass --dir or run inside a metasched inference job")
     # the files are read here, where the job wrote them; the service records what it is told, fenced
-    result = state.backend().commit(attempt_id, fencing_token, build_manifest(staging))
+    result = state.backend().commit(attempt_id, fencing_token, build_manifest(staging), secret=attempt_secret())
     if as_json:
         echo_json(result)
         return

@@ -98,14 +98,23 @@ class ApiBackend:
         """audit is GET /v1/audit."""
         return self._get("/v1/audit", since=since, limit=limit)
 
-    def commit(self, attempt_id: str, token: int, manifest: Any) -> dict[str, Any]:
+    def commit(self, attempt_id: str, token: int, manifest: Any, *, secret: str | None = None) -> dict[str, Any]:
         """commit is POST /v1/attempts/{id}/commit."""
-        return self._send("POST", f"/v1/attempts/{segment(attempt_id)}/commit", {"token": token, "manifest": manifest})
+        body = {"token": token, "manifest": manifest, "secret": secret}
+        return self._send("POST", f"/v1/attempts/{segment(attempt_id)}/commit", body)
 
     def report_checkpoint(
         self, attempt_id: str, token: int, *, step: int, path: str, size_bytes: int | None = None,
-        duration_s: float | None = None,
+        duration_s: float | None = None, secret: str | None = None,
     ) -> dict[str, Any]:
         """report_checkpoint is POST /v1/attempts/{id}/checkpoints."""
-        body = {"token": token, "step": step, "path": path, "size_bytes": size_bytes, "duration_s": duration_s}
+        body = {"token": token, "step": step, "path": path, "size_bytes": size_bytes, "duration_s": duration_s,
+                "secret": secret}  # fmt: skip
         return self._send("POST", f"/v1/attempts/{segment(attempt_id)}/checkpoints", body)
+
+    def attempt_secret(self, attempt_id: str, token: int, name: str, *, secret: str | None = None) -> dict[str, Any]:
+        """attempt_secret is GET /v1/attempts/{id}/secrets/{name} (the attempt secret in a header, never the URL)."""
+        return self.client.call(
+            "GET", f"/v1/attempts/{segment(attempt_id)}/secrets/{segment(name)}", query={"token": token},
+            headers={"X-Metasched-Attempt-Secret": secret} if secret else None,
+        )  # fmt: skip

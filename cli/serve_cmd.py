@@ -84,6 +84,12 @@ from tenants.secrets import DEFAULT_ROOT
     envvar="METASCHED_MUNGE_SOCKET",
     help="The munged socket that decodes callers' credentials (a site's own munged). Default: libmunge's.",
 )
+@click.option(
+    "--job-api",
+    default=None,
+    help="METASCHED_API given to jobs, for their commit, checkpoint and secret calls (default: this "
+    "replica's Unix socket, else its TCP listener; on a multi-node cluster, an address the nodes reach).",
+)
 @click.option("--log-level", default="INFO", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 @pass_state
 @handle_errors
@@ -110,6 +116,7 @@ def serve(
     api_listen: str,
     no_api: bool,
     munge_socket: str | None,
+    job_api: str | None,
     log_level: str,
 ) -> None:
     """Run the scheduler daemon and the API until SIGTERM or SIGINT."""
@@ -119,14 +126,19 @@ def serve(
     files = prepare_daemon_files(state_dir or default_state_dir(), service.db.url, log_dir)
     metrics = Metrics()
     client = CliSlurmClient(CommandRunner(bin_dir=slurm_bin_dir, observer=metrics))
+    api = None
+    if not (no_api or once):
+        api = _start_api(service.db.url, files.state_dir, api_socket, api_listen, secrets_root, slurm_bin_dir,
+                         munge_socket)
     config = DaemonConfig(
         period_s=period,
         leader_lease_s=leader_lease,
         submit_timeout_s=submit_timeout,
         submit_parallel=submit_parallel,
         launch=LaunchSettings(
-            log_dir=str(files.log_dir), grace_s=grace, db_url_file=str(files.db_url_file), secrets_root=secrets_root
-        ),
+            log_dir=str(files.log_dir), grace_s=grace,
+            api_address=job_api or (api.addresses()[0] if api is not None else None),
+        ),  # fmt: skip
         reconcile=ReconcileSettings(unknown_window_s=unknown_window, lost_grace_s=lost_grace),
         scheduler=scheduler,
     )
@@ -136,10 +148,6 @@ def serve(
     if once:
         echo_json(daemon.period().__dict__)
         return
-    api = None
-    if not no_api:
-        api = _start_api(service.db.url, files.state_dir, api_socket, api_listen, secrets_root, slurm_bin_dir,
-                         munge_socket)
     if metrics_port:
         metrics.serve(metrics_port, metrics_address)
     stop = threading.Event()

@@ -6,6 +6,7 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Protocol
 
+from slurm_bridge.launch import RunAs
 from slurm_bridge.parse.config import SlurmConfig
 from slurm_bridge.parse.sacct import SacctJob
 from slurm_bridge.parse.sacctmgr import AccountShares, UserAssociations
@@ -20,8 +21,8 @@ from slurm_bridge.reservations import ReservationSpec
 class SlurmClient(Protocol):
     """SlurmClient submits, cancels and observes Slurm jobs, nodes and reservations."""
 
-    def submit(self, script: str, *, timeout_s: float | None = None) -> int:
-        """submit runs sbatch on the script text and returns the Slurm job id."""
+    def submit(self, script: str, *, timeout_s: float | None = None, run_as: RunAs | None = None) -> int:
+        """submit runs sbatch on the script text (as ``run_as``'s user when given) and returns the Slurm job id."""
         ...
 
     def cancel(self, job_ids: Sequence[int | str], signal: str | None = None) -> None:

@@ -16,6 +16,8 @@ from typing import TypeVar
 
 from slurm_bridge import reservations as resv
 from slurm_bridge.errors import ReservationInUse, SlurmParseError, SlurmRejected
+from slurm_bridge.job_env import submission_env
+from slurm_bridge.launch import RunAs
 from slurm_bridge.parse.config import SlurmConfig, parse_show_config
 from slurm_bridge.parse.sacct import SACCT_FIELDS, SacctJob, parse_sacct
 from slurm_bridge.parse.sacctmgr import (
@@ -90,11 +92,17 @@ class CliSlurmClient:
         self.runner = runner or CommandRunner()
         self.timeouts = timeouts or Timeouts()
 
-    def submit(self, script: str, *, timeout_s: float | None = None) -> int:
-        """submit pipes the script into ``sbatch --parsable`` and returns the job id."""
+    def submit(self, script: str, *, timeout_s: float | None = None, run_as: RunAs | None = None) -> int:
+        """submit pipes the script into ``sbatch --parsable`` (as ``run_as`` when given) and returns the job id.
+
+        The job's environment is the daemon's without its private variables, or the user's
+        (``slurm_bridge.job_env``): it never carries the store's URL.
+        """
+        args = ["--parsable", *(run_as.sbatch_args() if run_as else [])]
         result = self.runner.run(
-            "sbatch", ["--parsable"], stdin=script, timeout_s=timeout_s or self.timeouts.submit, mutating=True
-        )
+            "sbatch", args, stdin=script, timeout_s=timeout_s or self.timeouts.submit, mutating=True,
+            env=submission_env(self.runner.env, run_as),
+        )  # fmt: skip
         return parse_job_id(result.stdout)
 
     def cancel(self, job_ids: Sequence[int | str], signal: str | None = None) -> None:

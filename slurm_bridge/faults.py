@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmRejected, SlurmTransient, SlurmUnknownOutcome
+from slurm_bridge.launch import RunAs
 from slurm_bridge.parse.config import SlurmConfig
 from slurm_bridge.parse.sacct import SacctJob
 from slurm_bridge.parse.sacctmgr import AccountShares, UserAssociations
@@ -87,9 +88,9 @@ class FaultInjectingClient:
             raise SlurmUnknownOutcome(message, command=method)
         return result
 
-    def submit(self, script: str, *, timeout_s: float | None = None) -> int:
+    def submit(self, script: str, *, timeout_s: float | None = None, run_as: RunAs | None = None) -> int:
         """submit delegates sbatch, with faults."""
-        return self._call("submit", lambda: self.inner.submit(script, timeout_s=timeout_s))
+        return self._call("submit", lambda: self.inner.submit(script, timeout_s=timeout_s, run_as=run_as))
 
     def cancel(self, job_ids: Sequence[int | str], signal: str | None = None) -> None:
         """cancel delegates scancel, with faults."""

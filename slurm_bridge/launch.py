@@ -16,6 +16,7 @@ from slurm_bridge.tags import check_attempt_id
 _SLURM_TOKEN = re.compile(r"[A-Za-z0-9._:/@%+=,\[\]-]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ROLE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
+_SECRET = re.compile(r"[A-Za-z0-9_-]{16,256}")  # secrets.token_urlsafe's alphabet
 
 
 class LaunchRequestError(ValueError):
@@ -31,6 +32,26 @@ def check_token(what: str, value: str | None) -> None:
     """check_token rejects values that are unsafe in an ``#SBATCH`` line (spaces, quotes, newlines)."""
     if value is not None and not is_token(value):
         raise LaunchRequestError(f"{what} {value!r} must match {_SLURM_TOKEN.pattern}")
+
+
+@dataclass(frozen=True, slots=True)
+class RunAs:
+    """RunAs is the user a job runs as: ``sbatch --uid --gid`` (root only) and its working folder ``--chdir``."""
+
+    uid: int
+    gid: int
+    chdir: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.uid < 0 or self.gid < 0:
+            raise LaunchRequestError(f"uid {self.uid} and gid {self.gid} must not be negative")
+        if self.chdir is not None and (not self.chdir.startswith("/") or "\x00" in self.chdir):
+            raise LaunchRequestError(f"the working folder {self.chdir!r} must be an absolute path without NUL")
+
+    def sbatch_args(self) -> list[str]:
+        """sbatch_args are sbatch's options for this user (argv items: a folder may hold spaces)."""
+        args = [f"--uid={self.uid}", f"--gid={self.gid}"]
+        return args + ([f"--chdir={self.chdir}"] if self.chdir else [])
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,11 +97,11 @@ class LaunchRequest:
     secret_names: tuple[str, ...] = ()
     job_name: str = ""
     task_name: str = ""  # the task's name: an inference partition's shard name or index
-    # a file holding metasched's database URL, for the job's own `metasched checkpoint/commit`
-    # calls: the path travels in the script, the credentials never do
-    db_url_file: str | None = None
-    # where the node reads secret values at run time (<dir>/<name>); only this path is rendered
-    secrets_dir: str | None = None
+    # where the job's `metasched commit/checkpoint report` reach the service (METASCHED_API)
+    api_address: str | None = None
+    # the attempt's random secret, proof of the job-side calls: only in the script's exports
+    # (shown by Slurm to the owner and admins only), never in a job name, comment or option
+    attempt_secret: str | None = None
     checkpoint_dir: str | None = None
     output_dir: str | None = None
     resume_from: str | None = None
@@ -92,6 +113,9 @@ class LaunchRequest:
     reservation: str | None = None
     stdout: str | None = None
     stderr: str | None = None
+    # no --output at all: sbatch's default, slurm-%j.out in the job's working folder (a job that
+    # runs as its user, in its submit folder)
+    sbatch_default_output: bool = False
 
     def __post_init__(self) -> None:
         # A private copy: the caller's dict changing later must not change a validated request
@@ -106,6 +130,8 @@ class LaunchRequest:
         _check_shape(self.num_nodes, self.nodes, self.ntasks_per_node)
         self._check_entrypoint()
         self._check_env()
+        if self.attempt_secret is not None and not _SECRET.fullmatch(self.attempt_secret):
+            raise LaunchRequestError("an attempt secret is 16 to 256 URL-safe characters")
         if self.time_limit_s <= 0 or self.grace_s < 0:
             raise LaunchRequestError("time_limit_s must be positive and grace_s not negative")
         if self.checkpoints and self.kind != JobKind.TRAINING:

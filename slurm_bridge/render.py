@@ -3,7 +3,8 @@
 Everything user-controlled is either checked to be a plain token (values in ``#SBATCH`` lines)
 or shell-quoted with ``shlex.quote`` (environment values, the command). The user's command runs
 through exactly one ``bash -c``, so it cannot change the script around it. Secrets appear by
-name only (``METASCHED_SECRET_NAMES``); their values are resolved by the job at run time.
+name only (``METASCHED_SECRET_NAMES``): the job fetches their values from the API when it starts
+(``metasched job secrets --export``), so no value is in the script, Slurm's records or the store.
 """
 
 from __future__ import annotations
@@ -19,6 +20,8 @@ from slurm_bridge import hostlist, tags
 from slurm_bridge.launch import LaunchRequest, Role, is_token
 
 CHECKPOINT_SIGNAL = "USR1"
+JOB_CLI = "metasched"  # the thin CLI, on the job's PATH (/usr/local/bin on the nodes)
+SECRET_FETCH_FAILED = "metasched: cannot fetch the job's secrets from the metasched API (see above); the job does not start"
 # The checkpoint signal's lead time is at most this fraction of the time limit. Slurm sends it
 # when fewer than grace seconds remain, checked periodically (the man page: up to 60 s early),
 # so a job loses up to grace + 60 s of its run to a signal it must answer by checkpointing and
@@ -55,6 +58,9 @@ def render(request: LaunchRequest) -> str:
     lines = ["#!/bin/bash", _banner(request)]
     lines += [f"#SBATCH {option}" for option in _options(request)]
     lines += list(_exports(request))
+    if request.output_dir:
+        # the job makes its own staging folder, as the user it runs as
+        lines.append(f"mkdir -p -- {shlex.quote(request.output_dir)} || exit 1")
     lines.append(_launch_line(request))
     return "\n".join(lines) + "\n"
 
@@ -76,7 +82,7 @@ def _options(request: LaunchRequest) -> list[str]:
     """_options lists every #SBATCH option, with ``hetjob`` separators between roles."""
     head = [
         f"--job-name={tags.job_name(request.attempt_id)}",
-        f"--comment={tags.comment(request.attempt_id, request.fencing_token)}",
+        f"--comment={tags.comment(request.attempt_id)}",
     ]
     tail = ["--no-requeue", *_signal_option(request), *_io_options(request)]
     first, *others = _components(request)
@@ -138,7 +144,7 @@ def _shape(request: LaunchRequest, role: Role) -> list[str]:
 def _io_options(request: LaunchRequest) -> list[str]:
     """_io_options are --output/--error, defaulting into the output dir when one is given."""
     stdout, stderr = request.stdout, request.stderr
-    if stdout is None and request.output_dir and is_token(request.output_dir):
+    if stdout is None and not request.sbatch_default_output and request.output_dir and is_token(request.output_dir):
         stdout = f"{request.output_dir.rstrip('/')}/slurm-%j.out"
     options = [f"--output={stdout}"] if stdout else []
     options += [f"--error={stderr}"] if stderr else []
@@ -161,19 +167,23 @@ def _exports(request: LaunchRequest) -> Iterator[str]:
         "METASCHED_OUTPUT_DIR": request.output_dir,
         "METASCHED_RESUME_FROM": request.resume_from,
         "METASCHED_SECRET_NAMES": ",".join(request.secret_names),
-        "METASCHED_DB_FILE": request.db_url_file,
+        "METASCHED_API": request.api_address,
+        "METASCHED_ATTEMPT_SECRET": request.attempt_secret,
     }
     for name, value in ours.items():
         if value:
             yield f"export {name}={shlex.quote(value)}"
     for name in sorted(request.env):
         yield f"export {name}={shlex.quote(request.env[name])}"
-    if request.secrets_dir:
-        # values are read on the node when the job starts: they never enter the script, Slurm's
-        # stored job script, metasched's store or its logs
-        for name in request.secret_names:
-            path = shlex.quote(f"{request.secrets_dir.rstrip('/')}/{name}")
-            yield f'if [ -r {path} ]; then export {name}="$(cat {path})"; fi'
+    if request.secret_names:
+        yield from _secret_fetch()
+
+
+def _secret_fetch() -> Iterator[str]:
+    """_secret_fetch asks the API for the declared secrets and exports them; a failure fails the job, saying why."""
+    # the values reach this shell through a pipe: never the script, Slurm's records, argv or a file
+    yield f'__metasched_secrets="$({JOB_CLI} job secrets --export)" || {{ echo "{SECRET_FETCH_FAILED}" >&2; exit 1; }}'
+    yield 'eval "$__metasched_secrets"; unset __metasched_secrets'
 
 
 def _launch_line(request: LaunchRequest) -> str:

@@ -83,6 +83,11 @@ class CommandRunner:
         self._clock = clock
         self.counter = CallCounter()
 
+    @property
+    def env(self) -> dict[str, str]:
+        """env is a copy of the environment commands run in (the daemon's, without Slurm's input variables)."""
+        return dict(self._env)
+
     def argv_for(self, command: str, args: Sequence[str]) -> list[str]:
         """argv_for is the full argv that runs ``command`` with ``args``."""
         if command in self._binaries:
@@ -101,9 +106,10 @@ class CommandRunner:
         timeout_s: float | None = None,
         stdin: str | None = None,
         mutating: bool = False,
+        env: Mapping[str, str] | None = None,
     ) -> CommandResult:
-        """run executes one command; it returns its output or raises a typed SlurmError."""
-        return self._call(command, args, timeout_s, stdin, mutating, None)[0]
+        """run executes one command (in ``env`` when given, cleaned like the runner's own); its output or a typed SlurmError."""
+        return self._call(command, args, timeout_s, stdin, mutating, None, env)[0]
 
     def run_parsed(
         self, command: str, args: Sequence[str], parse: Callable[[str], T], *, timeout_s: float | None = None
@@ -123,13 +129,15 @@ class CommandRunner:
         stdin: str | None,
         mutating: bool,
         parse: Callable[[str], T] | None,
+        env: Mapping[str, str] | None = None,
     ) -> tuple[CommandResult, T | None]:
         """_call runs, classifies, optionally parses, and reports exactly once."""
         argv = self.argv_for(command, args)
         start = self._clock()
         try:
             returncode, stdout, stderr = _execute(
-                command, argv, stdin, timeout_s or self._default_timeout_s, self._env, mutating
+                command, argv, stdin, timeout_s or self._default_timeout_s,
+                self._env if env is None else clean_env(env), mutating,
             )
             if returncode != 0:
                 raise _failure(command, argv, returncode, stdout, stderr, mutating)

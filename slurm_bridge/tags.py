@@ -1,7 +1,9 @@
 """How a Slurm job carries its metasched identity: ``--job-name=ms-<attempt>`` and the comment.
 
 Slurm job ids are not identities (they wrap and requeue), so reconciliation and the lookup
-after an unknown launch outcome match jobs by these tags.
+after an unknown launch outcome match jobs by these tags. Everyone may read them in squeue, so
+they hold the attempt id only: an id names an attempt, it proves nothing. The fencing token
+left the comment with issue 12 (comments of older jobs, with ``:token=N``, are still read).
 """
 
 from __future__ import annotations
@@ -14,12 +16,12 @@ COMMENT_PREFIX = "metasched:"
 # fullmatch with ASCII classes: ``$`` would accept a final newline, ``\d`` any Unicode digit
 _ATTEMPT_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,127}")
 # Also accepts "metasched attempt=<id> token=<n>" (spaces), as hand-written test jobs use.
-_COMMENT = re.compile(r"metasched[: ]attempt=(?P<attempt>[A-Za-z0-9_.-]+)[: ]token=(?P<token>[0-9]{1,19})")
+_COMMENT = re.compile(r"metasched[: ]attempt=(?P<attempt>[A-Za-z0-9_.-]+)(?:[: ]token=(?P<token>[0-9]{1,19}))?")
 
 
 @dataclass(frozen=True, slots=True)
 class AttemptTag:
-    """AttemptTag is the attempt id and fencing token read back from a Slurm job."""
+    """AttemptTag is the attempt id (and, from jobs older than issue 12, the fencing token) read back from a Slurm job."""
 
     attempt_id: str
     fencing_token: int | None
@@ -37,16 +39,17 @@ def job_name(attempt_id: str) -> str:
     return f"{JOB_NAME_PREFIX}{check_attempt_id(attempt_id)}"
 
 
-def comment(attempt_id: str, fencing_token: int) -> str:
-    """comment is the Slurm job comment of an attempt (attempt id and fencing token)."""
-    return f"{COMMENT_PREFIX}attempt={check_attempt_id(attempt_id)}:token={int(fencing_token)}"
+def comment(attempt_id: str) -> str:
+    """comment is the Slurm job comment of an attempt: its id only (squeue shows it to everyone)."""
+    return f"{COMMENT_PREFIX}attempt={check_attempt_id(attempt_id)}"
 
 
 def parse_tag(name: str, job_comment: str) -> AttemptTag | None:
     """parse_tag reads the attempt back from a job's comment, or from its name if the comment is lost."""
     match = _COMMENT.fullmatch(job_comment.strip())
     if match:
-        return AttemptTag(match.group("attempt"), int(match.group("token")))
+        token = match.group("token")
+        return AttemptTag(match.group("attempt"), int(token) if token is not None else None)
     if name.startswith(JOB_NAME_PREFIX) and _ATTEMPT_ID.fullmatch(name[len(JOB_NAME_PREFIX) :]):
         return AttemptTag(name[len(JOB_NAME_PREFIX) :], None)
     return None

@@ -21,6 +21,7 @@ from meta.store.private_files import (
     UnsafePath,
     open_private_dir,
     opened_dir,
+    read_regular,
     regular_files,
     remove_regular,
     write_private,
@@ -29,7 +30,8 @@ from tenants.names import check_secret_name, check_tenant_name
 
 DEFAULT_ROOT = "/etc/metasched/secrets"
 
-__all__ = ["DEFAULT_ROOT", "UnsafePath", "delete_secret", "secret_names", "set_secret", "tenant_dir"]
+__all__ = ["DEFAULT_ROOT", "UnsafePath", "delete_secret", "read_secret", "secret_names", "set_secret", "tenant_dir"]
+MAX_VALUE_BYTES = 1024 * 1024  # what secret_admin accepts; a larger file is cut, never read whole
 
 
 def tenant_dir(root: str | Path, tenant: str) -> Path:
@@ -74,6 +76,16 @@ def secret_names(root: str | Path, tenant: str) -> list[str]:
         if fd is None:
             return []
         return [name for name in regular_files(fd) if not name.startswith(".")]
+
+
+def read_secret(root: str | Path, tenant: str, name: str) -> str | None:
+    """read_secret is one secret's value (a regular file, never through a link); None when there is none."""
+    check_secret_name(name)
+    with _tenant_fd(root, tenant, create=False) as fd:
+        if fd is None:
+            return None
+        data = read_regular(fd, name, MAX_VALUE_BYTES)
+    return None if data is None else data.decode("utf-8", "replace")
 
 
 def delete_secret(root: str | Path, tenant: str, name: str) -> bool:

@@ -24,7 +24,8 @@ from pathlib import Path
 from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
-from meta.cycle.launch_plan import LaunchSettings, launch_request
+from checkpoint import attempt_secret
+from meta.cycle.launch_plan import LaunchSettings, launch_request, run_as_for
 from meta.cycle.lease import Leadership, NotLeader, fence
 from meta.cycle.snapshot import SpecCache
 from meta.model.durations import utcnow
@@ -37,10 +38,11 @@ from meta.store.lifecycle import attempt_event, mark_launching, quarantine_attem
 from meta.store.models import Attempt, Checkpoint, Job, Task
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError, SlurmRejected, SlurmUnknownOutcome
-from slurm_bridge.launch import LaunchRequest, LaunchRequestError
+from slurm_bridge.launch import LaunchRequest, LaunchRequestError, RunAs
 from slurm_bridge.render import render
 
 log = logging.getLogger("metasched.actuator")
+Prepared = tuple[str, int, str, RunAs | None]  # attempt id, fencing token, script, the user it runs as
 LAUNCH_BATCH = 32  # attempts marked "launching" per commit
 SUBMIT_PARALLEL = 4  # default sbatch calls in flight at once (slurmctld serialises them anyway)
 
@@ -140,7 +142,7 @@ class Actuator:
 
     def _mark_launching(
         self, ids: list[str], leadership: Leadership, from_state: AttemptState, result: ActuationResult
-    ) -> list[tuple[str, int, str]]:
+    ) -> list[Prepared]:
         """_mark_launching commits ``launching`` for a batch (fenced) and renders each script."""
         prepared = []
         with self.db.session() as session:
@@ -150,7 +152,7 @@ class Actuator:
             for attempt_id in moved:
                 try:
                     with session.begin_nested():
-                        script, token = self._script(session, attempt_id)
+                        script, token, run_as = self._script(session, attempt_id)
                 except (LaunchRequestError, *JOB_FAULTS) as exc:
                     # a job whose data cannot become a script can never launch: quarantine it (never
                     # retried) and launch the rest of the batch
@@ -158,19 +160,19 @@ class Actuator:
                     quarantine_attempt(session, attempt_id, f"cannot render the sbatch script: {exc}", actor="actuator")
                     result.rejected.append(attempt_id)
                     continue
-                prepared.append((attempt_id, token, script))
+                prepared.append((attempt_id, token, script, run_as))
         return prepared
 
     def _submit_all(
-        self, prepared: list[tuple[str, int, str]]
+        self, prepared: list[Prepared]
     ) -> list[tuple[str, int, int | SlurmError | None]]:
         """_submit_all runs sbatch for each prepared attempt, ``submit_parallel`` at a time."""
 
         deposed = threading.Event()  # set once this replica lost the lease: send nothing more
         gate = threading.Lock()  # lease checks run one at a time; sbatch calls still overlap
 
-        def submit(item: tuple[str, int, str]) -> tuple[str, int, int | SlurmError | None]:
-            attempt_id, token, script = item
+        def submit(item: Prepared) -> tuple[str, int, int | SlurmError | None]:
+            attempt_id, token, script, run_as = item
             with gate:
                 try:
                     if not deposed.is_set() and self.keep_lease is not None:
@@ -180,7 +182,7 @@ class Actuator:
                 if deposed.is_set():
                     return attempt_id, token, None  # never sent: stays "launching", looked up like an unknown
             try:
-                return attempt_id, token, self.client.submit(script, timeout_s=self.submit_timeout_s)
+                return attempt_id, token, self.client.submit(script, timeout_s=self.submit_timeout_s, run_as=run_as)
             except SlurmError as exc:
                 return attempt_id, token, exc
             except Exception as exc:  # noqa: BLE001 - one launch's surprise must not drop the batch's ids
@@ -218,8 +220,8 @@ class Actuator:
         session.scalars(select(Task).where(Task.id.in_({a.task_id for a in attempts}))).all()
         session.scalars(select(Job).where(Job.id.in_({a.job_id for a in attempts}))).all()
 
-    def _script(self, session: Session, attempt_id: str) -> tuple[str, int]:
-        """_script renders one attempt's sbatch script from rows already in the session."""
+    def _script(self, session: Session, attempt_id: str) -> tuple[str, int, RunAs | None]:
+        """_script renders one attempt's sbatch script from rows already in the session, and whom it runs as."""
         attempt = session.get(Attempt, attempt_id)
         assert attempt is not None
         task = session.get(Task, attempt.task_id)
@@ -227,11 +229,18 @@ class Actuator:
         assert task is not None and job is not None
         spec = self.specs.get(session, job.id)
         resume = latest_checkpoint_path(session, task.id) if isinstance(spec, TrainingSpec) else None
-        request = launch_request(job, task, attempt, spec, self.settings, resume_from=resume)
-        _prepare_dirs(request)
+        # a new secret per launch, committed (as its digest) with "launching" before sbatch runs;
+        # a relaunch after a confirmed-absent launch gets a new one
+        secret, attempt.secret_hash = attempt_secret.new_secret()
+        request = launch_request(job, task, attempt, spec, self.settings, resume_from=resume, attempt_secret=secret)
+        run_as = run_as_for(job, self.settings)
+        if run_as is None:
+            # a job of another user makes its own folders, as that user: root creating folders
+            # where a user's paths point would follow that user's symlinks with root's rights
+            _prepare_dirs(request)
         script = render(request)
         script.encode("utf-8")  # a lone surrogate would reach sbatch as an empty script: refuse it here
-        return script, attempt.fencing_token
+        return script, attempt.fencing_token, run_as
 
     def _launch_rejected(
         self, session: Session, attempt_id: str, token: int, exc: SlurmError, result: ActuationResult

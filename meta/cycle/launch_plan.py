@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -12,7 +13,7 @@ from meta.model.kinds import JobKind
 from meta.model.resources import ResourceVector
 from meta.model.spec import AnySpec, InferenceSpec, TrainingSpec
 from meta.store.models import Attempt, Job, Task
-from slurm_bridge.launch import LaunchRequest, Role
+from slurm_bridge.launch import LaunchRequest, Role, RunAs
 
 
 @dataclass(frozen=True)
@@ -25,8 +26,23 @@ class LaunchSettings:
 
     log_dir: str = field(default_factory=default_log_dir)  # never a shared /tmp path others create first
     grace_s: int = 60
-    db_url_file: str | None = None  # lets jobs run `metasched checkpoint/commit` against the store
-    secrets_root: str | None = None  # <root>/<tenant>/<NAME> files read by the job at start
+    # METASCHED_API of every job: where its `metasched commit/checkpoint report` reach the service
+    # (the daemon's Unix socket on this host, or its TCP listener); jobs never get the store's URL
+    api_address: str | None = None
+    # the uid sbatch runs as: a job owned by it runs as before; any other owner's job runs as its owner
+    daemon_uid: int = field(default_factory=os.geteuid)
+
+
+def run_as_for(job: Job, settings: LaunchSettings) -> RunAs | None:
+    """run_as_for is the user a job runs as (its owner, in its submit folder), None for the daemon's own jobs.
+
+    Jobs without an owner (older than issue 12) and jobs the daemon's own user submitted (root's
+    local mode) run as before, in the daemon's folder.
+    """
+    if job.owner_uid is None or job.owner_uid == settings.daemon_uid:
+        return None
+    gid = job.owner_gid if job.owner_gid is not None else job.owner_uid
+    return RunAs(uid=job.owner_uid, gid=gid, chdir=job.submit_dir)
 
 
 def staging_dir(spec: InferenceSpec, attempt_id: str) -> str:
@@ -55,9 +71,15 @@ def launch_request(
     spec: AnySpec,
     settings: LaunchSettings,
     resume_from: str | None = None,
+    attempt_secret: str | None = None,
 ) -> LaunchRequest:
-    """launch_request describes one attempt to the sbatch renderer (a het-job for uneven gangs)."""
+    """launch_request describes one attempt to the sbatch renderer (a het-job for uneven gangs).
+
+    A job that runs as its user writes its output where sbatch would (``<submit dir>/slurm-%j.out``):
+    the daemon's log folder is not the user's to write.
+    """
     groups = _node_groups(attempt)
+    as_user = run_as_for(job, settings) is not None
     env = dict(spec.env)
     if isinstance(spec, InferenceSpec):
         # scripts written for sbatch arrays read the partition from SLURM_ARRAY_TASK_ID
@@ -85,9 +107,10 @@ def launch_request(
         "output_dir": staging_dir(spec, attempt.id) if isinstance(spec, InferenceSpec) else None,
         "resume_from": resume_from,
         "grace_s": settings.grace_s,
-        "stdout": log,
-        "db_url_file": settings.db_url_file,
-        "secrets_dir": f"{settings.secrets_root.rstrip('/')}/{job.tenant}" if settings.secrets_root else None,
+        "stdout": None if as_user else log,
+        "sbatch_default_output": as_user,
+        "api_address": settings.api_address,
+        "attempt_secret": attempt_secret,
     }
     if len(groups) <= 1:
         workers, members = next(iter(groups.items())) if groups else (1, [])

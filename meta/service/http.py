@@ -14,7 +14,7 @@ from importlib import metadata
 from pathlib import Path as FsPath
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request
+from fastapi import APIRouter, Depends, FastAPI, Header, Path, Query, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
@@ -86,11 +86,18 @@ class SecretValue(_Body):
     value: str
 
 
+SECRET_FIELD = Field(
+    default=None, max_length=512, description="the attempt's secret (the job's METASCHED_ATTEMPT_SECRET)"
+)
+SECRET_HEADER = "X-Metasched-Attempt-Secret"
+
+
 class CommitRequest(_Body):
-    """CommitRequest is a partition attempt's output manifest and fencing token."""
+    """CommitRequest is a partition attempt's output manifest, fencing token and attempt secret."""
 
     token: int
     manifest: dict[str, Any]
+    secret: str | None = SECRET_FIELD
 
 
 class CheckpointReport(_Body):
@@ -101,6 +108,7 @@ class CheckpointReport(_Body):
     path: str = Field(min_length=1, max_length=MAX_TEXT)
     size_bytes: int | None = Field(default=None, ge=0)
     duration_s: float | None = Field(default=None, ge=0)
+    secret: str | None = SECRET_FIELD
 
 
 class ErrorBody(BaseModel):
@@ -146,7 +154,13 @@ def caller(request: Request, as_tenant: AsTenant = None) -> Operations:
     return operations_for(request, as_tenant)
 
 
+def job_caller(request: Request, as_tenant: AsTenant = None) -> Operations:
+    """job_caller is the caller of a job-side route: the attempt decides the tenant, so ``as_tenant`` changes nothing."""
+    return operations_for(request, None)
+
+
 Ops = Annotated[Operations, Depends(caller)]
+JobOps = Annotated[Operations, Depends(job_caller)]
 router = APIRouter()
 
 
@@ -288,19 +302,31 @@ def audit(
 # --- from inside a job ------------------------------------------------------------------
 
 @router.post("/v1/attempts/{attempt_id}/commit", tags=["job side"])
-def commit(attempt_id: Name, body: CommitRequest, ops: Ops) -> JSONResponse:
-    """commit records a partition attempt's output manifest (fenced; once)."""
-    return JSONResponse(ops.commit(attempt_id, body.token, body.manifest))
+def commit(attempt_id: Name, body: CommitRequest, ops: JobOps) -> JSONResponse:
+    """commit records a partition attempt's output manifest: the job's owner with its attempt secret (fenced; once)."""
+    return JSONResponse(ops.commit(attempt_id, body.token, body.manifest, secret=body.secret))
 
 @router.post("/v1/attempts/{attempt_id}/checkpoints", tags=["job side"])
-def report_checkpoint(attempt_id: Name, body: CheckpointReport, ops: Ops) -> JSONResponse:
-    """report_checkpoint records a checkpoint of a running training attempt (fenced)."""
+def report_checkpoint(attempt_id: Name, body: CheckpointReport, ops: JobOps) -> JSONResponse:
+    """report_checkpoint records a checkpoint of a running attempt: the job's owner with its attempt secret (fenced)."""
     return JSONResponse(
         ops.report_checkpoint(
             attempt_id, body.token,
             step=body.step, path=body.path, size_bytes=body.size_bytes, duration_s=body.duration_s,
+            secret=body.secret,
         )  # fmt: skip
     )
+
+@router.get("/v1/attempts/{attempt_id}/secrets/{name}", tags=["job side"])
+def attempt_secret(
+    attempt_id: Name,
+    name: Name,
+    ops: JobOps,
+    token: Annotated[int, Query(ge=0, le=2**62, description="the attempt's fencing token")],
+    secret: Annotated[str | None, Header(alias=SECRET_HEADER, max_length=512)] = None,
+) -> JSONResponse:
+    """attempt_secret is one secret value the job declared: its owner, with the attempt secret (header), live attempt only."""
+    return JSONResponse(ops.attempt_secret(attempt_id, token, name, secret=secret))
 
 
 def _install_error_handlers(app: FastAPI) -> None:

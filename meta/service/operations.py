@@ -7,6 +7,7 @@ therefore authorize, validate and answer alike, and the CLI renders the same JSO
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +31,19 @@ MAX_SOURCE_CHARS = 4_096
 class Operations:
     """Operations answers one caller's requests over one Service (and the tenant secrets folder)."""
 
-    def __init__(self, service: Service, principal: Principal, *, secrets_root: str | Path = DEFAULT_ROOT):
+    def __init__(
+        self,
+        service: Service,
+        principal: Principal,
+        *,
+        secrets_root: str | Path = DEFAULT_ROOT,
+        daemon_uid: int | None = None,
+    ):
         self.service = service
         self.principal = principal
         self.secrets_root = secrets_root
+        # the uid jobs without an owner run as (the daemon's: this process's unless told)
+        self.daemon_uid = os.geteuid() if daemon_uid is None else daemon_uid
 
     # --- who ------------------------------------------------------------------------------
 
@@ -162,10 +172,14 @@ class Operations:
 
     # --- from inside a job --------------------------------------------------------------------
 
-    def commit(self, attempt_id: str, token: int, manifest: Any) -> dict[str, Any]:
-        """commit records a partition attempt's output manifest (fenced; once)."""
-        with self.service.db.session() as session:
-            return jobside.commit_output(session, self.principal, attempt_id, token, manifest)
+    def commit(self, attempt_id: str, token: int, manifest: Any, *, secret: str | None = None) -> dict[str, Any]:
+        """commit records a partition attempt's output manifest (proven by the attempt's secret; fenced; once)."""
+        return jobside.audited(
+            self.service.db, self.principal, "output.commit", attempt_id,
+            lambda session: jobside.commit_output(
+                session, self.principal, attempt_id, token, manifest, secret=secret, daemon_uid=self.daemon_uid
+            ),
+        )  # fmt: skip
 
     def report_checkpoint(
         self,
@@ -176,13 +190,27 @@ class Operations:
         path: str,
         size_bytes: int | None = None,
         duration_s: float | None = None,
+        secret: str | None = None,
     ) -> dict[str, Any]:
-        """report_checkpoint records a checkpoint of a running training attempt (fenced)."""
-        with self.service.db.session() as session:
-            return jobside.report_checkpoint(
+        """report_checkpoint records a checkpoint of a running training attempt (proven by its secret; fenced)."""
+        return jobside.audited(
+            self.service.db, self.principal, "checkpoint.report", attempt_id,
+            lambda session: jobside.report_checkpoint(
                 session, self.principal, attempt_id, token,
                 step=step, path=path, size_bytes=size_bytes, duration_s=duration_s,
-            )  # fmt: skip
+                secret=secret, daemon_uid=self.daemon_uid,
+            ),
+        )  # fmt: skip
+
+    def attempt_secret(self, attempt_id: str, token: int, name: str, *, secret: str | None = None) -> dict[str, Any]:
+        """attempt_secret is one secret value the attempt's job declared (its live attempt, proven; audited by name)."""
+        return jobside.audited(
+            self.service.db, self.principal, "secret.read", attempt_id,
+            lambda session: jobside.secret_value(
+                session, self.principal, attempt_id, token, name,
+                secret=secret, daemon_uid=self.daemon_uid, secrets_root=self.secrets_root,
+            ),
+        )  # fmt: skip
 
 
 def principal_view(principal: Principal) -> dict[str, Any]:

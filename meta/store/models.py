@@ -166,6 +166,8 @@ class Attempt(Base):
     epoch: Mapped[int] = mapped_column(Integer, default=0)
     # last time Slurm was seen to know the job (squeue or sacct): "lost" counts from here
     last_seen_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
+    # SHA-256 of the secret written into the batch script at launch: job-side calls must send the secret
+    secret_hash: Mapped[str | None] = mapped_column(String(64), nullable=True)
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     started_at: Mapped[datetime | None] = mapped_column(UTCDateTime)
     ended_at: Mapped[datetime | None] = mapped_column(UTCDateTime)

@@ -109,6 +109,20 @@ def write_private(dir_fd: int, name: str, data: str | bytes) -> None:
         raise
 
 
+def read_regular(dir_fd: int, name: str, limit: int) -> bytes | None:
+    """read_regular reads regular file ``name`` of ``dir_fd`` (never through a link), up to ``limit`` bytes; None if absent."""
+    try:
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, dir_fd=dir_fd)
+    except (FileNotFoundError, OSError) as exc:
+        if isinstance(exc, FileNotFoundError) or exc.errno == errno.ELOOP:
+            return None
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        if not stat.S_ISREG(os.fstat(handle.fileno()).st_mode):
+            return None  # a FIFO or a device is no secret (O_NONBLOCK: opening one never hangs)
+        return handle.read(limit)
+
+
 def regular_files(dir_fd: int) -> list[str]:
     """regular_files lists the names of the regular files of a folder (never links, folders or devices)."""
     with os.scandir(dir_fd) as entries:  # scandir works on a duplicate: dir_fd stays open

@@ -21,14 +21,17 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
+from checkpoint import attempt_secret
 from cli import credentials
 from cli.main import LAZY, cli
 from cli.msbatch import main as msbatch
 from meta.model.states import AttemptState
 from meta.service.api import Service
+from meta.store.models import Attempt
+from tenants.identity import member
 from tests.api_support import RunningApi, payload_digest, running_api
 from tests.conftest import pg_url, sqlite_database
-from tests.runtime.support import checkpointing, inference, place, share, submit
+from tests.runtime.support import checkpointing, inference, place, share
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -186,23 +189,37 @@ def test_msbatch_spec_refusals_read_as_before(sqlite_api: tuple[RunningApi, Serv
 # --- inside a job -----------------------------------------------------------------------------
 
 
+def _alices_attempt(service: Service, spec: Any, node: str) -> tuple[str, str]:
+    """_alices_attempt is a running attempt of a job alice (uid 1001) submitted, with its attempt secret."""
+    job = service.submit(spec, principal=member("alice", 1001, ["tenant-a"])).job
+    attempt = place(service.db, service.status(job.id).tasks[0].id, [share(node)], AttemptState.RUNNING)
+    secret, digest = attempt_secret.new_secret()
+    with service.db.session() as session:
+        session.get(Attempt, attempt).secret_hash = digest  # type: ignore[union-attr]
+    return attempt, secret
+
+
 def test_commit_and_checkpoint_report_from_a_job(sqlite_api: tuple[RunningApi, Service], tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     api, service = sqlite_api
     run = runner(api.address, tmp_path)
-    _, (task,) = submit(service, checkpointing(tenant="tenant-a"))
-    attempt = place(service.db, task, [share("node1")], AttemptState.RUNNING)
+    attempt, secret = _alices_attempt(service, checkpointing(tenant="tenant-a"), "node1")
     monkeypatch.setenv("METASCHED_ATTEMPT_ID", attempt)
     monkeypatch.setenv("METASCHED_FENCING_TOKEN", "1")
+    monkeypatch.setenv("METASCHED_ATTEMPT_SECRET", secret)
     (tmp_path / "ck").write_bytes(b"x" * 42)
     view = as_json(run("checkpoint", "report", "--step", "7", "--path", tmp_path / "ck", "--json", uid=1001))
     assert (view["step"], view["size_bytes"], view["attempt_id"]) == (7, 42, attempt)
     monkeypatch.setenv("METASCHED_FENCING_TOKEN", "5")
     stale = run("checkpoint", "report", "--step", "8", "--path", "/ck/8", uid=1001)
     assert stale.exit_code == 1 and "token" in stale.stderr
+    monkeypatch.setenv("METASCHED_FENCING_TOKEN", "1")
+    monkeypatch.delenv("METASCHED_ATTEMPT_SECRET")
+    unproven = run("checkpoint", "report", "--step", "9", "--path", "/ck/9", uid=1001)
+    assert unproven.exit_code == 1 and "no attempt secret" in unproven.stderr
 
-    _, tasks = submit(service, inference(str(tmp_path / "out"), tenant="tenant-a"))
-    attempt = place(service.db, tasks[0], [share("node2")], AttemptState.RUNNING)
+    attempt, secret = _alices_attempt(service, inference(str(tmp_path / "out"), tenant="tenant-a"), "node2")
+    monkeypatch.setenv("METASCHED_ATTEMPT_SECRET", secret)
     staging = tmp_path / "staging"
     staging.mkdir()
     (staging / "part.jsonl").write_text("{}\n")
@@ -212,6 +229,28 @@ def test_commit_and_checkpoint_report_from_a_job(sqlite_api: tuple[RunningApi, S
     (staging / "link").symlink_to(tmp_path / "ck")
     refused = run(*argv, uid=1001)
     assert refused.exit_code == 2 and "'link'" in refused.stderr  # refused where the files are
+
+
+def test_job_secrets_export_for_the_batch_script(sqlite_api: tuple[RunningApi, Service], tmp_path: Path,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    api, service = sqlite_api
+    run = runner(api.address, tmp_path)
+    value = "it's a $ecret; rm -rf / `x`"
+    assert run("secret", "set", "tenant-a", "HF_TOKEN", input=value).exit_code == 0
+    attempt, secret = _alices_attempt(service, checkpointing(tenant="tenant-a", secrets=["HF_TOKEN"]), "node1")
+    for name, setting in (("METASCHED_ATTEMPT_ID", attempt), ("METASCHED_FENCING_TOKEN", "1"),
+                          ("METASCHED_ATTEMPT_SECRET", secret), ("METASCHED_SECRET_NAMES", "HF_TOKEN")):
+        monkeypatch.setenv(name, setting)
+    assert run("job", "secrets", uid=1001).exit_code == 2  # no --export: values are never printed plainly
+    exported = ok(run("job", "secrets", "--export", uid=1001))
+    shell = subprocess.run(["bash", "-c", 'eval "$1"; printf %s "$HF_TOKEN"', "-", exported],
+                           capture_output=True, text=True, check=True)  # fmt: skip
+    assert shell.stdout == value.rstrip("\n")
+    monkeypatch.setenv("METASCHED_ATTEMPT_SECRET", "not-the-secret-0123")
+    failed = run("job", "secrets", "--export", uid=1001)
+    assert failed.exit_code == 1 and failed.stdout == "" and "attempt secret" in failed.stderr
+    monkeypatch.setenv("METASCHED_ATTEMPT_SECRET", secret)
+    assert run("job", "secrets", "--export", uid=1002).exit_code == 1  # bob: another tenant's attempt
 
 
 # --- tenants and secrets ----------------------------------------------------------------------

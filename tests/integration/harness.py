@@ -15,9 +15,12 @@ from meta.cycle.reconcile import ReconcileSettings
 from meta.model.spec import spec_from_dict
 from meta.model.states import JobState
 from meta.service.api import Service
-from meta.store.db import write_url_file
+from meta.service.http import create_app
+from meta.service.server import ApiServer, Listen
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.runner import CommandRunner
+from tenants.associations import AssociationCache
+from tenants.munge import MungeAuthenticator
 
 
 @dataclass(frozen=True)
@@ -91,13 +94,24 @@ def slurm_jobs_per_attempt(attempt_ids: set[str]) -> dict[str, list[str]]:
     return found
 
 
+def serve_api(service: Service, socket_path: Path, secrets_root: Path) -> ApiServer:
+    """serve_api serves the API with the production wiring (MUNGE, Slurm's associations) on a Unix socket."""
+    associations = AssociationCache(CliSlurmClient(CommandRunner()))
+    app = create_app(service, MungeAuthenticator(), associations.principal_for, secrets_root=secrets_root)
+    server = ApiServer(app, Listen(socket_path=socket_path))
+    server.start()
+    return server
+
+
 class DaemonHarness:
-    """DaemonHarness owns a service and an in-process daemon with test-sized timeouts."""
+    """DaemonHarness owns a service, an in-process daemon with test-sized timeouts and the API its jobs call."""
 
     def __init__(self, service: Service, tmp_path: Path, bin_dir: str | None = None, **config: object):
         self.service = service
         self.tmp_path = tmp_path
         self.client = CliSlurmClient(CommandRunner(bin_dir=bin_dir))
+        # the jobs' `metasched commit` / `checkpoint report` reach the service here, as the daemon's would
+        self.api = serve_api(service, Path(str(config.get("api_socket", tmp_path / "api.sock"))), tmp_path / "secrets")
         self.config = DaemonConfig(
             period_s=0.5,
             leader_lease_s=30.0,
@@ -106,8 +120,7 @@ class DaemonHarness:
             launch=LaunchSettings(
                 log_dir=str(tmp_path / "logs"),
                 grace_s=int(config.get("grace_s", 5)),
-                db_url_file=str(write_url_file(service.db.url, tmp_path / "db-url")),
-                secrets_root=str(tmp_path / "secrets"),
+                api_address=self.api.addresses()[0],
             ),
             reconcile=ReconcileSettings(
                 unknown_window_s=float(config.get("unknown_window_s", 4.0)),
@@ -146,7 +159,8 @@ class DaemonHarness:
         return lambda: all(self.state(job) in final for job in jobs)
 
     def close(self) -> None:
-        """close cancels whatever the test left running in Slurm."""
+        """close cancels whatever the test left running in Slurm and stops the API."""
+        self.api.stop()
         names = [n for n in squeue_names() if n.startswith("ms-")]
         if names:
             for name in names:

@@ -115,7 +115,7 @@ def test_three_kinds_run_through_slurm_and_failures_retry(harness: DaemonHarness
 
 
 def test_cancel_reaches_slurm(harness: DaemonHarness) -> None:
-    long = dict(EVAL, name="long", command="sleep 300")
+    long = dict(EVAL, name="long", command="sleep 300", secrets=[])  # a declared secret must be set: none here
     job = harness.submit(long)
     harness.run_until(lambda: harness.state(job) == JobState.RUNNING and _running_in_slurm(harness, job), 60)
     harness.service.cancel(job)

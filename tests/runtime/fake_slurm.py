@@ -16,6 +16,7 @@ from datetime import UTC, datetime, timedelta
 
 from slurm_bridge import hostlist
 from slurm_bridge.errors import SlurmRejected, SlurmTransient, SlurmUnknownOutcome
+from slurm_bridge.launch import RunAs
 from slurm_bridge.parse.config import SlurmConfig
 from slurm_bridge.parse.nodestate import node_condition
 from slurm_bridge.parse.sacct import SacctJob
@@ -153,6 +154,7 @@ class FakeSlurm:
         self.accounting_fault: Exception | None = None  # sacctmgr (slurmdbd) fails
         # calls, for assertions
         self.submitted_scripts: list[str] = []  # every script handed to submit (accepted or not)
+        self.submitted_as: list[RunAs | None] = []  # the user each of them was submitted as
         self.cancels: list[tuple[str, str | None]] = []  # (job id, signal)
         self.calls: dict[str, int] = {"submit": 0, "cancel": 0, "squeue": 0, "sacct": 0, "sinfo": 0,
                                       "user_associations": 0, "account_shares": 0}
@@ -169,10 +171,11 @@ class FakeSlurm:
 
     # --- SlurmClient ------------------------------------------------------------------------
 
-    def submit(self, script: str, *, timeout_s: float | None = None) -> int:
+    def submit(self, script: str, *, timeout_s: float | None = None, run_as: RunAs | None = None) -> int:
         """submit records the job (or fails as the next queued fault says) and returns its id."""
         self.calls["submit"] += 1
         self.submitted_scripts.append(script)
+        self.submitted_as.append(run_as)
         if self.on_submit is not None:
             self.on_submit()
         fault = self.submit_faults.popleft() if self.submit_faults else None

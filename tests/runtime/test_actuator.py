@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
+from checkpoint import attempt_secret
 from meta.cycle.actuate import ActuationResult, Actuator
 from meta.cycle.launch_plan import LaunchSettings
 from meta.cycle.lease import LEASE_NAME, NotLeader, try_acquire
@@ -39,7 +40,9 @@ def test_created_attempt_is_launched_and_its_slurm_id_recorded(service: Service,
     assert row.state == AttemptState.LAUNCHING.value
     assert row.slurm_job_id == str(job.job_id)
     assert row.launch_sent_at is not None and row.last_seen_at is not None
-    assert job.comment == f"metasched:attempt={attempt_id}:token={row.fencing_token}"
+    assert job.comment == f"metasched:attempt={attempt_id}"  # squeue shows it to everyone: no token
+    secret = next(line for line in job.script.splitlines() if line.startswith("export METASCHED_ATTEMPT_SECRET="))
+    assert row.secret_hash == attempt_secret.digest(secret.split("=", 1)[1])
     assert job.account == "acme" and job.components == [("node1", "node2")]
     assert task(db, t).state == TaskState.SCHEDULED.value
     assert (tmp_path / "logs").is_dir()

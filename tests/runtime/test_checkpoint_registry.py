@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+from checkpoint import attempt_secret
 from checkpoint.policy import (
     allocation_mtbf_s,
     expected_waste_fraction,
@@ -129,7 +130,10 @@ def test_cli_report_never_sizes_a_file_through_a_symlink(service: Service, tmp_p
     secret.write_bytes(b"x" * 1234)
     (tmp_path / "ckpt").symlink_to(secret)
     (tmp_path / "real").write_bytes(b"y" * 7)
-    env = {"METASCHED_DB": service.db.url, "METASCHED_TENANT": None}
+    proof, digest = attempt_secret.new_secret()  # root's local mode proves the attempt like any job
+    with service.db.session() as session:
+        session.get(Attempt, a).secret_hash = digest  # type: ignore[union-attr]
+    env = {"METASCHED_DB": service.db.url, "METASCHED_TENANT": None, "METASCHED_ATTEMPT_SECRET": proof}
     for name in ("ckpt", "real"):
         argv = ["checkpoint", "report", "--step", "1", "--path", str(tmp_path / name), "--attempt", a, "--token", "1"]
         assert CliRunner().invoke(cli, argv, env=env).exit_code == 0

@@ -15,14 +15,15 @@ from tests.runtime.fake_slurm import parse_script
 from tests.runtime.support import checkpointing, inference, share, training
 
 ATTEMPT_ID = "0f6c1a2e-7a3b-4c1d-9e2f-000000000001"
-SETTINGS = LaunchSettings(log_dir="/var/log/ms/", grace_s=90, db_url_file="/etc/metasched/db-url")
+SETTINGS = LaunchSettings(log_dir="/var/log/ms/", grace_s=90, api_address="unix:///run/metasched/api.sock")
+SECRET = "s3cr3t-attempt-secret-0123456789abcdef_XYZ"
 
 
 def _request(spec: AnySpec, placement: list[dict], task_name: str = "0", resume: str | None = None):
     job = Job(id="job-uuid", short_id="j42", tenant=spec.tenant, kind=spec.kind.value)
     task = Task(id="task-uuid", name=task_name, index=0)
     attempt = Attempt(id=ATTEMPT_ID, number=2, fencing_token=5, placement=placement)
-    return launch_request(job, task, attempt, spec, SETTINGS, resume_from=resume)
+    return launch_request(job, task, attempt, spec, SETTINGS, resume_from=resume, attempt_secret=SECRET)
 
 
 def test_even_gang_is_one_component_with_ntasks_per_node() -> None:
@@ -77,22 +78,35 @@ def test_training_carries_checkpoint_resume_and_settings() -> None:
     request = _request(spec, [share("node1")], resume="/ckpt/run/step-30")
     assert request.checkpoint_dir == "/ckpt/run" and request.resume_from == "/ckpt/run/step-30"
     assert request.output_dir is None and "SLURM_ARRAY_TASK_ID" not in request.env
-    assert request.db_url_file == "/etc/metasched/db-url"
+    assert request.api_address == "unix:///run/metasched/api.sock" and request.attempt_secret == SECRET
     assert request.grace_s == 90
     assert request.stdout == f"/var/log/ms/j42/{ATTEMPT_ID}.out"
     assert (request.attempt_id, request.attempt_number, request.fencing_token) == (ATTEMPT_ID, 2, 5)
     assert (request.job_id, request.task_id, request.tenant, request.job_name) == ("job-uuid", "task-uuid", "acme", "j42")
     script = render(request)
-    assert "export METASCHED_DB_FILE=/etc/metasched/db-url" in script
+    assert "export METASCHED_API=unix:///run/metasched/api.sock" in script
+    assert f"export METASCHED_ATTEMPT_SECRET={SECRET}" in script and "export METASCHED_FENCING_TOKEN=5" in script
     assert "--signal=B:USR1@90" in script
 
 
-def test_db_url_file_absent_by_default() -> None:
+def test_no_store_url_and_no_credential_in_squeue_fields() -> None:
+    request = _request(training(env={"MODE": "x"}), [share("node1")])
+    script = render(request)
+    assert "METASCHED_DB" not in script and "postgresql" not in script and "sqlite" not in script
+    name, comment, _, _ = parse_script(script)
+    assert name == f"ms-{ATTEMPT_ID}" and comment == f"metasched:attempt={ATTEMPT_ID}"  # an id, no token
+    sbatch_lines = [line for line in script.splitlines() if line.startswith("#")]
+    assert not any(SECRET in line for line in sbatch_lines)  # only in the export, never an option or comment
+    assert sum(SECRET in line for line in script.splitlines()) == 1
+
+
+def test_no_api_and_no_secret_by_default() -> None:
     job = Job(id="job-uuid", short_id="j42", tenant="acme", kind="training")
     task = Task(id="task-uuid", name="0", index=0)
     attempt = Attempt(id=ATTEMPT_ID, number=1, fencing_token=1, placement=[share("node1")])
     request = launch_request(job, task, attempt, training(), LaunchSettings())
-    assert request.db_url_file is None and "METASCHED_DB_FILE" not in render(request)
+    script = render(request)
+    assert request.api_address is None and "METASCHED_API" not in script and "METASCHED_ATTEMPT_SECRET" not in script
 
 
 def test_only_a_training_job_with_a_checkpoint_is_sent_the_checkpoint_signal() -> None:

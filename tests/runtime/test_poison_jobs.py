@@ -140,10 +140,10 @@ def test_an_unexpected_error_in_one_sbatch_keeps_the_batch_ids(
     _, (last,) = submit(service, evaluation("last", tenant="third"))
     real_submit = fake.submit
 
-    def submit_(script: str, *, timeout_s: float | None = None) -> int:
+    def submit_(script: str, *, timeout_s: float | None = None, run_as: object = None) -> int:
         if "--account=mallory" in script:
             raise UnicodeEncodeError("utf-8", "x", 0, 1, "surrogates not allowed")
-        return real_submit(script, timeout_s=timeout_s)
+        return real_submit(script, timeout_s=timeout_s, run_as=run_as)  # type: ignore[arg-type]
 
     monkeypatch.setattr(fake, "submit", submit_)
     one_period(_daemon(service, fake, tmp_path))

@@ -18,16 +18,19 @@ with warnings.catch_warnings():  # starlette's TestClient warns about httpx's fu
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
+from checkpoint import attempt_secret
 from checkpoint.manifest_files import build_manifest
 from meta.model.states import AttemptState
 from meta.service.api import Service
 from meta.service.http import create_app
 from meta.store import audit
+from meta.store.models import Attempt
 from tenants.associations import AccountingUnavailable
+from tenants.identity import member
 from tenants.munge import MungeUnavailable
 from tests.api_support import ALICE, BOB, ROOT, TestAuthenticator, payload_digest, principal_for
 from tests.conftest import sqlite_database
-from tests.runtime.support import checkpointing, inference, place, share, submit
+from tests.runtime.support import checkpointing, inference, place, share
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TRAIN = (EXAMPLES / "train.yaml").read_text()  # tenant-a
@@ -323,39 +326,52 @@ def test_audit_is_scoped_and_bounded(api: TestClient) -> None:
 # --- from inside a job ----------------------------------------------------------------------
 
 
-def test_a_checkpoint_report_is_fenced(api: TestClient, service: Service) -> None:
-    _, (task,) = submit(service, checkpointing(tenant="tenant-a"))
+def _owned_attempt(service: Service, spec: Any) -> tuple[str, str]:
+    """_owned_attempt is a running attempt of alice's job (uid 1001) with a known attempt secret: (id, secret)."""
+    job = service.submit(spec, principal=member("alice", 1001, ["tenant-a"])).job
+    task = service.status(job.id).tasks[0].id
     attempt = place(service.db, task, [share("node1")], AttemptState.RUNNING)
+    secret, digest = attempt_secret.new_secret()
+    with service.db.session() as session:
+        row = session.get(Attempt, attempt)
+        assert row is not None
+        row.secret_hash = digest
+    return attempt, secret
+
+
+def test_a_checkpoint_report_is_fenced(api: TestClient, service: Service) -> None:
+    attempt, secret = _owned_attempt(service, checkpointing(tenant="tenant-a"))
     url = f"/v1/attempts/{attempt}/checkpoints"
-    view = ok(call(api, "POST", url, ALICE, json={"token": 1, "step": 10, "path": "/ck/10", "size_bytes": 5}))
+    body = {"token": 1, "step": 10, "path": "/ck/10", "size_bytes": 5, "secret": secret}
+    view = ok(call(api, "POST", url, ALICE, json=body))
     assert (view["attempt_id"], view["step"], view["size_bytes"]) == (attempt, 10, 5)
-    error(call(api, "POST", url, ALICE, json={"token": 7, "step": 11, "path": "/ck/11"}), 409, "StaleFencingToken")
-    error(call(api, "POST", url, BOB, json={"token": 1, "step": 12, "path": "/ck/12"}), 404, "NotFound")
-    error(call(api, "POST", url, ALICE, json={"token": 1, "step": -1, "path": "/ck"}), 400, "InvalidRequest")
+    error(call(api, "POST", url, ALICE, json={**body, "token": 7, "step": 11}), 409, "StaleFencingToken")
+    error(call(api, "POST", url, BOB, json={**body, "step": 12}), 404, "NotFound")
+    error(call(api, "POST", url, ALICE, json={**body, "step": -1}), 400, "InvalidRequest")
     error(call(api, "POST", "/v1/attempts/nope/checkpoints", json={"token": 1, "step": 1, "path": "/c"}), 404, "NotFound")
     job = ok(call(api, "GET", "/v1/jobs", ALICE))[0]["short_id"]
     assert [c["step"] for c in ok(call(api, "GET", f"/v1/jobs/{job}/checkpoints", ALICE))["checkpoints"]] == [10]
 
 
 def test_an_output_commit_is_fenced_once_and_checked(api: TestClient, service: Service, tmp_path: Path) -> None:
-    _, tasks = submit(service, inference(str(tmp_path / "out"), tenant="tenant-a"))
-    attempt = place(service.db, tasks[0], [share("node1")], AttemptState.RUNNING)
+    attempt, secret = _owned_attempt(service, inference(str(tmp_path / "out"), tenant="tenant-a"))
     staging = tmp_path / "staging"
     staging.mkdir()
     (staging / "part-0.jsonl").write_text("{}\n")
     manifest = build_manifest(staging)
     url = f"/v1/attempts/{attempt}/commit"
-    error(call(api, "POST", url, BOB, json={"token": 1, "manifest": manifest}), 404, "NotFound")
+    body = {"token": 1, "manifest": manifest, "secret": secret}
+    error(call(api, "POST", url, BOB, json=body), 404, "NotFound")
     bad = {**manifest, "files": [{**manifest["files"][0], "path": "../escape"}]}
-    error(call(api, "POST", url, ALICE, json={"token": 1, "manifest": bad}), 400, "InvalidRequest")
+    error(call(api, "POST", url, ALICE, json={**body, "manifest": bad}), 400, "InvalidRequest")
     wrong_total = {**manifest, "bytes": manifest["bytes"] + 1}
-    error(call(api, "POST", url, ALICE, json={"token": 1, "manifest": wrong_total}), 400, "InvalidRequest")
-    error(call(api, "POST", url, ALICE, json={"token": 2, "manifest": manifest}), 409, "StaleFencingToken")
-    done = ok(call(api, "POST", url, ALICE, json={"token": 1, "manifest": manifest}))
+    error(call(api, "POST", url, ALICE, json={**body, "manifest": wrong_total}), 400, "InvalidRequest")
+    error(call(api, "POST", url, ALICE, json={**body, "token": 2}), 409, "StaleFencingToken")
+    done = ok(call(api, "POST", url, ALICE, json=body))
     assert (done["attempt_id"], done["files"]) == (attempt, 1)
-    ok(call(api, "POST", url, ALICE, json={"token": 1, "manifest": manifest}))  # the same commit again
+    ok(call(api, "POST", url, ALICE, json=body))  # the same commit again
     other = {**manifest, "files": [], "bytes": 0}
-    error(call(api, "POST", url, ALICE, json={"token": 1, "manifest": other}), 409, "Conflict")
+    error(call(api, "POST", url, ALICE, json={**body, "manifest": other}), 409, "Conflict")
     job = ok(call(api, "GET", "/v1/jobs", ALICE))[0]["short_id"]
     parts = ok(call(api, "GET", f"/v1/jobs/{job}/outputs", ALICE))["partitions"]
     assert parts[0]["attempt"] == attempt and parts[0]["manifest"] == manifest

@@ -144,7 +144,7 @@ def test_failing_job_is_seen_as_user_error(client, tmp_path):
     request = launch(tmp_path, 'echo "attempt=$METASCHED_ATTEMPT_ID name=$METASCHED_JOB_NAME"; exit 3')
     job_id = client.submit(render(request))
     (job,) = wait_for(lambda: [j for j in find(client, request.attempt_id) if j.observed.terminal], "job end")
-    assert job.job_id == job_id and job.tag.fencing_token == 5
+    assert job.job_id == job_id and job.tag.attempt_id == request.attempt_id and job.tag.fencing_token is None
     assert job.observed.outcome == Outcome.FAILED and job.exit_code == 3
     record = wait_for(lambda: sacct_record(client, job_id), "sacct record")
     assert (record.exit_code, record.observed.category) == (3, FailureCategory.USER_ERROR)

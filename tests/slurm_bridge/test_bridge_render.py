@@ -121,7 +121,7 @@ def test_training_gang_directives():
     lines = directives(render(GOLDEN_CASES["training_gang"]))
     for expected in (
         f"--job-name=ms-{ATTEMPT}",
-        f"--comment=metasched:attempt={ATTEMPT}:token=42",
+        f"--comment=metasched:attempt={ATTEMPT}",
         "--account=tenant-a",
         "--qos=normal",
         "--partition=a100",

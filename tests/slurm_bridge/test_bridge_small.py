@@ -12,7 +12,10 @@ from slurm_bridge.runner import CommandRunner
 
 
 def test_tags_round_trip():
-    name, comment = tags.job_name("a-1"), tags.comment("a-1", 9)
+    name, comment = tags.job_name("a-1"), tags.comment("a-1")
+    assert comment == "metasched:attempt=a-1"  # no fencing token in a field everyone reads
+    assert tags.parse_tag(name, comment) == tags.AttemptTag("a-1", None)
+    comment = "metasched:attempt=a-1:token=9"  # jobs launched before issue 12
     assert (name, comment) == ("ms-a-1", "metasched:attempt=a-1:token=9")
     assert tags.parse_tag(name, comment) == tags.AttemptTag("a-1", 9)
     assert tags.parse_tag("ms-a-1", "") == tags.AttemptTag("a-1", None)  # comment lost: name still says

@@ -38,7 +38,7 @@ def test_bad_secret_names_are_refused(tmp_path: Path, name: str) -> None:
         set_secret(tmp_path, "tenant-a", name, VALUE)
 
 
-def test_rendered_script_reads_values_on_the_node_and_never_contains_them(tmp_path: Path) -> None:
+def test_rendered_script_fetches_values_through_the_api_and_never_contains_them(tmp_path: Path) -> None:
     set_secret(tmp_path, "tenant-a", "WANDB_API_KEY", VALUE)
     script = render(
         LaunchRequest(
@@ -52,11 +52,14 @@ def test_rendered_script_reads_values_on_the_node_and_never_contains_them(tmp_pa
             time_limit_s=60,
             command="python eval.py",
             secret_names=("WANDB_API_KEY",),
-            secrets_dir=str(tmp_path / "tenant-a"),
         )
     )
-    assert VALUE not in script
-    assert f'export WANDB_API_KEY="$(cat {tmp_path}/tenant-a/WANDB_API_KEY)"' in script
+    assert VALUE not in script and str(tmp_path) not in script
+    assert '__metasched_secrets="$(metasched job secrets --export)" || {' in script
+    lines = script.splitlines()
+    fetch = next(i for i, line in enumerate(lines) if "job secrets --export" in line)
+    assert lines[fetch + 1] == 'eval "$__metasched_secrets"; unset __metasched_secrets'
+    assert lines[-1].startswith("exec ")  # the user's command starts only after the fetch
 
 
 def test_cli_takes_values_from_stdin_and_never_prints_them(tmp_path: Path) -> None:
