@@ -16,7 +16,11 @@ class Identity:
 
 
 class Unauthenticated(Exception):
-    """Unauthenticated says why a request carries no valid credential (one line)."""
+    """Unauthenticated says why a request carries no valid credential (one line) and a short code for metrics."""
+
+    def __init__(self, message: str, code: str = "invalid") -> None:
+        super().__init__(message)
+        self.code = code  # one of a few fixed words (missing, malformed, expired, ...): a bounded metric label
 
 
 class Authenticator(Protocol):

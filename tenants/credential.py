@@ -41,6 +41,23 @@ def request_payload(method: str, target: str, body: bytes) -> bytes:
     return f"{PAYLOAD_VERSION}\n{method.upper()}\n{target}\n{digest}".encode()
 
 
+_CODES = {
+    BAD_CRED: "malformed",
+    CRED_INVALID: "invalid",
+    CRED_EXPIRED: "expired",
+    CRED_REWOUND: "rewound",
+    CRED_REPLAYED: "replayed",
+    CRED_UNAUTHORIZED: "unauthorized",
+}
+
+
+def status_code(status: int) -> str:
+    """status_code is a munge error code as one short word (the auth-failure metric's reason label)."""
+    if status in DAEMON_ERRORS:
+        return "munge_unavailable"
+    return _CODES.get(status, "invalid")
+
+
 def status_reason(status: int) -> str:
     """status_reason is a one-line reason for a munge error code, in the service's words."""
     if status in DAEMON_ERRORS:

@@ -26,6 +26,7 @@ from tenants.credential import (
     SUCCESS,
     Decoded,
     request_payload,
+    status_code,
     status_reason,
 )
 
@@ -65,31 +66,31 @@ class MungeAuthenticator:
         credential = credential_of(authorization_header)
         decoded = self._decode(credential, self.socket)
         if decoded.status in DAEMON_ERRORS:
-            raise MungeUnavailable(status_reason(decoded.status))
+            raise MungeUnavailable(status_reason(decoded.status), status_code(decoded.status))
         if decoded.status != SUCCESS:
-            raise Unauthenticated(status_reason(decoded.status))
+            raise Unauthenticated(status_reason(decoded.status), status_code(decoded.status))
         # constant time: the payload is not secret, but nothing is gained by telling how much matched
         if not hmac.compare_digest(decoded.payload, request_payload(method, target, body)):
-            raise Unauthenticated("credential bound to another request")
+            raise Unauthenticated("credential bound to another request", "wrong_request")
         now = self._clock()
         if decoded.encode_time > now + CLOCK_SKEW_S:
-            raise Unauthenticated(status_reason(CRED_REWOUND))
+            raise Unauthenticated(status_reason(CRED_REWOUND), "rewound")
         if now - decoded.encode_time > min(decoded.ttl or self.max_age_s, self.max_age_s):
-            raise Unauthenticated(status_reason(CRED_EXPIRED))
+            raise Unauthenticated(status_reason(CRED_EXPIRED), "expired")
         return Identity(uid=decoded.uid, gid=decoded.gid, user=user_name(decoded.uid))
 
 
 def credential_of(header: str | None) -> str:
     """credential_of takes the credential out of ``MUNGE <credential>``; raises Unauthenticated otherwise."""
     if header is None or not header.strip():
-        raise Unauthenticated("no credential: send Authorization: MUNGE <credential>")
+        raise Unauthenticated("no credential: send Authorization: MUNGE <credential>", "missing")
     scheme, _, credential = header.strip().partition(" ")
     credential = credential.strip()
     if scheme.upper() != SCHEME or not credential:
-        raise Unauthenticated("malformed credential: expected Authorization: MUNGE <credential>")
+        raise Unauthenticated("malformed credential: expected Authorization: MUNGE <credential>", "malformed")
     # checked here so nothing odd reaches munged (or a command line)
     if len(credential) > MAX_CREDENTIAL_CHARS or not _CREDENTIAL.fullmatch(credential):
-        raise Unauthenticated("malformed credential")
+        raise Unauthenticated("malformed credential", "malformed")
     return credential
 
 

@@ -44,13 +44,13 @@ class TestAuthenticator:
     def authenticate(self, authorization_header: str | None, method: str, target: str, body: bytes) -> Identity:
         """authenticate believes the header's uid; a ``bind`` field must match this request."""
         if not authorization_header:
-            raise Unauthenticated("no credential: send Authorization: MUNGE <credential>")
+            raise Unauthenticated("no credential: send Authorization: MUNGE <credential>", "missing")
         scheme, _, credential = authorization_header.partition(" ")
         fields = dict(part.split("=", 1) for part in credential.strip().split(";") if "=" in part)
         if scheme not in ("TEST", "MUNGE") or not fields.get("uid", "").isdigit():
-            raise Unauthenticated("malformed credential")
+            raise Unauthenticated("malformed credential", "malformed")
         if "bind" in fields and fields["bind"] != payload_digest(method, target, body):
-            raise Unauthenticated("credential bound to another request")
+            raise Unauthenticated("credential bound to another request", "wrong_request")
         self.seen.append((method, target, body))
         uid = int(fields["uid"])
         return Identity(uid=uid, gid=uid, user=USERS.get(uid, f"uid{uid}"))

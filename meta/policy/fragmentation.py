@@ -33,12 +33,14 @@ def report(cap: Capacity, shapes: Iterable[Shape]) -> FragmentationReport:
             stranded += g * len(nodes) - usable
     if not worker_shapes:
         stranded = 0  # an empty queue strands nothing
-    largest = max(usable_by_type.values(), default=0) if worker_shapes else max(free_by_type.values(), default=0)
+    placeable = usable_by_type if worker_shapes else free_by_type
+    largest = max(placeable.values(), default=0)
     return FragmentationReport(
         free_gpus=sum(free_by_type.values()),
         stranded_gpus=stranded,
         largest_placeable_gang_gpus=largest,
         free_by_type=free_by_type,
+        placeable_by_type=dict(placeable),
     )
 
 

@@ -75,6 +75,7 @@ class FragmentationReport:
     stranded_gpus: int = 0  # free GPUs that no pending shape can use
     largest_placeable_gang_gpus: int = 0
     free_by_type: dict[str, int] = field(default_factory=dict)
+    placeable_by_type: dict[str, int] = field(default_factory=dict)  # largest gang placeable now, per GPU type
 
 
 @dataclass(slots=True)
