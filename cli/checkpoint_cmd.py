@@ -40,7 +40,7 @@ def report(
 ) -> None:
     """Record a checkpoint of the running attempt (fenced: a stale attempt is refused)."""
     attempt_id, fencing_token = attempt_identity(attempt, token)
-    view = state.backend().report_checkpoint(
+    view = state.backend(job_side=True).report_checkpoint(
         attempt_id, fencing_token, step=step, path=path, size_bytes=_regular_file_size(path), duration_s=duration,
         secret=attempt_secret(),
     )

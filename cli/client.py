@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
@@ -75,10 +76,20 @@ class _UnixConnection(http.client.HTTPConnection):
 class ApiClient:
     """ApiClient sends authenticated JSON requests to one API address."""
 
-    def __init__(self, address: str, credential: Credential | None = None, *, timeout: float = DEFAULT_TIMEOUT_S):
+    def __init__(
+        self,
+        address: str,
+        credential: Credential | None = None,
+        *,
+        timeout: float = DEFAULT_TIMEOUT_S,
+        connect_wait_s: float = 0.0,
+    ):
         self.address = address
         self._connect = _connector(address, timeout)
         self._credential = credential
+        # how long to keep trying while nothing listens (a daemon restarting on its socket): only
+        # the connection is retried, never a request that was sent
+        self.connect_wait_s = connect_wait_s
 
     def call(
         self,
@@ -111,8 +122,25 @@ class ApiClient:
             self._credential = credential_for
         return self._credential(method, target, data)
 
+    def _connected(self) -> http.client.HTTPConnection:
+        """_connected opens a connection, retrying for ``connect_wait_s`` while nothing listens."""
+        deadline = time.monotonic() + self.connect_wait_s
+        delay = 0.2
+        while True:
+            connection = self._connect()
+            try:
+                connection.connect()
+                return connection
+            except OSError as exc:
+                connection.close()
+                if not _not_listening(exc) or time.monotonic() + delay > deadline:
+                    raise ApiUnreachable(f"cannot reach the metasched API at {self.address}: {_reason(exc)} "
+                                         f"(is `metasched serve` running? choose the address with --api or {API_ENV})") from None
+                time.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
     def _exchange(self, method: str, target: str, data: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
-        connection = self._connect()
+        connection = self._connected()
         try:
             connection.request(method, target, body=data, headers=headers)
             response = connection.getresponse()
@@ -125,6 +153,11 @@ class ApiClient:
         if len(raw) > MAX_RESPONSE_BYTES:
             raise ApiUnreachable(f"the answer of {self.address} is larger than {MAX_RESPONSE_BYTES >> 20} MiB")
         return response.status, raw
+
+
+def _not_listening(exc: OSError) -> bool:
+    """_not_listening tells a refused or missing listener (nothing was sent) from other failures."""
+    return isinstance(exc, FileNotFoundError | ConnectionRefusedError)
 
 
 def _connector(address: str, timeout: float) -> Callable[[], http.client.HTTPConnection]:

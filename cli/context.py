@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the store is imported only by the commands that use it
     from meta.service.api import Service
 
 DB_FILE_ENV = "METASCHED_DB_FILE"
+JOB_SIDE_WAIT_S = 60.0  # a replica restarting on the same socket is back within seconds
 
 
 @dataclass
@@ -43,8 +44,12 @@ class CliState:
             self._service = Service.open(self.db_url)
         return self._service
 
-    def backend(self, secrets_root: str | None = None) -> Backend:
-        """backend is the API (the normal way) or, with an explicit store, local mode for root."""
+    def backend(self, secrets_root: str | None = None, *, job_side: bool = False) -> Backend:
+        """backend is the API (the normal way) or, with an explicit store, local mode for root.
+
+        ``job_side``: a running job's call (commit, checkpoint report, its secrets) waits up to
+        JOB_SIDE_WAIT_S for a daemon that is restarting rather than failing the job at once.
+        """
         if self.is_local():
             from cli.local import check_local_mode, local_operations
             from meta.store.db import resolve_url
@@ -56,7 +61,8 @@ class CliState:
         from cli.client import ApiClient
         from cli.remote import ApiBackend
 
-        return ApiBackend(ApiClient(self.api_address()), self.tenant)
+        wait = JOB_SIDE_WAIT_S if job_side else 0.0
+        return ApiBackend(ApiClient(self.api_address(), connect_wait_s=wait), self.tenant)
 
 
 pass_state = click.make_pass_decorator(CliState, ensure=True)

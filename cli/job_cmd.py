@@ -42,7 +42,7 @@ def secrets_cmd(state: CliState, export: bool, attempt: str | None, token: int |
     if bad:
         raise InvalidRequest(f"{NAMES_ENV} holds names that are not environment variable names: {bad[:3]}")
     attempt_id, fencing_token = attempt_identity(attempt, token)
-    backend = state.backend()
+    backend = state.backend(job_side=True)
     proof = attempt_secret()
     lines = []
     for name in names:  # all fetched before anything is printed: a failure exports nothing

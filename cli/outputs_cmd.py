@@ -32,7 +32,7 @@ def commit_cmd(
     if not staging:
         raise InvalidRequest("no staging directory: pass --dir or run inside a metasched inference job")
     # the files are read here, where the job wrote them; the service records what it is told, fenced
-    result = state.backend().commit(attempt_id, fencing_token, build_manifest(staging), secret=attempt_secret())
+    result = state.backend(job_side=True).commit(attempt_id, fencing_token, build_manifest(staging), secret=attempt_secret())
     if as_json:
         echo_json(result)
         return

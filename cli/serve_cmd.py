@@ -10,6 +10,7 @@ from types import FrameType
 
 import click
 
+from cli.client import ApiClient, BadAddress
 from cli.context import CliState, pass_state
 from cli.errors import EXIT_ERROR, EXIT_USAGE, fail, handle_errors
 from cli.output import echo_json
@@ -121,6 +122,7 @@ def serve(
 ) -> None:
     """Run the scheduler daemon and the API until SIGTERM or SIGINT."""
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    _check_job_api(job_api)
     scheduler = _scheduler_config(policy_config)
     service = state.service()  # opens the store and brings the schema to head
     files = prepare_daemon_files(state_dir or default_state_dir(), service.db.url, log_dir)
@@ -129,7 +131,7 @@ def serve(
     api = None
     if not (no_api or once):
         api = _start_api(service.db.url, files.state_dir, api_socket, api_listen, secrets_root, slurm_bin_dir,
-                         munge_socket)
+                         munge_socket, metrics)
     config = DaemonConfig(
         period_s=period,
         leader_lease_s=leader_lease,
@@ -168,7 +170,7 @@ def serve(
 
 def _start_api(
     db_url: str, state_dir: Path, api_socket: str | None, api_listen: str, secrets_root: str,
-    slurm_bin_dir: str | None, munge_socket: str | None,
+    slurm_bin_dir: str | None, munge_socket: str | None, metrics: Metrics,
 ) -> ApiServer:
     """_start_api serves the API beside the cycle (every replica, leader or standby); a bad address exits 2."""
     if munge_socket is not None and not is_socket(munge_socket):
@@ -183,10 +185,20 @@ def _start_api(
         fail("--api-socket off and --api-listen off leave the API nowhere to listen: use --no-api", EXIT_USAGE)
     try:
         return start_api(db_url, listen, secrets_root=secrets_root, slurm_bin_dir=slurm_bin_dir,
-                         munge_socket=munge_socket)
+                         munge_socket=munge_socket, registry=metrics.registry)
     except ApiStartError as exc:
         fail(f"cannot start the API: {exc}", EXIT_ERROR)
         raise  # unreachable: fail exits
+
+
+def _check_job_api(address: str | None) -> None:
+    """_check_job_api refuses a --job-api that is not an API address (exit 2): every job would fail its calls."""
+    if address is None:
+        return
+    try:
+        ApiClient(address)
+    except BadAddress as exc:
+        fail(f"bad --job-api: {exc}", EXIT_USAGE)
 
 
 def _scheduler_config(path: str | None) -> SchedulerConfig:
