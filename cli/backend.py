@@ -27,7 +27,9 @@ class Backend(Protocol):
         """submit_spec submits a parsed spec (msbatch)."""
         ...
 
-    def list_jobs(self, *, tenant: str | None = None, state: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+    def list_jobs(
+        self, *, tenant: str | None = None, state: str | None = None, limit: int = 200, after: str | None = None
+    ) -> list[dict[str, Any]]:
         """list_jobs lists jobs, newest first."""
         ...
 

@@ -104,14 +104,15 @@ def _print_status(s: dict[str, Any]) -> None:
 @click.option("--tenant", "tenant_filter", default=None, help="Only this tenant's jobs.")
 @click.option("--state", "state_filter", type=click.Choice([s.value for s in JobState]), default=None)
 @click.option("--limit", default=200, show_default=True, type=click.IntRange(1, 100_000))
+@click.option("--after", default=None, metavar="JOB", help="Start after this job (the last one of the previous page).")
 @click.option("--json", "as_json", is_flag=True, help="Print as JSON.")
 @pass_state
 @handle_errors
 def list_jobs(
-    state: CliState, tenant_filter: str | None, state_filter: str | None, limit: int, as_json: bool
+    state: CliState, tenant_filter: str | None, state_filter: str | None, limit: int, after: str | None, as_json: bool
 ) -> None:
-    """List jobs, newest first."""
-    jobs = state.backend().list_jobs(tenant=tenant_filter, state=state_filter, limit=limit)
+    """List jobs, newest first; --after JOB pages on from the last job of a page."""
+    jobs = state.backend().list_jobs(tenant=tenant_filter, state=state_filter, limit=limit, after=after)
     if as_json:
         echo_json(jobs)
         return

@@ -38,9 +38,11 @@ class ApiBackend:
         body = {"spec": spec, "key": key, "tenant": self.as_tenant, "submit_dir": submit_dir}
         return self.client.call("POST", "/v1/jobs", body=body)
 
-    def list_jobs(self, *, tenant: str | None = None, state: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+    def list_jobs(
+        self, *, tenant: str | None = None, state: str | None = None, limit: int = 200, after: str | None = None
+    ) -> list[dict[str, Any]]:
         """list_jobs is GET /v1/jobs."""
-        return self._get("/v1/jobs", tenant=tenant, state=state, limit=limit)
+        return self._get("/v1/jobs", tenant=tenant, state=state, limit=limit, after=after)
 
     def status(self, ref: str) -> dict[str, Any]:
         """status is GET /v1/jobs/{ref}."""

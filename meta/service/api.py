@@ -11,9 +11,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from sqlalchemy import select
+from sqlalchemy import and_, exists, func, or_, select, true
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -122,15 +122,16 @@ class Service:
         tenant: str | None = None,
         state: JobState | None = None,
         limit: int = 200,
+        after: str | None = None,
     ) -> list[JobSummary]:
-        """list_jobs lists the newest jobs the caller may see, optionally by tenant and state."""
+        """list_jobs lists the newest jobs the caller may see (older than job ``after``), optionally by tenant and state."""
         if tenant is not None and not principal.may_view_tenant(tenant):
             return []
         visible = principal.visible_tenants()  # None: every tenant (an admin)
         scope = frozenset({tenant}) if tenant is not None else visible
         if scope is not None and not scope:
             return []  # a caller without accounts sees no job
-        return self._unit(lambda s: _list(s, scope, state, limit))
+        return self._unit(lambda s: _list(s, scope, state, limit, after))
 
     # --- changes ----------------------------------------------------------------------------
 
@@ -302,23 +303,59 @@ def _status(session: Session, job: Job) -> JobStatus:
 
 
 def _list(
-    session: Session, tenants: frozenset[str] | None, state: JobState | None, limit: int
+    session: Session, tenants: frozenset[str] | None, state: JobState | None, limit: int, after: str | None
 ) -> list[JobSummary]:
+    # newest first on the (submitted_at, id) index; ``after`` is a keyset cursor (the last job of
+    # the previous page), so a page costs the same however deep it is
     query = select(Job).order_by(Job.submitted_at.desc(), Job.id)
     if tenants is not None:
         query = query.where(Job.tenant.in_(sorted(tenants)))
-    jobs = list(session.scalars(query.limit(limit if state is None else limit * 20)))
-    states: dict[str, list[TaskState]] = {job.id: [] for job in jobs}
+    if after is not None:
+        mark = session.execute(
+            select(Job.submitted_at, Job.id)
+            .where(or_(Job.short_id == after, Job.id == after))
+            .where(true() if tenants is None else Job.tenant.in_(sorted(tenants)))
+        ).first()
+        if mark is None:
+            raise NotFound(f"job {after} not found")
+        query = query.where(or_(Job.submitted_at < mark[0], and_(Job.submitted_at == mark[0], Job.id > mark[1])))
+    query = query.where(*_state_filter(state))
+    jobs = list(session.scalars(query.limit(limit if state is None or state in _EXACT else limit * 20)))
+    counts: dict[str, dict[str, int]] = {job.id: {} for job in jobs}
     if jobs:
         rows = session.execute(
-            select(Task.job_id, Task.state).where(Task.job_id.in_(list(states))).order_by(Task.index)
+            select(Task.job_id, Task.state, func.count()).where(Task.job_id.in_(list(counts))).group_by(
+                Task.job_id, Task.state
+            )
         )
-        for job_id, task_state in rows:
-            states[job_id].append(TaskState(task_state))
-    summaries = [JobSummary.of(job, states[job.id]) for job in jobs]
+        for job_id, task_state, count in rows:
+            counts[job_id][task_state] = count
+    summaries = [JobSummary.of_counts(job, counts[job.id]) for job in jobs]
     if state is not None:
         summaries = [s for s in summaries if s.state == state.value]
     return summaries[:limit]
+
+
+_LIVE_TASKS = (TaskState.SCHEDULED.value, TaskState.RUNNING.value)
+_EXACT = {JobState.PENDING, JobState.RUNNING}  # states _state_filter decides in SQL exactly
+
+
+def _state_filter(state: JobState | None) -> list[Any]:
+    """_state_filter narrows the list in SQL to the jobs of ``state`` (exact for pending and running).
+
+    derive_job_state: a job is running when it is not being cancelled and a task is scheduled or
+    running; pending when none is live, one is pending and it is not being cancelled. Other states
+    are filtered after the fold.
+    """
+
+    def having(*states: str) -> Any:
+        return exists().where(Task.job_id == Job.id, Task.state.in_(states))
+
+    if state == JobState.PENDING:
+        return [Job.cancel_requested.is_(False), ~having(*_LIVE_TASKS), having(TaskState.PENDING.value)]
+    if state == JobState.RUNNING:
+        return [Job.cancel_requested.is_(False), having(*_LIVE_TASKS)]
+    return []
 
 
 def _cancel(session: Session, job: Job, actor: str) -> None:

@@ -29,6 +29,7 @@ from meta.service.api import Service
 from meta.service.artifacts import DEFAULT_NODE_MTBF_S
 from meta.service.http_errors import describe, error_body
 from meta.service.http_guard import DEFAULT_MAX_BODY_BYTES, ASGIApp, RequestGuard
+from meta.service.http_metrics import ApiMetrics, MetricsMiddleware
 from meta.service.operations import MAX_LIST, Operations
 from tenants.auth import Authenticator, Identity, Unauthenticated
 from tenants.identity import Principal
@@ -171,8 +172,9 @@ def create_app(
     *,
     secrets_root: str | FsPath = DEFAULT_ROOT,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    metrics: ApiMetrics | None = None,
 ) -> ASGIApp:
-    """create_app builds the API over ``service``: every request bounded, authenticated, then routed."""
+    """create_app builds the API over ``service``: every request bounded, authenticated, then routed (and counted)."""
     app = FastAPI(
         title="metasched",
         version=_version(),
@@ -186,7 +188,13 @@ def create_app(
     app.state.context = ApiContext(service, principal_for, secrets_root)
     _install_error_handlers(app)
     app.include_router(router)
-    return RequestGuard(app, authenticator, max_body_bytes=max_body_bytes)
+    on_auth_failure = metrics.auth_failed if metrics is not None else None
+    guarded = RequestGuard(app, authenticator, max_body_bytes=max_body_bytes, on_auth_failure=on_auth_failure)
+    if metrics is None:
+        return guarded
+    # the routes' own templates (the app lists the included router as one entry without a path)
+    templates = [*router.routes, *(r for r in app.routes if hasattr(r, "path"))]
+    return MetricsMiddleware(guarded, metrics, templates)
 
 
 @router.get("/healthz", tags=["service"])
@@ -220,9 +228,10 @@ def list_jobs(
     tenant: Annotated[str | None, Query(max_length=MAX_NAME)] = None,
     state: Annotated[str | None, Query(max_length=64)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_LIST)] = 200,
+    after: Annotated[str | None, Query(max_length=64)] = None,
 ) -> JSONResponse:
-    """list_jobs lists the jobs the caller may see, newest first."""
-    return JSONResponse(ops.list_jobs(tenant=tenant or None, state=state or None, limit=limit))
+    """list_jobs lists the jobs the caller may see, newest first (``after``: the last job of the previous page)."""
+    return JSONResponse(ops.list_jobs(tenant=tenant or None, state=state or None, limit=limit, after=after or None))
 
 @router.get("/v1/jobs/{ref}", tags=["jobs"])
 def status(ref: Ref, ops: Ops) -> JSONResponse:

@@ -76,10 +76,12 @@ class Operations:
         result = self.service.submit(spec, idempotency_key=key, principal=self.principal, submit_dir=submit_dir)
         return {**result.job.to_dict(), "created": result.created}
 
-    def list_jobs(self, *, tenant: str | None = None, state: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
+    def list_jobs(
+        self, *, tenant: str | None = None, state: str | None = None, limit: int = 200, after: str | None = None
+    ) -> list[dict[str, Any]]:
         """list_jobs lists the newest jobs the caller may see, optionally of one tenant and state."""
         jobs = self.service.list_jobs(
-            principal=self.principal, tenant=tenant, state=_job_state(state), limit=_limit(limit)
+            principal=self.principal, tenant=tenant, state=_job_state(state), limit=_limit(limit), after=after
         )
         return [job.to_dict() for job in jobs]
 

@@ -97,6 +97,13 @@ class JobSummary:
         counts: dict[str, int] = {}
         for state in task_states:
             counts[state.value] = counts.get(state.value, 0) + 1
+        return cls.of_counts(job, counts)
+
+    @classmethod
+    def of_counts(cls, job: Job, counts: dict[str, int]) -> JobSummary:
+        """of_counts builds the summary from a job row and how many of its tasks are in each state."""
+        counts = {s.value: counts[s.value] for s in TaskState if counts.get(s.value)}  # one stable order
+        task_states = [TaskState(state) for state in counts]
         return cls(
             id=job.id,
             short_id=job.short_id,

@@ -74,6 +74,7 @@ class Job(Base):
         # I4: each accepted idempotency key is exactly one job (NULL keys never collide)
         UniqueConstraint("tenant", "idempotency_key", name="uq_jobs_tenant_idempotency_key"),
         Index("ix_jobs_tenant_submitted", "tenant", "submitted_at"),
+        Index("ix_jobs_submitted_id", "submitted_at", "id"),  # list's newest page and its keyset cursor
     )
     id: Mapped[str] = mapped_column(String(36), primary_key=True)
     short_id: Mapped[str] = mapped_column(String(16), unique=True)

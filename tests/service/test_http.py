@@ -222,6 +222,21 @@ def test_list_filters_and_bounds(api: TestClient) -> None:
         error(call(api, "GET", "/v1/jobs", params={"limit": limit}), 400, "InvalidRequest")
 
 
+def test_list_pages_on_with_a_keyset_cursor(api: TestClient) -> None:
+    jobs = [submit_text(api, INFER.replace("name: ", f"name: p{i}-", 1))["short_id"] for i in range(5)]
+    newest_first = jobs[::-1]
+    first = ok(call(api, "GET", "/v1/jobs", params={"limit": 2}))
+    assert [j["short_id"] for j in first] == newest_first[:2]
+    second = ok(call(api, "GET", "/v1/jobs", params={"limit": 2, "after": first[-1]["short_id"]}))
+    assert [j["short_id"] for j in second] == newest_first[2:4]
+    last = ok(call(api, "GET", "/v1/jobs", params={"limit": 2, "after": second[-1]["short_id"]}))
+    assert [j["short_id"] for j in last] == newest_first[4:]
+    assert last[0]["tasks"] == {"pending": 4} and last[0]["state"] == "pending"
+    error(call(api, "GET", "/v1/jobs", params={"after": "nosuchjob"}), 404, "NotFound")
+    # another tenant's job is no cursor for alice: its position would tell that it exists
+    error(call(api, "GET", "/v1/jobs", params={"after": jobs[0]}, who=ALICE), 404, "NotFound")
+
+
 def test_cancel_and_retry(api: TestClient) -> None:
     job = submit_text(api, INFER)
     ref = job["short_id"]

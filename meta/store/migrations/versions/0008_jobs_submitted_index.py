@@ -1,0 +1,20 @@
+"""jobs: an index on (submitted_at, id) so an admin's list reads its newest page without sorting every job
+
+Revision ID: 0008
+Revises: 0007
+"""
+
+from alembic import op
+
+revision = "0008"
+down_revision = "0007"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.create_index("ix_jobs_submitted_id", "jobs", ["submitted_at", "id"])
+
+
+def downgrade() -> None:
+    op.drop_index("ix_jobs_submitted_id", table_name="jobs")
