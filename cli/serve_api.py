@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
+from typing import Any
 
 from meta.service.server import ApiServer, Listen, parse_listen
 
@@ -41,14 +42,17 @@ def is_socket(path: str) -> bool:
 
 
 def start_api(
-    db_url: str, listen: Listen, *, secrets_root: str, slurm_bin_dir: str | None, munge_socket: str | None = None
+    db_url: str, listen: Listen, *, secrets_root: str, slurm_bin_dir: str | None, munge_socket: str | None = None,
+    registry: Any = None,
 ) -> ApiServer:
     """start_api opens the API's own store connection and serves it on ``listen`` (raises ApiStartError).
 
-    ``munge_socket`` is the munged that decodes callers' credentials (None: libmunge's default).
+    ``munge_socket`` is the munged that decodes callers' credentials (None: libmunge's default);
+    ``registry`` is the Prometheus registry the API's metrics join (the daemon's), None for none.
     """
     from meta.service.api import Service
     from meta.service.http import create_app
+    from meta.service.http_metrics import ApiMetrics
     from slurm_bridge.commands import CliSlurmClient
     from slurm_bridge.runner import CommandRunner
     from tenants.associations import AssociationCache
@@ -57,7 +61,8 @@ def start_api(
     service = Service.open(db_url, migrate=False)  # the daemon brought the schema up already
     associations = AssociationCache(CliSlurmClient(CommandRunner(bin_dir=slurm_bin_dir)))
     authenticator = MungeAuthenticator(socket=munge_socket)
-    app = create_app(service, authenticator, associations.principal_for, secrets_root=secrets_root)
+    metrics = ApiMetrics(registry) if registry is not None else None
+    app = create_app(service, authenticator, associations.principal_for, secrets_root=secrets_root, metrics=metrics)
     server = ApiServer(app, listen)
     server.start()
     return server

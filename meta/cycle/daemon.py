@@ -23,8 +23,8 @@ One period, in order:
     scancel for attempts being stopped.
 11. outputs (``outputs.py``): inference partitions that exited 0 are committed during step 3;
     here finished jobs get their manifest.
-Then the gauges of ``metrics.py`` are set. Nothing that matters lives in memory: a kill -9 at
-any point loses nothing.
+Then the leader's gauges of ``metrics.py`` are set (``period_metrics.py``). Nothing that matters
+lives in memory: a kill -9 at any point loses nothing.
 """
 
 from __future__ import annotations
@@ -49,6 +49,7 @@ from meta.cycle.lease import Leadership, NotLeader, fence, release, renew, try_a
 from meta.cycle.metrics import Metrics
 from meta.cycle.outputs import commit_on_success, finalize_jobs
 from meta.cycle.pending_view import PendingView
+from meta.cycle.period_metrics import count_placements, deadline_outcomes, publish, store_counts
 from meta.cycle.reasons import ReasonMemo
 from meta.cycle.reconcile import Reconciler, ReconcileSettings
 from meta.cycle.snapshot import SpecCache, build_snapshot
@@ -57,10 +58,12 @@ from meta.model.durations import utcnow
 from meta.model.errors import invalid_spec_reason
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState
 from meta.policy.config import SchedulerConfig
+from meta.policy.plan import Plan
 from meta.policy.scheduler import schedule
+from meta.policy.snapshot import Snapshot
 from meta.store.db import Database
 from meta.store.lifecycle import quarantine_task
-from meta.store.models import Attempt, Job, Task
+from meta.store.models import Task
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError
 from slurm_bridge.inventory import Inventory
@@ -166,9 +169,9 @@ class Daemon:
         self.actuator.keep_lease = self._keep_lease
         self._renewed_at = 0.0
         self.leadership: Leadership | None = None
-        self._last_reconcile = time.monotonic()
         self.reasons = ReasonMemo()  # what this leader stored as each waiting task's reason
         self.pending_view = PendingView()  # each waiting task described once, again only when it changes
+        self._started_at = utcnow()  # deadline outcomes count jobs that ended since this replica started
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -215,16 +218,19 @@ class Daemon:
                 bad = self.node_watch.confirmed(inventory.nodes, time.monotonic())
                 evicted = evict_from_unusable_nodes(session, self.leadership, inventory.nodes, bad)
             report.preempting += len(evicted)
-            self._cycle(inventory, report)
+            snapshot, plan, skipped = self._cycle(inventory, report)
             self._actuate(report)
             with self.db.session() as session:
-                finalize_jobs(session, self.specs, self._finalized)
-            self._gauges()
+                finished = finalize_jobs(session, self.specs, self._finalized)
+                outcomes = deadline_outcomes(session, self.specs, finished, self._started_at)
+            for (tenant, outcome), count in outcomes.items():
+                self.metrics.deadlines.labels(tenant, outcome).inc(count)
+            self._gauges(snapshot, plan, skipped)
         except NotLeader as exc:
             self.reasons.forget()
             log.warning("lost leadership: %s", exc)
             self.leadership = None
-            self.metrics.leader.set(0)
+            self.metrics.set_leading(None)
             report.error = str(exc)
         except SlurmError as exc:
             # Slurm unreachable or slow: an unknown, not a failure; try again next period
@@ -233,8 +239,6 @@ class Daemon:
             self.reasons.forget()  # a failed commit may have dropped what the memo believes stored
             log.exception("period failed")
             report.error = f"{type(exc).__name__}: {exc}"
-        finally:
-            self.metrics.reconcile_lag.set(time.monotonic() - self._last_reconcile)
         return report
 
     # --- steps ---------------------------------------------------------------------------------
@@ -243,9 +247,8 @@ class Daemon:
         leadership = try_acquire(self.db, self.config.holder, self.config.leader_lease_s)
         self.leadership = leadership
         self._renewed_at = time.monotonic()
-        self.metrics.leader.set(1 if leadership else 0)
+        self.metrics.set_leading(leadership.epoch if leadership else None)
         if leadership:
-            self.metrics.epoch.set(leadership.epoch)
             report.leader, report.epoch = True, leadership.epoch
 
     def _keep_lease(self) -> None:
@@ -280,9 +283,9 @@ class Daemon:
                 attempt_id, self.leadership, actuation, from_state=AttemptState.LAUNCH_UNKNOWN
             )
         report.launched += len(actuation.launched)
-        self._last_reconcile = time.monotonic()
+        self.metrics.reconciled()
 
-    def _cycle(self, inventory: Inventory, report: PeriodReport) -> None:
+    def _cycle(self, inventory: Inventory, report: PeriodReport) -> tuple[Snapshot, Plan, set[str]]:
         assert self.leadership is not None
         started_at = utcnow()
         t0 = time.perf_counter()
@@ -324,17 +327,11 @@ class Daemon:
         self.reasons.committed(plan.reasons, self.leadership.epoch)
         runtime = {t.task_id: t.runtime_estimate_s for t in snapshot.pending}
         self.holds.sync(desired_holds(plan.held, runtime, started_at), started_at)
-        submit_times = {t.task_id: (t.submit_time, t.kind.value) for t in snapshot.pending}
-        for placement in plan.placements:
-            if placement.task_id not in result.skipped and placement.task_id in submit_times:
-                submitted, kind = submit_times[placement.task_id]
-                self.metrics.queue_delay.labels(kind).observe(max(0.0, snapshot.now - submitted))
         self.metrics.cycle_seconds.observe(duration)
-        self.metrics.placements.inc(len(result.created))
-        self.metrics.preemptions.inc(len(result.preempting))
-        self.metrics.stranded_gpus.set(plan.fragmentation.stranded_gpus)
+        count_placements(self.metrics, snapshot, plan, result.skipped, set(result.preempting))
         report.placed = len(result.created)
         report.preempting += len(result.preempting)
+        return snapshot, plan, set(result.skipped)
 
     def _quarantine(self, poison: list[tuple[str, Exception]]) -> None:
         """_quarantine fails the pending tasks whose own data broke the snapshot (fenced, audited)."""
@@ -352,19 +349,11 @@ class Daemon:
         self.actuator.stop_requested(self.leadership, result)
         report.launched += len(result.launched)
 
-    def _gauges(self) -> None:
+    def _gauges(self, snapshot: Snapshot, plan: Plan, skipped: set[str]) -> None:
+        """_gauges sets the leader's gauges: every known tenant, state, reason and GPU type, 0 when empty."""
         with self.db.session() as session:
-            counts = dict(session.execute(select(Attempt.state, func.count()).group_by(Attempt.state)).all())
-            depth = dict(
-                session.execute(
-                    select(Job.tenant, func.count())
-                    .join(Task, Task.job_id == Job.id)
-                    .where(Task.state == "pending")
-                    .group_by(Job.tenant)
-                ).all()
-            )
-        for state in AttemptState:
-            self.metrics.attempts.labels(state.value).set(counts.get(state.value, 0))
-        for tenant, count in depth.items():
-            self.metrics.queue_depth.labels(tenant).set(count)
+            depth, attempts = store_counts(session)
+        publish(
+            self.metrics, snapshot, plan, self.config.scheduler, skipped=skipped, depth=depth, attempts=attempts
+        )
 

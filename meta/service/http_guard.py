@@ -48,8 +48,10 @@ class RequestGuard:
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         max_target_bytes: int = MAX_TARGET_BYTES,
+        on_auth_failure: Callable[[str], None] | None = None,
     ):
         self.app = app
+        self.on_auth_failure = on_auth_failure  # told each refused credential's code (metrics)
         self.authenticator = authenticator
         self.max_body_bytes = max_body_bytes
         self.max_target_bytes = max_target_bytes
@@ -93,6 +95,8 @@ class RequestGuard:
             # the authenticator may block (munged, unmunge): keep the event loop free
             return await run_in_threadpool(self.authenticator.authenticate, header, scope["method"], target, body)
         except Unauthenticated as exc:
+            if self.on_auth_failure is not None:
+                self.on_auth_failure(getattr(exc, "code", "invalid"))
             status, answer = describe(exc)  # 401, or 503 when the service's own munged is down
             await _refuse(send, status, answer["error"], answer["message"])
             return None

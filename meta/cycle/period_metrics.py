@@ -1,0 +1,255 @@
+"""The leader's per-period metric values, computed from what the cycle already holds (snapshot, plan).
+
+Pure functions from the period's Snapshot and Plan to ``{labels: value}`` maps with a value for
+every known key (0 when empty), and ``publish`` that hands them to ``Metrics``. The only store
+reads are the two grouped counts (tasks pending per tenant, attempts per state) and, for jobs
+finished this period, one grouped read of their end times.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Collection, Iterable, Mapping
+from datetime import datetime
+
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
+from meta.cycle.metrics import Labels, Metrics, set_all
+from meta.cycle.snapshot import SpecCache
+from meta.model.errors import JOB_FAULTS
+from meta.model.kinds import JobKind
+from meta.model.spec import InferenceSpec
+from meta.model.states import AttemptState
+from meta.policy.config import SchedulerConfig
+from meta.policy.plan import Plan, ReasonCode
+from meta.policy.quota import ANY
+from meta.policy.snapshot import NodeShare, Snapshot
+from meta.store.models import Attempt, Job, Task
+
+UNTYPED = "gpu"  # GPUs whose type the inventory does not name (as the fragmentation report calls them)
+KINDS = tuple(kind.value for kind in JobKind)
+
+
+def _type(gpu_type: str | None) -> str:
+    return gpu_type or UNTYPED
+
+
+def tenant_names(snapshot: Snapshot) -> list[str]:
+    """tenant_names are the known tenants: the tenants table and any tenant with work in the snapshot."""
+    names = {t.name for t in snapshot.tenants}
+    names.update(t.tenant for t in snapshot.pending)
+    names.update(r.tenant for r in snapshot.reservations)
+    return sorted(names)
+
+
+def gpu_types(snapshot: Snapshot) -> list[str]:
+    """gpu_types are the GPU types of the cluster's nodes and of the tenants' quotas ("*" is not a type)."""
+    types = {_type(n.capacity.gpu_type) for n in snapshot.nodes if n.capacity.gpus}
+    for tenant in snapshot.tenants:
+        types.update(k for k in (*tenant.guaranteed, *tenant.limit) if k != ANY)
+    return sorted(types)
+
+
+def held_gpus(snapshot: Snapshot, plan: Plan, skipped: Collection[str] = ()) -> dict[str, dict[str, int]]:
+    """held_gpus is GPUs per tenant and type: live attempts plus this period's placements that committed."""
+    held: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
+
+    def add(tenant: str, shares: Iterable[NodeShare]) -> None:
+        for share in shares:
+            if share.resources.gpus:
+                held[tenant][_type(share.resources.gpu_type)] += share.resources.gpus
+
+    for reservation in snapshot.reservations:
+        add(reservation.tenant, reservation.shares)
+    tenant_of = {t.task_id: t.tenant for t in snapshot.pending}
+    for placement in plan.placements:
+        if placement.task_id not in skipped and placement.task_id in tenant_of:
+            add(tenant_of[placement.task_id], placement.shares)
+    return held
+
+
+def quota_values(
+    snapshot: Snapshot, held: Mapping[str, Mapping[str, int]], tenants: Iterable[str], types: Iterable[str]
+) -> tuple[dict[Labels, float], dict[Labels, float], dict[Labels, float], dict[Labels, float]]:
+    """quota_values is (allocated, guaranteed, limit, borrowed) per (tenant, type), "*" summing all types.
+
+    Borrowed follows the quota ledger: a type with a guarantee of its own borrows beyond it;
+    other types draw on the "*" guarantee, and what the tenant holds beyond that is borrowed.
+    Limits appear only where one is set (absent: unlimited).
+    """
+    states = {t.name: t for t in snapshot.tenants}
+    keys = [*types, ANY]
+    allocated: dict[Labels, float] = {}
+    guaranteed: dict[Labels, float] = {}
+    limit: dict[Labels, float] = {}
+    borrowed: dict[Labels, float] = {}
+    for tenant in tenants:
+        state = states.get(tenant)
+        guarantee = dict(state.guaranteed) if state else {}
+        limits = dict(state.limit) if state else {}
+        by_type = held.get(tenant, {})
+        total = sum(by_type.values())
+        over_any = max(0, total - guarantee.get(ANY, 0))
+        for key in keys:
+            amount = total if key == ANY else by_type.get(key, 0)
+            allocated[(tenant, key)] = amount
+            guaranteed[(tenant, key)] = guarantee.get(key, 0)
+            if key in limits:
+                limit[(tenant, key)] = limits[key]
+            if key == ANY:
+                borrowed[(tenant, key)] = over_any
+            elif key in guarantee:
+                borrowed[(tenant, key)] = max(0, amount - guarantee[key])
+            else:
+                borrowed[(tenant, key)] = min(amount, over_any)
+    return allocated, guaranteed, limit, borrowed
+
+
+def share_values(snapshot: Snapshot, tenants: Iterable[str]) -> tuple[dict[Labels, float], ...]:
+    """share_values is (weight, decayed usage, usage fraction over weight fraction) per tenant (ratio 0: no usage)."""
+    states = {t.name: t for t in snapshot.tenants}
+    names = list(tenants)
+    weights = {n: (states[n].weight if n in states and states[n].weight > 0 else 1.0) for n in names}
+    usage = {n: (states[n].decayed_usage if n in states else 0.0) for n in names}
+    total_weight, total_usage = sum(weights.values()), sum(usage.values())
+    ratio = {
+        n: (usage[n] / total_usage) / (weights[n] / total_weight) if total_usage > 0 else 0.0 for n in names
+    }
+    return (
+        {(n,): weights[n] for n in names},
+        {(n,): usage[n] for n in names},
+        {(n,): ratio[n] for n in names},
+    )
+
+
+def waiting_values(
+    snapshot: Snapshot, plan: Plan, tenants: Iterable[str], skipped: Collection[str] = ()
+) -> tuple[dict[Labels, float], ...]:
+    """waiting_values is (waiting tasks per tenant and reason, oldest wait per tenant, overdue tasks per tenant).
+
+    A task placed this period no longer waits; one whose placement did not commit still does.
+    """
+    placed = {p.task_id for p in plan.placements if p.task_id not in skipped}
+    names = list(tenants)
+    by_reason: dict[Labels, float] = {(n, code.value): 0 for n in names for code in ReasonCode}
+    oldest: dict[Labels, float] = {(n,): 0.0 for n in names}
+    overdue: dict[Labels, float] = {(n,): 0 for n in names}
+    for task in snapshot.pending:
+        if task.task_id in placed:
+            continue
+        reason = plan.reasons.get(task.task_id)
+        if reason is not None:
+            key = (task.tenant, reason.code.value)
+            by_reason[key] = by_reason.get(key, 0) + 1
+        oldest[(task.tenant,)] = max(oldest.get((task.tenant,), 0.0), snapshot.now - task.submit_time)
+        if task.deadline is not None and task.deadline < snapshot.now:
+            overdue[(task.tenant,)] = overdue.get((task.tenant,), 0) + 1
+    for reservation in snapshot.reservations:
+        if reservation.deadline is not None and reservation.deadline < snapshot.now:
+            overdue[(reservation.tenant,)] = overdue.get((reservation.tenant,), 0) + 1
+    return by_reason, oldest, overdue
+
+
+def capacity_values(snapshot: Snapshot, plan: Plan, types: Iterable[str]) -> tuple[dict[Labels, float], ...]:
+    """capacity_values is (GPUs on schedulable nodes, free GPUs, largest placeable gang) per GPU type."""
+    keys = list(types)
+    total: dict[Labels, float] = {(t,): 0 for t in keys}
+    for node in snapshot.nodes:
+        if node.schedulable() and node.capacity.gpus:
+            key = (_type(node.capacity.gpu_type),)
+            total[key] = total.get(key, 0) + node.capacity.gpus
+    frag = plan.fragmentation
+    free = {(t,): frag.free_by_type.get(t, 0) for t in keys}
+    largest = {(t,): frag.placeable_by_type.get(t, 0) for t in keys}
+    return total, free, largest
+
+
+def store_counts(session: Session) -> tuple[dict[str, int], dict[str, int]]:
+    """store_counts is (pending tasks per tenant, attempts per state): one grouped query each."""
+    depth = dict(
+        session.execute(
+            select(Job.tenant, func.count()).join(Task, Task.job_id == Job.id).where(Task.state == "pending")
+            .group_by(Job.tenant)
+        ).all()
+    )  # fmt: skip
+    attempts = dict(session.execute(select(Attempt.state, func.count()).group_by(Attempt.state)).all())
+    return depth, attempts
+
+
+def publish(
+    metrics: Metrics,
+    snapshot: Snapshot,
+    plan: Plan,
+    config: SchedulerConfig,
+    *,
+    skipped: Collection[str],
+    depth: Mapping[str, int],
+    attempts: Mapping[str, int],
+) -> None:
+    """publish sets every cycle gauge from this period's snapshot, plan and store counts."""
+    tenants = sorted(set(tenant_names(snapshot)) | set(depth))
+    types = gpu_types(snapshot)
+    metrics.know_tenants(tenants, KINDS)
+    set_all(metrics.queue_depth, {(t,): depth.get(t, 0) for t in tenants})
+    set_all(metrics.attempts, {(s.value,): attempts.get(s.value, 0) for s in AttemptState})
+    allocated, guaranteed, limit, borrowed = quota_values(snapshot, held_gpus(snapshot, plan, skipped), tenants, types)
+    for gauge, values in (
+        (metrics.allocated, allocated), (metrics.guaranteed, guaranteed), (metrics.limit, limit),
+        (metrics.borrowed, borrowed),
+    ):  # fmt: skip
+        set_all(gauge, values)
+    for gauge, values in zip((metrics.weight, metrics.usage, metrics.usage_ratio), share_values(snapshot, tenants), strict=True):
+        set_all(gauge, values)
+    waiting = waiting_values(snapshot, plan, tenants, skipped)
+    for gauge, values in zip((metrics.pending_tasks, metrics.oldest_pending, metrics.overdue), waiting, strict=True):
+        set_all(gauge, values)
+    capacity = capacity_values(snapshot, plan, types)
+    for gauge, values in zip((metrics.cluster_gpus, metrics.free_gpus, metrics.largest_gang), capacity, strict=True):
+        set_all(gauge, values)
+    metrics.stranded_gpus.set(plan.fragmentation.stranded_gpus)
+    metrics.aging_bound.set(config.max_wait_s)
+
+
+def count_placements(
+    metrics: Metrics, snapshot: Snapshot, plan: Plan, skipped: Collection[str], preempted: Collection[str]
+) -> None:
+    """count_placements adds the period's committed placements and preemptions to the counters."""
+    pending = {t.task_id: t for t in snapshot.pending}
+    for placement in plan.placements:
+        task = pending.get(placement.task_id)
+        if task is None or placement.task_id in skipped:
+            continue
+        metrics.placements.labels(task.tenant).inc()
+        metrics.queue_delay.labels(task.kind.value, task.tenant).observe(max(0.0, snapshot.now - task.submit_time))
+    tenant_of = {r.attempt_id: r.tenant for r in snapshot.reservations}
+    for preemption in plan.preemptions:
+        tenant = tenant_of.get(preemption.attempt_id)
+        if tenant is not None and preemption.attempt_id in preempted:
+            metrics.preemptions.labels(tenant).inc()
+            metrics.lost_gpu_seconds.labels(tenant).inc(max(0.0, preemption.lost_gpu_seconds))
+
+
+def deadline_outcomes(
+    session: Session, specs: SpecCache, job_ids: Collection[str], since: datetime
+) -> dict[Labels, int]:
+    """deadline_outcomes counts finished jobs with a deadline by (tenant, met|missed); jobs that ended before ``since`` are left out."""
+    if not job_ids:
+        return {}
+    rows = session.execute(
+        select(Job.id, Job.tenant, func.max(Attempt.ended_at))
+        .join(Attempt, Attempt.job_id == Job.id)
+        .where(Job.id.in_(list(job_ids)))
+        .group_by(Job.id, Job.tenant)
+    ).all()
+    counts: dict[Labels, int] = defaultdict(int)
+    for job_id, tenant, ended in rows:
+        try:
+            spec = specs.get(session, job_id)
+        except JOB_FAULTS:
+            continue
+        deadline = spec.deadline if isinstance(spec, InferenceSpec) else None
+        if deadline is None or ended is None or ended < since:
+            continue
+        counts[(tenant, "met" if ended <= deadline else "missed")] += 1
+    return dict(counts)

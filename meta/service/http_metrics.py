@@ -1,0 +1,100 @@
+"""The API's Prometheus metrics: requests by route template and status, latency, authentication failures.
+
+``ApiMetrics`` registers its families on the registry the daemon serves (``metasched serve``
+passes the one of ``meta.cycle.metrics.Metrics``). Routes are labelled by their template
+(``/v1/jobs/{ref}``), never by the raw path, so job ids never become label values; a path no
+route matches is ``unmatched``. A request refused before routing (no credential, too large) is
+labelled with the route its path would have reached.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Histogram
+from starlette.routing import BaseRoute, Match
+
+from meta.service.http_guard import ASGIApp, Message, Receive, Scope, Send
+
+UNMATCHED = "unmatched"
+_LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf"))
+# what RequestGuard reports besides the authenticators' own codes
+AUTH_FAILURE_CODES = ("missing", "malformed", "invalid", "expired", "rewound", "replayed", "unauthorized",
+                      "wrong_request", "munge_unavailable")  # fmt: skip
+
+
+class ApiMetrics:
+    """ApiMetrics holds the API's request counter, latency histogram and authentication-failure counter."""
+
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.requests = Counter(
+            "metasched_api_requests_total", "API requests by method, route template and status code",
+            ["method", "route", "status"], registry=r,
+        )  # fmt: skip
+        self.latency = Histogram(
+            "metasched_api_request_seconds", "API request latency by method and route template",
+            ["method", "route"], buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.auth_failures = Counter(
+            "metasched_api_auth_failures_total", "API requests refused for their credential, by reason", ["reason"],
+            registry=r,
+        )  # fmt: skip
+        for code in AUTH_FAILURE_CODES:
+            self.auth_failures.labels(code)
+
+    def auth_failed(self, code: str) -> None:
+        """auth_failed counts one refused credential (``code`` outside the known words counts as ``invalid``)."""
+        self.auth_failures.labels(code if code in AUTH_FAILURE_CODES else "invalid").inc()
+
+
+def route_template(routes: Iterable[BaseRoute], scope: Scope) -> str:
+    """route_template is the path template of the route ``scope`` reaches (``unmatched`` when none does)."""
+    partial = None
+    for route in routes:
+        match, _ = route.matches(scope)
+        if match == Match.FULL:
+            return str(getattr(route, "path", UNMATCHED))
+        if match == Match.PARTIAL and partial is None:
+            partial = route  # the path matches but not the method: label it by that path
+    return str(getattr(partial, "path", UNMATCHED)) if partial is not None else UNMATCHED
+
+
+class MetricsMiddleware:
+    """MetricsMiddleware times every HTTP request and counts it by method, route template and status."""
+
+    def __init__(self, app: ASGIApp, metrics: ApiMetrics, routes: Iterable[BaseRoute]) -> None:
+        self.app = app
+        self.metrics = metrics
+        self.routes = list(routes)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """__call__ is the ASGI entry point."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = time.perf_counter()
+        status = {"code": 500}  # an app that raises before answering: uvicorn answers 500
+
+        async def send_and_see(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                status["code"] = int(message["status"])
+            await send(message)
+
+        try:
+            await self.app(scope, receive, send_and_see)
+        finally:
+            route = _route_of(scope, self.routes)
+            method = str(scope.get("method", "")).upper()
+            self.metrics.requests.labels(method, route, str(status["code"])).inc()
+            self.metrics.latency.labels(method, route).observe(time.perf_counter() - started)
+
+
+def _route_of(scope: Scope, routes: list[BaseRoute]) -> str:
+    """_route_of is the template Starlette routed to, else the one the path would reach."""
+    routed: Any = scope.get("route")
+    path = getattr(routed, "path", None)
+    return str(path) if path is not None else route_template(routes, scope)
