@@ -169,6 +169,9 @@ class ServeProcess:
         self.bin_dir = bin_dir
         self.env = env or {}
         self.extra = extra or []
+        # one socket per ServeProcess, kept across restarts and renames: jobs it launched keep
+        # calling it there (METASCHED_API), as they would /run/metasched/api.sock
+        self.socket_path = tmp_path / f"api-{holder}.sock"
         self.proc: subprocess.Popen[bytes] | None = None
         self.incarnations = 0
         self.logs: list[Path] = []
@@ -188,7 +191,7 @@ class ServeProcess:
             "--grace", "5",
             "--submit-timeout", "2",
             # each replica its own API listeners: two on one host must not fight over the defaults
-            "--api-socket", str(self.tmp_path / f"api-{self.holder}.sock"),
+            "--api-socket", str(self.socket_path),
             "--api-listen", "127.0.0.1:0",
         ]  # fmt: skip
         if self.bin_dir is not None:

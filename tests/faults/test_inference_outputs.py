@@ -26,6 +26,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import update
 
+from checkpoint import attempt_secret
 from meta.model.durations import utcnow
 from meta.model.spec import spec_from_dict
 from meta.model.states import AttemptState, JobState
@@ -58,9 +59,17 @@ WRITE = (
 )
 
 
-def _late_commit(attempt_id: str, token: int, staging: Path) -> subprocess.CompletedProcess[str]:
-    """_late_commit is a worker of a superseded or expired attempt calling ``metasched commit``."""
-    return metasched("commit", "--attempt", attempt_id, "--token", str(token), "--dir", str(staging))
+def _late_commit(service: Service, attempt_id: str, token: int, staging: Path) -> subprocess.CompletedProcess[str]:
+    """_late_commit is a worker of a superseded or expired attempt calling ``metasched commit``.
+
+    Such a worker holds its attempt's secret (its batch script exported it): the test gives the
+    attempt a known one, so the refusal it sees is the fencing's, not the proof's.
+    """
+    secret, digest = attempt_secret.new_secret()
+    with service.db.session() as session:
+        session.execute(update(Attempt).where(Attempt.id == attempt_id).values(secret_hash=digest))
+    return metasched("commit", "--attempt", attempt_id, "--token", str(token), "--dir", str(staging),
+                     env={"METASCHED_ATTEMPT_SECRET": secret})  # fmt: skip
 
 
 def _staging(output: Path, attempt_id: str) -> Path:
@@ -93,7 +102,7 @@ def test_late_partition_after_lease_expiry_is_refused(harness: DaemonHarness, tm
                 .where(Attempt.id == first.id)
                 .values(lease_expires_at=utcnow() - timedelta(minutes=1))
             )
-        late = _late_commit(first.id, first.fencing_token, staging)
+        late = _late_commit(harness.service, first.id, first.fencing_token, staging)
         (refused if late.returncode == 1 else accepted).append(
             f"lease-expired: {late.returncode} {late.stderr.strip()}"
         )
@@ -113,13 +122,13 @@ def test_late_partition_after_lease_expiry_is_refused(harness: DaemonHarness, tm
             return len(task.attempts) == 2 and task.attempts[-1].state == AttemptState.RUNNING
 
         harness.run_until(second_running, 90)
-        late = _late_commit(first.id, first.fencing_token, staging)
+        late = _late_commit(harness.service, first.id, first.fencing_token, staging)
         (refused if late.returncode == 1 else accepted).append(
             f"superseded: {late.returncode} {late.stderr.strip()}"
         )
         if "no longer its task's current attempt" not in late.stderr:
             problems.append(f"unclear refusal: {late.stderr!r}")
-        wrong = _late_commit(first.id, first.fencing_token + 7, staging)
+        wrong = _late_commit(harness.service, first.id, first.fencing_token + 7, staging)
         (refused if wrong.returncode == 1 else accepted).append(
             f"wrong token: {wrong.returncode} {wrong.stderr.strip()}"
         )
@@ -231,7 +240,7 @@ def test_partitions_with_kills_scancels_and_stale_commits(
                 copy = tmp_path / "stale" / stale.id
                 copy.mkdir(parents=True, exist_ok=True)
                 (copy / "part.txt").write_text(f"partition {task.name} attempt {stale.id} (late)\n")
-                late = _late_commit(stale.id, stale.fencing_token, copy)
+                late = _late_commit(pg_service, stale.id, stale.fencing_token, copy)
                 if late.returncode == 1:
                     late_refused += 1
                 else:

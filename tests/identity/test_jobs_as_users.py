@@ -70,6 +70,16 @@ command: |
 """
 
 
+LONG = """\
+kind: evaluation
+name: long
+tenant: tenant-a
+resources: {cpus: 1, memory: 1G}
+time_limit: 5m
+command: sleep 300
+"""
+
+
 @dataclass(frozen=True)
 class Serve:
     """Serve is the running service: its API address, the secrets root and the store."""
@@ -229,6 +239,20 @@ def test_a_job_runs_as_alice_and_bobs_forgeries_are_refused(serve: Serve, alice_
     allowed = {(line["actor"], line["action"]) for line in lines}
     assert {("alice", "checkpoint.report"), ("alice", "secret.read")} <= allowed
     assert secret not in json.dumps(lines) and ALICE_VALUE not in json.dumps(lines)
+
+    # the daemon (root) still stops a user's job in Slurm: alice cancels, the daemon runs scancel
+    (alice_dir / "long.yaml").write_text(LONG)
+    long = as_user("alice", serve, alice_dir, "submit", "-f", "long.yaml", "--json")
+    assert long.code == 0, long.stderr
+    long_id = long.json()["id"]
+    wait_for("the long job to run", lambda: (lambda a: a is not None and a.state == AttemptState.RUNNING.value)(
+        live_attempt(serve.service, long_id)), why=lambda: serve.why(long_id))  # fmt: skip
+    running = live_attempt(serve.service, long_id)
+    assert running is not None and slurm_field(["squeue", "-h", "-j", str(running.slurm_job_id), "-o", "%u"]) == "alice"
+    assert as_user("alice", serve, alice_dir, "cancel", long_id).code == 0
+    wait_for("Slurm to cancel it", lambda: slurm_field(
+        ["sacct", "-n", "-X", "-P", "-j", str(running.slurm_job_id), "-o", "State"]).startswith("CANCELLED"),
+        timeout_s=60)  # fmt: skip
 
 
 def _attempt(service: Service, attempt_id: str) -> Attempt | None:
