@@ -136,6 +136,8 @@ def waiting_values(
     oldest: dict[Labels, float] = {(n,): 0.0 for n in names}
     overdue: dict[Labels, float] = {(n,): 0 for n in names}
     for task in snapshot.pending:
+        if task.deadline is not None and task.deadline < snapshot.now:  # placed now or not, it is late
+            overdue[(task.tenant,)] = overdue.get((task.tenant,), 0) + 1
         if task.task_id in placed:
             continue
         reason = plan.reasons.get(task.task_id)
@@ -143,8 +145,6 @@ def waiting_values(
             key = (task.tenant, reason.code.value)
             by_reason[key] = by_reason.get(key, 0) + 1
         oldest[(task.tenant,)] = max(oldest.get((task.tenant,), 0.0), snapshot.now - task.submit_time)
-        if task.deadline is not None and task.deadline < snapshot.now:
-            overdue[(task.tenant,)] = overdue.get((task.tenant,), 0) + 1
     for reservation in snapshot.reservations:
         if reservation.deadline is not None and reservation.deadline < snapshot.now:
             overdue[(reservation.tenant,)] = overdue.get((reservation.tenant,), 0) + 1

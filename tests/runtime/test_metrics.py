@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from datetime import timedelta
 from pathlib import Path
 
@@ -13,15 +14,14 @@ from meta.cycle.metrics import Metrics, set_all
 from meta.cycle.period_metrics import quota_values, share_values
 from meta.cycle.reconcile import ReconcileSettings
 from meta.model.durations import utcnow
-from meta.model.kinds import JobKind
 from meta.model.states import JobState
 from meta.policy.plan import ReasonCode
 from meta.policy.snapshot import Snapshot, TenantState
 from meta.service.api import Service
 from meta.service.http_metrics import ApiMetrics
 from meta.store.models import Tenant
-from tests.runtime.fake_slurm import FakeSlurm
-from tests.runtime.support import inference, training
+from tests.runtime.fake_slurm import FakeSlurm, small_cluster
+from tests.runtime.support import checkpointing, inference, training
 
 # Every family `metasched serve` exports (daemon and API on one registry), with its help text.
 # A new family must be added here (and to README "Metrics"); the dashboard and alert rules are
@@ -198,7 +198,7 @@ def test_a_standby_exports_no_cycle_gauges(service: Service, tmp_path: Path) -> 
     assert _series(leader.metrics, "metasched_queue_depth") == {}
 
 
-def test_deadline_outcomes_are_counted_when_the_job_finishes(service: Service, tmp_path: Path) -> None:
+def test_deadline_outcomes_are_counted_when_the_job_finishes_and_overdue_tasks_meanwhile(service: Service, tmp_path: Path) -> None:
     fake = FakeSlurm()
     ahead = utcnow() + timedelta(hours=2)
     met = service.submit(inference(str(tmp_path / "out"), tenant="acme", partitions=2, deadline=ahead.isoformat())).job.id
@@ -206,6 +206,16 @@ def test_deadline_outcomes_are_counted_when_the_job_finishes(service: Service, t
     _run_until_done(service, daemon, fake, [met])
     assert _value(daemon.metrics, "metasched_deadline_jobs_total", tenant="acme", outcome="met") == 1
     assert _value(daemon.metrics, "metasched_deadline_jobs_total", tenant="acme", outcome="missed") == 0
+    assert _value(daemon.metrics, "metasched_deadline_overdue_tasks", tenant="acme") == 0
+
+    soon = utcnow() + timedelta(seconds=1)
+    late = service.submit(inference(str(tmp_path / "late"), tenant="acme", partitions=2, deadline=soon.isoformat())).job.id
+    time.sleep(1.2)  # past the deadline before it even starts
+    assert daemon.period().error == ""
+    assert _value(daemon.metrics, "metasched_deadline_overdue_tasks", tenant="acme") == 2  # both partitions
+    _run_until_done(service, daemon, fake, [late])
+    assert _value(daemon.metrics, "metasched_deadline_jobs_total", tenant="acme", outcome="missed") == 1
+    assert _value(daemon.metrics, "metasched_deadline_jobs_total", tenant="acme", outcome="met") == 1
     assert _value(daemon.metrics, "metasched_deadline_overdue_tasks", tenant="acme") == 0
 
 
@@ -242,4 +252,24 @@ def test_usage_ratio_is_usage_fraction_over_weight_fraction() -> None:
     weight, usage, ratio = share_values(snapshot, ["a", "b", "c"])
     assert weight[("a",)] == 3 and usage[("b",)] == 300
     assert ratio[("a",)] == (0.5 / 0.6) and ratio[("b",)] == (0.5 / 0.2) and ratio[("c",)] == 0
-    assert JobKind.TRAINING.value == "training"
+
+
+def test_a_preemption_counts_its_victim_tenant_and_lost_gpu_seconds(service: Service, tmp_path: Path) -> None:
+    fake = FakeSlurm(small_cluster(2))
+    fake.run_ticks = 1000  # the victims never end on their own
+    node = {"cpus": 8, "memory": "32G", "gpus": 8, "gpu_type": "a100"}
+    for i in range(2):
+        service.submit(checkpointing(f"low{i}", tenant="beta", ckpt_dir=str(tmp_path / f"c{i}"), resources=node,
+                                     priority_class="evaluation"))  # fmt: skip
+    daemon = _daemon(service, fake, tmp_path)
+    for _ in range(3):
+        assert daemon.period().error == ""
+        fake.advance()
+    assert _value(daemon.metrics, "metasched_preemptions_total", tenant="beta") == 0
+    service.submit(training("high", tenant="acme", resources=node))
+    assert daemon.period().error == ""
+    assert _value(daemon.metrics, "metasched_preemptions_total", tenant="beta") == 1
+    assert _value(daemon.metrics, "metasched_preemptions_total", tenant="acme") == 0
+    lost = _value(daemon.metrics, "metasched_preemption_lost_gpu_seconds_total", tenant="beta")
+    assert lost > 0  # 8 GPUs since the victim started (no checkpoint yet), plus its restore cost
+    assert _value(daemon.metrics, "metasched_pending_tasks", tenant="acme", reason=ReasonCode.PREEMPTING.value) == 1
