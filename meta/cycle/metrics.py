@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
+from weakref import WeakKeyDictionary
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
@@ -31,15 +32,26 @@ Labels = tuple[str, ...]
 
 def set_all(gauge: Gauge, values: Mapping[Labels, float]) -> None:
     """set_all sets one value per label tuple and removes the gauge's other children (no stale series)."""
+    known = _KEYS.setdefault(gauge, set())
     for labels, value in values.items():
         gauge.labels(*labels).set(value)
-    wanted = set(values)
-    for labels in [tuple(s.labels.values()) for m in gauge.collect() for s in m.samples]:
-        if labels not in wanted:
-            try:
-                gauge.remove(*labels)
-            except KeyError:
-                pass
+    for labels in known - values.keys():
+        try:
+            gauge.remove(*labels)
+        except KeyError:
+            pass
+    known.clear()
+    known.update(values)
+
+
+def forget_all(gauge: Gauge) -> None:
+    """forget_all removes every child of a labelled gauge (and what set_all remembers of them)."""
+    gauge.clear()
+    _KEYS.pop(gauge, None)
+
+
+# the label tuples set_all last set, per gauge (no scan of the gauge's children each period)
+_KEYS: WeakKeyDictionary[Gauge, set[Labels]] = WeakKeyDictionary()
 
 
 class Metrics:
@@ -181,7 +193,7 @@ class Metrics:
             self.stranded_gpus.set(0)
             self.aging_bound.set(0)
             for gauge in self._cycle_gauges:
-                gauge.clear()
+                forget_all(gauge)
         elif self._last_reconcile is None:
             self._last_reconcile = time.monotonic()  # a new leader's lag counts from when it took over
 

@@ -8,7 +8,7 @@ finished this period, one grouped read of their end times.
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
 from datetime import datetime
 
@@ -131,23 +131,28 @@ def waiting_values(
     A task placed this period no longer waits; one whose placement did not commit still does.
     """
     placed = {p.task_id for p in plan.placements if p.task_id not in skipped}
-    names = list(tenants)
-    by_reason: dict[Labels, float] = {(n, code.value): 0 for n in names for code in ReasonCode}
-    oldest: dict[Labels, float] = {(n,): 0.0 for n in names}
-    overdue: dict[Labels, float] = {(n,): 0 for n in names}
+    now, reasons = snapshot.now, plan.reasons
+    counts: Counter[tuple[str, str]] = Counter()  # plain keys in the loop: it runs once per waiting task
+    earliest: dict[str, float] = {}
+    late: Counter[str] = Counter()
     for task in snapshot.pending:
-        if task.deadline is not None and task.deadline < snapshot.now:  # placed now or not, it is late
-            overdue[(task.tenant,)] = overdue.get((task.tenant,), 0) + 1
+        tenant = task.tenant
+        if task.deadline is not None and task.deadline < now:  # placed now or not, it is late
+            late[tenant] += 1
         if task.task_id in placed:
             continue
-        reason = plan.reasons.get(task.task_id)
+        reason = reasons.get(task.task_id)
         if reason is not None:
-            key = (task.tenant, reason.code.value)
-            by_reason[key] = by_reason.get(key, 0) + 1
-        oldest[(task.tenant,)] = max(oldest.get((task.tenant,), 0.0), snapshot.now - task.submit_time)
+            counts[(tenant, reason.code)] += 1
+        if task.submit_time < earliest.get(tenant, now):
+            earliest[tenant] = task.submit_time
     for reservation in snapshot.reservations:
-        if reservation.deadline is not None and reservation.deadline < snapshot.now:
-            overdue[(reservation.tenant,)] = overdue.get((reservation.tenant,), 0) + 1
+        if reservation.deadline is not None and reservation.deadline < now:
+            late[reservation.tenant] += 1
+    names = sorted({*tenants, *earliest, *late, *(tenant for tenant, _ in counts)})
+    by_reason: dict[Labels, float] = {(n, code.value): counts.get((n, code), 0) for n in names for code in ReasonCode}
+    oldest: dict[Labels, float] = {(n,): max(0.0, now - earliest.get(n, now)) for n in names}
+    overdue: dict[Labels, float] = {(n,): late.get(n, 0) for n in names}
     return by_reason, oldest, overdue
 
 
