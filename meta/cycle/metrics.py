@@ -31,7 +31,7 @@ Labels = tuple[str, ...]
 
 
 def set_all(gauge: Gauge, values: Mapping[Labels, float]) -> None:
-    """set_all sets one value per label tuple and removes the gauge's other children (no stale series)."""
+    """set_all sets one value per label tuple and removes the children it set last time but not now (no stale series)."""
     known = _KEYS.setdefault(gauge, set())
     for labels, value in values.items():
         gauge.labels(*labels).set(value)
