@@ -18,7 +18,12 @@ DEFAULT_PRIORITY_CLASSES: Mapping[str, int] = {
 
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
-    """SchedulerConfig holds the policy knobs; every field has a default that works out of the box."""
+    """SchedulerConfig holds the policy knobs; the defaults are the shipped policy.
+
+    ``metasched serve`` without a policy file, the simulator and the benchmarks all run these
+    defaults; the knobs marked *tuned* were chosen by ``benchmarks/tune_policy.py``
+    (leave-one-week-out over four Philly weeks × three loads; procedure and figures in the README).
+    """
 
     # Fair share: a GPU-second of an H100 costs more than one of a T4.
     gpu_cost_weights: Mapping[str, float] = field(default_factory=lambda: dict(DEFAULT_GPU_COST_WEIGHTS))
@@ -29,21 +34,23 @@ class SchedulerConfig:
     current_share_weight: float = 1.0
     # Priority classes, higher rank first; unknown names fall back to the job kind's class.
     priority_classes: Mapping[str, int] = field(default_factory=lambda: dict(DEFAULT_PRIORITY_CLASSES))
-    # Aging: a task waiting longer than this outranks the fair-share order (bounded waiting).
-    max_wait_s: float = 4 * 3600.0
+    # Aging (tuned): a task waiting longer than this outranks the fair-share order (bounded waiting).
+    # 24 h: shorter bounds let aged tasks of an over-share tenant take capacity just reclaimed for
+    # another tenant, and they become the cheapest victims of the next cycle (a preemption storm).
+    max_wait_s: float = 24 * 3600.0
     # Deadlines: once slack (deadline - now - runtime) drops below this, the task is urgent.
     deadline_urgency_s: float = 3600.0
     # Within one tenant and class: order by submit time + weight x runtime estimate (0 = FIFO).
     short_job_weight: float = 10.0
     # ... where the runtime estimate is first multiplied by GPUs ** this (1 = smallest GPU-time first).
     short_job_gpu_exponent: float = 0.0
-    # None = strict share order (the lowest share always goes next). A number merges tenants'
+    # Share horizon (tuned). None = strict share order (the lowest share always goes next). A number merges tenants'
     # tasks by the key above, each pushed back by this many seconds per unit of its tenant's
     # weighted share: over-share tenants wait longer, yet their short jobs can pass long ones.
     # Tasks inside their tenant's guarantee keep strict share order; the horizon orders
     # borrowers, i.e. capacity nobody is entitled to. 0 = borrowers purely shortest-first, sound
     # where guarantees carry fairness (with no guarantees set, everyone is a borrower).
-    fair_share_horizon_s: float | None = None
+    fair_share_horizon_s: float | None = 0.0
     # Tasks inside their tenant's guarantee go before borrowers either way. True: among them
     # tenants take strict turns by share; False: they merge by the horizon above, like borrowers
     # (the guarantee then buys a place ahead of borrowers and the right to reclaim, not a turn).
@@ -57,9 +64,9 @@ class SchedulerConfig:
     preemption_enabled: bool = True
     max_preemption_attempts: int = 2  # per cycle: each costs a pass over running work
     max_victims_considered: int = 64
-    # A tenant with any guarantee left may reclaim (and go before borrowers) for a whole task that
+    # Tuned: a tenant with any guarantee left may reclaim (and go before borrowers) for a whole task that
     # takes it past its guarantee: a 52-GPU guarantee otherwise never covers a seventh 8-GPU job.
-    guarantee_rounds_up_to_task: bool = False
+    guarantee_rounds_up_to_task: bool = True
     # Reclaiming a guarantee preempts only when running work would not free room within this
     # long anyway (0 = preempt at once): a victim's lost work and requeue buy little otherwise.
     reclaim_patience_s: float = 0.0

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from meta.policy.config import SchedulerConfig
@@ -15,7 +17,10 @@ WEIGHTED = (
     node("an", gpus=1, gpu_type="a100", cpus=0, mem=0),
 )
 WEIGHTED_RUNNING = (running("ra", "hn", 2, tenant="a"), running("rb", "tn", 4, tenant="b", gpu_type="t4"))
-FLAT = SchedulerConfig(gpu_cost_weights={}, default_gpu_cost_weight=1.0)
+# These cases test strict fair-share turns and the 4 h aging bound, not the shipped defaults
+# (shortest-first borrowers, 24 h aging): cases without a config of their own run this one.
+SHARE_ORDER = SchedulerConfig(fair_share_horizon_s=None, max_wait_s=4 * 3600.0)
+FLAT = SchedulerConfig(gpu_cost_weights={}, default_gpu_cost_weight=1.0, fair_share_horizon_s=None)
 ONE_FREE = [node("n1", gpus=1)]
 
 CASES = [
@@ -71,11 +76,16 @@ CASES = [
 
 @pytest.mark.parametrize("case", CASES, ids=lambda c: c.name)
 def test_order(case: Case) -> None:
-    run_case(case)
+    _run(case)
+
+
+def _run(case: Case):
+    """_run runs a case under SHARE_ORDER unless it brings its own config."""
+    return run_case(case if case.config is not None else replace(case, config=SHARE_ORDER))
 
 
 def test_fair_share_message_names_the_shares() -> None:
-    plan = run_case(CASES[0])
+    plan = _run(CASES[0])
     reason = plan.reasons["ta"]
     assert reason.blocking_tenant == "b"
     assert "b is ahead in fair share (share 0.20 vs yours 0.60)" in reason.message

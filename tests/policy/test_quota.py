@@ -69,7 +69,7 @@ CASES = [
          snap([node("h1")], [task("a", "a", gpus=8, kind=JobKind.EVALUATION)],
               [running("rb", "h1", 8, tenant="b", preemptible=True)],
               tenants=[TenantState("a", guaranteed={"h100": 4}), TenantState("b")]),
-         want_waiting={"a": ReasonCode.NO_FEASIBLE_NODE}),
+         want_waiting={"a": ReasonCode.NO_FEASIBLE_NODE}, config=SchedulerConfig(guarantee_rounds_up_to_task=False)),
 ]
 
 
