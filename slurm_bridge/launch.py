@@ -96,6 +96,8 @@ class LaunchRequest:
     env: Mapping[str, str] = field(default_factory=dict)
     secret_names: tuple[str, ...] = ()
     job_name: str = ""
+    # the Slurm job name: the user's job name (sbatch -J); empty: the legacy ms-<attempt>
+    slurm_name: str = ""
     task_name: str = ""  # the task's name: an inference partition's shard name or index
     # where the job's `metasched commit/checkpoint report` reach the service (METASCHED_API)
     api_address: str | None = None
@@ -125,6 +127,7 @@ class LaunchRequest:
             check_attempt_id(self.attempt_id)
         except ValueError as error:
             raise LaunchRequestError(str(error)) from error
+        check_token("slurm_name", self.slurm_name or None)
         for what in ("tenant", "qos", "partition", "reservation", "stdout", "stderr"):
             check_token(what, getattr(self, what))
         _check_shape(self.num_nodes, self.nodes, self.ntasks_per_node)

@@ -81,7 +81,8 @@ def _one_line(value: str) -> str:
 def _options(request: LaunchRequest) -> list[str]:
     """_options lists every #SBATCH option, with ``hetjob`` separators between roles."""
     head = [
-        f"--job-name={tags.job_name(request.attempt_id)}",
+        # the user's name, as sbatch would set it (SLURM_JOB_NAME, squeue's NAME); the tag is the comment
+        f"--job-name={request.slurm_name or tags.job_name(request.attempt_id)}",
         f"--comment={tags.comment(request.attempt_id)}",
     ]
     tail = ["--no-requeue", *_signal_option(request), *_io_options(request)]

@@ -1,9 +1,14 @@
-"""How a Slurm job carries its metasched identity: ``--job-name=ms-<attempt>`` and the comment.
+"""How a Slurm job carries its metasched identity: the comment ``metasched:attempt=<id>``.
 
 Slurm job ids are not identities (they wrap and requeue), so reconciliation and the lookup
-after an unknown launch outcome match jobs by these tags. Everyone may read them in squeue, so
-they hold the attempt id only: an id names an attempt, it proves nothing. The fencing token
-left the comment with issue 12 (comments of older jobs, with ``:token=N``, are still read).
+after an unknown launch outcome match jobs by this tag. The job name is the user's (``-J``, as
+under sbatch: squeue's NAME and ``SLURM_JOB_NAME`` are what the user chose), so the tag lives in
+the comment: squeue's default columns do not show it, accounting stores it
+(``AccountingStoreFlags=job_comment``), and unlike ``--wckey`` it needs no ``TrackWCKey`` nor a
+wckey association per user. Everyone may read a comment, so it holds the attempt id only: an id
+names an attempt, it proves nothing. Jobs launched before issue 13 were named ``ms-<attempt>``
+and are still recognised by that name when their comment is lost; comments older than issue 12
+(``:token=N``) are still read.
 """
 
 from __future__ import annotations
@@ -35,8 +40,14 @@ def check_attempt_id(attempt_id: str) -> str:
 
 
 def job_name(attempt_id: str) -> str:
-    """job_name is the Slurm job name of an attempt."""
+    """job_name is the legacy ``ms-<attempt>`` name: the Slurm name of an attempt whose job has no name."""
     return f"{JOB_NAME_PREFIX}{check_attempt_id(attempt_id)}"
+
+
+def tag_key(name: str, job_comment: str) -> str:
+    """tag_key is ``ms-<attempt>`` for a metasched job (read from its comment), else its plain name."""
+    tag = parse_tag(name, job_comment)
+    return f"{JOB_NAME_PREFIX}{tag.attempt_id}" if tag else name
 
 
 def comment(attempt_id: str) -> str:

@@ -2,9 +2,9 @@
 
 Launch protocol, safe against crashes and ambiguous outcomes:
 1. commit ``created -> launching`` (fenced by the leader epoch) *before* calling sbatch;
-2. call sbatch with the attempt's name ``ms-<attempt>``;
+2. call sbatch with the attempt's tag ``--comment=metasched:attempt=<id>`` (the job name is the user's);
 3. record the Slurm job id — or, if sbatch timed out or failed transiently, ``launch_unknown``:
-   the reconciler looks the job up by name before anything is submitted again.
+   the reconciler looks the job up by its tag before anything is submitted again.
 Attempts go in batches (one commit per step per batch, a few sbatch calls in flight), so a burst
 of placements costs a handful of transactions rather than several per attempt.
 A crash between 1 and 3 leaves ``launching`` without a Slurm id, which the reconciler treats

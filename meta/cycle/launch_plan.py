@@ -13,7 +13,7 @@ from meta.model.kinds import JobKind
 from meta.model.resources import ResourceVector
 from meta.model.spec import AnySpec, InferenceSpec, TrainingSpec
 from meta.store.models import Attempt, Job, Task
-from slurm_bridge.launch import LaunchRequest, Role, RunAs
+from slurm_bridge.launch import LaunchRequest, Role, RunAs, is_token
 
 
 @dataclass(frozen=True)
@@ -100,6 +100,8 @@ def launch_request(
         "env": env,
         "secret_names": tuple(spec.secrets),
         "job_name": job.short_id,
+        # Slurm shows the user's name (squeue NAME, SLURM_JOB_NAME); the attempt tag is the comment
+        "slurm_name": job.name if job.name and is_token(job.name) else "",
         "task_name": task.name,
         "checkpoint_dir": checkpoint.dir if checkpoint else None,
         # only a job that declared a checkpoint is sent the checkpoint signal (render caps its grace)

@@ -4,14 +4,14 @@ Each period reads Slurm in a fixed number of batched calls — one ``squeue`` an
 when some live attempt is missing from it, one ``sacct -P`` (sinfo is read by the daemon for the
 inventory) — however many jobs there are. squeue lists ended jobs too for ``MinJobAge``, so in
 a steady period accounting (slurmdbd, the slowest read) has nothing to add and is skipped.
-Jobs are matched to attempts by their tag (``ms-<attempt>`` name and comment), never by Slurm
-job id alone. If a read fails, nothing is concluded: errors are unknowns, not job failures.
+Jobs are matched to attempts by their tag (the comment; ``ms-<attempt>`` names of older jobs),
+never by Slurm job id alone. If a read fails, nothing is concluded: errors are unknowns, not job failures.
 
 Per live attempt:
 - seen (squeue, else sacct): record the Slurm id, renew the lease, follow the state;
 - not seen, launch outcome unknown (``launch_unknown``, or ``launching`` without a Slurm id):
   after ``unknown_window_s`` with no trace in squeue *and* sacct the launch is confirmed absent
-  and the *same* attempt is submitted again (same name: idempotent by name);
+  and the *same* attempt is submitted again (same tag: idempotent by tag);
 - not seen but launched before: ``lost`` after ``lost_grace_s`` without a sighting.
 Jobs tagged by metasched with no live attempt are orphans and are cancelled (I2).
 """

@@ -29,7 +29,7 @@ from meta.store.models import Attempt, LeaderLease
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.inventory import build_inventory
 from tests.conftest import pg_url
-from tests.integration.harness import sacct_wait, slurm_jobs_per_attempt, squeue_names
+from tests.integration.harness import sacct_wait, slurm_jobs_per_attempt, squeue_keys, squeue_names
 
 REPO = Path(__file__).resolve().parents[2]
 FAKEBIN = REPO / "tests" / "integration" / "fakebin"
@@ -92,7 +92,7 @@ def _round(value: float | None) -> float | None:
 
 
 def daemon_job_names() -> set[str]:
-    """daemon_job_names are the active Slurm jobs a daemon launched (``ms-<attempt uuid>``)."""
+    """daemon_job_names are the active Slurm jobs a daemon launched (``ms-<attempt uuid>``, from their tags)."""
     return {n for n in squeue_names() if n.startswith("ms-") and len(n) == 39}
 
 
@@ -143,8 +143,9 @@ def wait_for(predicate: Callable[[], bool], timeout_s: float, what: str, poll_s:
 
 def cancel_daemon_jobs() -> None:
     """cancel_daemon_jobs cancels every Slurm job a daemon of this store may have left behind."""
-    for name in daemon_job_names():
-        subprocess.run(["scancel", "--name", name], capture_output=True, timeout=30)
+    ids = [job_id for key, job_id in squeue_keys().items() if key in daemon_job_names()]
+    if ids:
+        subprocess.run(["scancel", *ids], capture_output=True, timeout=30)
 
 
 # --- the daemon as a subprocess ---------------------------------------------------------------

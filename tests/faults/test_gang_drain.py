@@ -133,7 +133,7 @@ def test_drained_node_stops_the_whole_gang_which_resumes_from_checkpoint(
         log = (ckpt / "log").read_text().splitlines()
         ids = {a.id for a in attempts}
         per_attempt = slurm_jobs_of(ids)
-        records = {r.name: r for r in sacct_records()}
+        records = {r.key: r for r in sacct_records()}
         for a in attempts:
             record = records.get(f"ms-{a.id}")
             nodes = record.nodes if record else ""

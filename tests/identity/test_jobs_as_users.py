@@ -41,6 +41,7 @@ from tenants import secrets as secret_files
 from tests.conftest import truncate_all
 from tests.identity.conftest import MUNGE_SOCKET, REPO
 from tests.identity.users import Call, Outcome, run_one
+from tests.integration.harness import squeue_keys
 
 pytestmark = pytest.mark.slurm
 
@@ -124,7 +125,9 @@ def serve(slurm_exclusive: None, installed_cli: Path, pg_database: Database, sha
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-        subprocess.run(["scancel", "--name", "ms-*"], capture_output=True, timeout=30)  # nothing of ours left
+        ours = [job_id for key, job_id in squeue_keys().items() if key.startswith("ms-")]
+        if ours:  # nothing of ours left
+            subprocess.run(["scancel", *ours], capture_output=True, timeout=30)
     assert PG_PASSWORD_MARK not in log.read_text()
 
 
@@ -181,7 +184,7 @@ def test_a_job_runs_as_alice_and_bobs_forgeries_are_refused(serve: Serve, alice_
     # Slurm runs it as alice, in her folder; squeue shows an id, never the token or the secret
     assert slurm_field(["squeue", "-h", "-j", slurm_id, "-o", "%u"]) == "alice"
     shown = slurm_field(["squeue", "-h", "-j", slurm_id, "-o", "%j|%k"], user="bob")
-    assert shown == f"ms-{attempt.id}|metasched:attempt={attempt.id}"
+    assert shown == f"as-alice|metasched:attempt={attempt.id}"  # the user's name; the tag is the comment
     script = slurm_field(["scontrol", "write", "batch_script", slurm_id, "-"])
     secret = next(line.split("=", 1)[1] for line in script.splitlines() if line.startswith("export METASCHED_ATTEMPT_SECRET="))
     assert secret not in slurm_field(["scontrol", "-o", "show", "job", slurm_id], user="bob")

@@ -19,6 +19,7 @@ from meta.service.http import create_app
 from meta.service.server import ApiServer, Listen
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.runner import CommandRunner
+from slurm_bridge.tags import tag_key
 from tenants.associations import AssociationCache
 from tenants.munge import MungeAuthenticator
 
@@ -34,6 +35,12 @@ class SlurmRecord:
     account: str
     alloc_tres: str
     nodes: str
+    comment: str = ""
+
+    @property
+    def key(self) -> str:
+        """key is ``ms-<attempt>`` for a metasched job (read from its comment tag), else the job's name."""
+        return tag_key(self.name, self.comment)
 
 
 def sacct_records(since: str = "now-2hours") -> list[SlurmRecord]:
@@ -48,7 +55,7 @@ def sacct_records(since: str = "now-2hours") -> list[SlurmRecord]:
             "-S",
             since,
             "-o",
-            "JobID,JobName%100,State,ExitCode,Account,AllocTRES,NodeList",
+            "JobID,JobName%100,State,ExitCode,Account,AllocTRES,NodeList,Comment%200",
         ],
         capture_output=True,
         text=True,
@@ -58,39 +65,50 @@ def sacct_records(since: str = "now-2hours") -> list[SlurmRecord]:
     records = []
     for line in out.splitlines():
         parts = line.split("|")
-        if len(parts) == 7:
+        if len(parts) == 8:
             records.append(SlurmRecord(*parts))
     return records
 
 
 def sacct_wait(names: set[str], timeout_s: float = 20.0) -> dict[str, SlurmRecord]:
-    """sacct_wait polls sacct until it holds a record for every name (slurmdbd is asynchronous)."""
+    """sacct_wait polls sacct until it holds a record for every key (``ms-<attempt>`` or a plain name)."""
     deadline = time.monotonic() + timeout_s
     while True:
-        by_name = {r.name: r for r in sacct_records()}
+        by_name = {r.key: r for r in sacct_records()}
         if names <= set(by_name) or time.monotonic() > deadline:
             return by_name
         time.sleep(0.5)
 
 
-def squeue_names() -> list[str]:
-    """squeue_names lists the names of jobs Slurm still has active."""
+def squeue_keys() -> dict[str, str]:
+    """squeue_keys maps each active job's key (``ms-<attempt>`` from a metasched tag, else its name) to its id."""
     out = subprocess.run(
-        ["squeue", "-h", "-t", "PD,R,CG,CF", "-o", "%j"],
+        ["squeue", "-h", "-t", "PD,R,CG,CF", "-o", "%i|%k|%j"],
         capture_output=True,
         text=True,
         check=True,
         timeout=60,
     ).stdout
-    return [line.strip() for line in out.splitlines() if line.strip()]
+    keys = {}
+    for line in out.splitlines():
+        job_id, _, rest = line.strip().partition("|")
+        job_comment, _, name = rest.partition("|")
+        if job_id:
+            keys[tag_key(name, job_comment)] = job_id
+    return keys
+
+
+def squeue_names() -> list[str]:
+    """squeue_names lists the keys of jobs Slurm still has active (a metasched job as ``ms-<attempt>``)."""
+    return list(squeue_keys())
 
 
 def slurm_jobs_per_attempt(attempt_ids: set[str]) -> dict[str, list[str]]:
     """slurm_jobs_per_attempt maps each attempt to the Slurm job ids sacct holds for it."""
     found: dict[str, list[str]] = defaultdict(list)
     for record in sacct_records():
-        if record.name.startswith("ms-") and record.name[3:] in attempt_ids:
-            found[record.name[3:]].append(record.job_id)
+        if record.key.startswith("ms-") and record.key[3:] in attempt_ids:
+            found[record.key[3:]].append(record.job_id)
     return found
 
 
@@ -161,7 +179,6 @@ class DaemonHarness:
     def close(self) -> None:
         """close cancels whatever the test left running in Slurm and stops the API."""
         self.api.stop()
-        names = [n for n in squeue_names() if n.startswith("ms-")]
-        if names:
-            for name in names:
-                subprocess.run(["scancel", "--name", name], capture_output=True, timeout=30)
+        ids = [job_id for key, job_id in squeue_keys().items() if key.startswith("ms-")]
+        if ids:
+            subprocess.run(["scancel", *ids], capture_output=True, timeout=30)

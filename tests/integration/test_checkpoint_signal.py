@@ -63,7 +63,7 @@ def _ended(names: set[str], timeout_s: float) -> dict[str, SlurmRecord]:
     """_ended polls sacct until every named job has an ended record."""
     deadline = time.monotonic() + timeout_s
     while True:
-        by_name = {r.name: r for r in sacct_records() if r.name in names}
+        by_name = {r.key: r for r in sacct_records() if r.key in names}
         if set(by_name) == names and all(r.state not in ("PENDING", "RUNNING") for r in by_name.values()):
             return by_name
         assert time.monotonic() < deadline, f"not ended after {timeout_s:.0f}s: {by_name}"

@@ -32,7 +32,7 @@ from meta.model.states import AttemptState, JobState
 from meta.service.api import Service
 from meta.store.models import CycleRecord, LeaderLease, Transition
 from tests.conftest import pg_url
-from tests.integration.harness import sacct_wait, slurm_jobs_per_attempt, squeue_names
+from tests.integration.harness import sacct_wait, slurm_jobs_per_attempt, squeue_keys
 from tests.integration.test_unknown_launch import attempts_of, slurm_invariants, small_eval
 
 pytestmark = pytest.mark.slurm
@@ -129,22 +129,22 @@ def daemon(slurm_exclusive: None, tmp_path: Path) -> Iterator[DaemonProcess]:
         yield d
     finally:
         d.kill()
-        for name in squeue_names():
-            if name.startswith("ms-"):
-                subprocess.run(["scancel", "--name", name], capture_output=True, timeout=30)
+        ids = [job_id for key, job_id in squeue_keys().items() if key.startswith("ms-")]
+        if ids:
+            subprocess.run(["scancel", *ids], capture_output=True, timeout=30)
 
 
 def _sacct_has(slurm_job_id: str, timeout_s: float = 30) -> None:
-    """_sacct_has waits until sacct holds the job under its name (slurmdbd is asynchronous, and a
-    just-cancelled job briefly shows the name ``allocation``)."""
+    """_sacct_has waits until sacct holds the job with its tag (slurmdbd is asynchronous, and a
+    just-cancelled job is briefly recorded without it)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         out = subprocess.run(
-            ["sacct", "-n", "-X", "-P", "-j", slurm_job_id, "-o", "JobName%100"],
+            ["sacct", "-n", "-X", "-P", "-j", slurm_job_id, "-o", "Comment%200"],
             capture_output=True,
             text=True,
         ).stdout
-        if out.strip().startswith("ms-"):
+        if out.strip().startswith("metasched:attempt="):
             return
         time.sleep(0.5)
 

@@ -1,7 +1,7 @@
 """FakeSlurm: an in-memory SlurmClient for runtime unit tests and fault injection (never for real-Slurm suites).
 
 It keeps the jobs it was given, reads the identity back from the rendered script
-(``--job-name=ms-<attempt>``, ``--comment``, ``--nodelist``), and answers squeue/sacct/sinfo with
+(``--comment`` tag, ``--job-name``, ``--nodelist``), and answers squeue/sacct/sinfo with
 the same parsed types the command adapters return. Tests drive it: ``start``/``finish`` move a
 job, ``advance`` moves every job one step, and fault switches make the next calls fail.
 """
@@ -28,6 +28,7 @@ from slurm_bridge.parse.topology import Switch
 from slurm_bridge.parse.tres import Gres, Tres
 from slurm_bridge.reservations import ReservationSpec
 from slurm_bridge.states import map_state
+from slurm_bridge.tags import parse_tag, tag_key
 
 ACTIVE = {"PENDING", "RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED"}
 # the submit faults a test can queue
@@ -76,8 +77,14 @@ class FakeJob:
 
     @property
     def attempt_id(self) -> str:
-        """attempt_id is read back from the ``ms-<attempt>`` name."""
-        return self.name.removeprefix("ms-")
+        """attempt_id is read back from the job's tag (its comment; the ``ms-<attempt>`` name of older jobs)."""
+        tag = parse_tag(self.name, self.comment)
+        return tag.attempt_id if tag else self.name
+
+    @property
+    def key(self) -> str:
+        """key is ``ms-<attempt>`` for a metasched job, else the job's name (as the harnesses key jobs)."""
+        return tag_key(self.name, self.comment)
 
 
 def parse_script(script: str) -> tuple[str, str, str, list[tuple[str, ...]]]:
@@ -330,7 +337,7 @@ class FakeSlurm:
 
     def jobs_for(self, attempt_id: str) -> list[FakeJob]:
         """jobs_for lists the jobs named for an attempt (ideally exactly one)."""
-        return [job for job in self.jobs.values() if job.name == f"ms-{attempt_id}"]
+        return [job for job in self.jobs.values() if job.key == f"ms-{attempt_id}"]
 
     def job_of(self, attempt_id: str) -> FakeJob:
         """job_of is the one job of an attempt."""

@@ -79,7 +79,7 @@ def _i5(service: Service, fake: FakeSlurm) -> list[str]:
 
 def _invariants(service: Service, fake: FakeSlurm) -> list[str]:
     """_invariants runs I1–I6 with what the fake Slurm shows."""
-    active = {job.name for job in fake.active_jobs()}
+    active = {job.key for job in fake.active_jobs()}
     with service.db.session() as session:
         return check_invariants(session, slurm_active_names=active, nodes=build_inventory(fake.sinfo()).nodes)
 

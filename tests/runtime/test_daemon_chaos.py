@@ -42,7 +42,7 @@ def _jobs(service: Service, rng: random.Random, tmp_path: Path) -> list[str]:
 
 
 def _invariants(service: Service, fake: FakeSlurm) -> list[str]:
-    active = {job.name for job in fake.active_jobs()}
+    active = {job.key for job in fake.active_jobs()}
     with service.db.session() as session:
         return check_invariants(session, slurm_active_names=active, nodes=build_inventory(fake.sinfo()).nodes)
 

@@ -20,7 +20,7 @@ SECRET = "s3cr3t-attempt-secret-0123456789abcdef_XYZ"
 
 
 def _request(spec: AnySpec, placement: list[dict], task_name: str = "0", resume: str | None = None):
-    job = Job(id="job-uuid", short_id="j42", tenant=spec.tenant, kind=spec.kind.value)
+    job = Job(id="job-uuid", short_id="j42", tenant=spec.tenant, kind=spec.kind.value, name=spec.name)
     task = Task(id="task-uuid", name=task_name, index=0)
     attempt = Attempt(id=ATTEMPT_ID, number=2, fencing_token=5, placement=placement)
     return launch_request(job, task, attempt, spec, SETTINGS, resume_from=resume, attempt_secret=SECRET)
@@ -55,7 +55,7 @@ def test_uneven_placement_is_a_het_job_with_one_role_per_shape() -> None:
     assert all(role.command == "python train.py" and role.num_nodes == 1 for role in request.roles)
     assert request.command is None and request.script is None
     name, comment, account, components = parse_script(render(request))
-    assert name == f"ms-{ATTEMPT_ID}" and f"attempt={ATTEMPT_ID}" in comment and account == "acme"
+    assert name == "train" and f"attempt={ATTEMPT_ID}" in comment and account == "acme"
     assert sorted(components) == [("node1",), ("node2",)]
 
 
@@ -94,7 +94,8 @@ def test_no_store_url_and_no_credential_in_squeue_fields() -> None:
     script = render(request)
     assert "METASCHED_DB" not in script and "postgresql" not in script and "sqlite" not in script
     name, comment, _, _ = parse_script(script)
-    assert name == f"ms-{ATTEMPT_ID}" and comment == f"metasched:attempt={ATTEMPT_ID}"  # an id, no token
+    # Slurm shows the user's job name (sbatch -J); the tag is the comment: an id, no token
+    assert name == "train" and comment == f"metasched:attempt={ATTEMPT_ID}"
     sbatch_lines = [line for line in script.splitlines() if line.startswith("#")]
     assert not any(SECRET in line for line in sbatch_lines)  # only in the export, never an option or comment
     assert sum(SECRET in line for line in script.splitlines()) == 1
@@ -106,6 +107,7 @@ def test_no_api_and_no_secret_by_default() -> None:
     attempt = Attempt(id=ATTEMPT_ID, number=1, fencing_token=1, placement=[share("node1")])
     request = launch_request(job, task, attempt, training(), LaunchSettings())
     script = render(request)
+    assert parse_script(script)[0] == f"ms-{ATTEMPT_ID}"  # a job without a name keeps the legacy tag name
     assert request.api_address is None and "METASCHED_API" not in script and "METASCHED_ATTEMPT_SECRET" not in script
 
 

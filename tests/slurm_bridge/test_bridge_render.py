@@ -48,6 +48,7 @@ GOLDEN_CASES = {
         env={"NCCL_DEBUG": "INFO", "WANDB_PROJECT": "llm-pretrain"},
         secret_names=("WANDB_API_KEY",),
         job_name="llama-7b pretrain",
+        slurm_name="llama-7b",
         checkpoint_dir="/ckpt/tenant-a/job-7f3e",
         checkpoints=True,
         output_dir="/out/tenant-a/job-7f3e",
@@ -120,7 +121,7 @@ def directives(script: str) -> list[str]:
 def test_training_gang_directives():
     lines = directives(render(GOLDEN_CASES["training_gang"]))
     for expected in (
-        f"--job-name=ms-{ATTEMPT}",
+        "--job-name=llama-7b",  # the user's name; metasched's tag is the comment
         f"--comment=metasched:attempt={ATTEMPT}",
         "--account=tenant-a",
         "--qos=normal",
@@ -245,6 +246,8 @@ def test_secret_values_never_appear():
         # fullmatch: a bare "$" would let a value end in a newline
         {"partition": "a100\n"},
         {"stdout": "/logs/x.out\n"},
+        {"slurm_name": "train\n#SBATCH --uid=0"},
+        {"slurm_name": "my job"},
         {"env": {"NAME\n": "x"}},
         {"secret_names": ("HF_TOKEN\n",)},
         # only training jobs checkpoint (and get the checkpoint signal)

@@ -21,6 +21,9 @@ def test_tags_round_trip():
     assert tags.parse_tag("ms-a-1", "") == tags.AttemptTag("a-1", None)  # comment lost: name still says
     assert tags.parse_tag("x", "metasched attempt=b token=3") == tags.AttemptTag("b", 3)
     assert tags.parse_tag("wrap", "mjid=42") is None
+    # the harnesses' key: ms-<attempt> from the comment whatever the user's name, else the name
+    assert tags.tag_key("train", "metasched:attempt=a-1") == "ms-a-1"
+    assert tags.tag_key("train", "") == "train"
     with pytest.raises(ValueError):
         tags.job_name("a;b")
 
