@@ -29,13 +29,13 @@ from meta.model.errors import (
 from meta.model.ids import looks_like_uuid, new_short_job_id, new_uuid, new_uuids
 from meta.model.limits import clip, printable, submit_dir_problem
 from meta.model.spec import AnySpec, spec_hash, spec_to_json
-from meta.model.states import AttemptState, JobState, TaskState
+from meta.model.states import JobState, TaskState
 from meta.service.feasibility import InventoryFeasibility
 from meta.service.views import JobStatus, JobSummary, TaskView, TransitionView
 from meta.store import audit
 from meta.store.bulk_insert import insert_sharing
 from meta.store.db import Database, resolve_url
-from meta.store.lifecycle import attempt_event, live_attempt, stored_spec
+from meta.store.lifecycle import cancel_job, stored_spec
 from meta.store.migrate import ensure_schema
 from meta.store.models import Attempt, Job, JobSpecRow, Queue, Task, Tenant, Transition
 from meta.store.transitions import transition_task
@@ -143,7 +143,7 @@ class Service:
             require_act(principal, job, "cancel")
             if not job.cancel_requested:
                 audit.record(session, principal.name, "job.cancel", job.short_id, tenant=job.tenant)
-            _cancel(session, job, principal.name)
+            cancel_job(session, job, principal.name)
             return _status(session, job)
 
         return self._unit(work)
@@ -356,41 +356,6 @@ def _state_filter(state: JobState | None) -> list[Any]:
     if state == JobState.RUNNING:
         return [Job.cancel_requested.is_(False), having(*_LIVE_TASKS)]
     return []
-
-
-def _cancel(session: Session, job: Job, actor: str) -> None:
-    """_cancel marks the job and moves each task toward cancelled (idempotent per job)."""
-    stimulus = f"cancel:{job.id}:{job.version}" if not job.cancel_requested else f"cancel:{job.id}:again"
-    if not job.cancel_requested:
-        job.cancel_requested = True
-        job.version += 1
-    for task in session.scalars(select(Task).where(Task.job_id == job.id)):
-        state = TaskState(task.state)
-        if state == TaskState.PENDING:
-            transition_task(session, task.id, TaskState.CANCELLED, stimulus, reason="cancelled by user", actor=actor)
-            continue
-        attempt = live_attempt(session, task.id)
-        if attempt is None:
-            continue
-        _cancel_attempt(session, attempt, stimulus, actor)
-
-
-def _cancel_attempt(session: Session, attempt: Attempt, stimulus: str, actor: str) -> None:
-    """_cancel_attempt ends an attempt not yet sent to Slurm, or marks a sent one for scancel."""
-    current = AttemptState(attempt.state)
-    if current == AttemptState.CREATED:
-        attempt_event(session, attempt.id, AttemptState.CANCELLED, stimulus, reason="cancelled by user", actor=actor)
-    elif current != AttemptState.STOPPING:
-        # Slurm may be running it: the bridge sends scancel and the reconciler confirms the end
-        attempt_event(
-            session,
-            attempt.id,
-            AttemptState.STOPPING,
-            stimulus,
-            reason="cancel requested by user",
-            actor=actor,
-            values={"cancel_requested": True},
-        )
 
 
 def _retry(session: Session, tasks: list[Task], actor: str) -> list[TaskView]:

@@ -453,3 +453,38 @@ def _line(entity: str, entity_id: str, job_id: str, stimulus_id: str, from_state
     """_line is one transition-log row."""
     return {"entity": entity, "entity_id": entity_id, "job_id": job_id, "stimulus_id": stimulus_id,
             "from_state": from_state, "to_state": to_state, "reason": reason, "actor": actor, "at": at}
+
+
+def cancel_job(session: Session, job: Job, actor: str) -> None:
+    """cancel_job marks the job and moves each task toward cancelled (idempotent per job)."""
+    stimulus = f"cancel:{job.id}:{job.version}" if not job.cancel_requested else f"cancel:{job.id}:again"
+    if not job.cancel_requested:
+        job.cancel_requested = True
+        job.version += 1
+    for task in session.scalars(select(Task).where(Task.job_id == job.id)):
+        state = TaskState(task.state)
+        if state == TaskState.PENDING:
+            transition_task(session, task.id, TaskState.CANCELLED, stimulus, reason="cancelled by user", actor=actor)
+            continue
+        attempt = live_attempt(session, task.id)
+        if attempt is None:
+            continue
+        cancel_attempt(session, attempt, stimulus, actor)
+
+
+def cancel_attempt(session: Session, attempt: Attempt, stimulus: str, actor: str) -> None:
+    """cancel_attempt ends an attempt not yet sent to Slurm, or marks a sent one for scancel."""
+    current = AttemptState(attempt.state)
+    if current == AttemptState.CREATED:
+        attempt_event(session, attempt.id, AttemptState.CANCELLED, stimulus, reason="cancelled by user", actor=actor)
+    elif current != AttemptState.STOPPING:
+        # Slurm may be running it: the bridge sends scancel and the reconciler confirms the end
+        attempt_event(
+            session,
+            attempt.id,
+            AttemptState.STOPPING,
+            stimulus,
+            reason="cancel requested by user",
+            actor=actor,
+            values={"cancel_requested": True},
+        )
