@@ -9,7 +9,7 @@ it. Another tenant's job is NotFound, never Forbidden: its existence does not le
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -20,31 +20,30 @@ from sqlalchemy.orm import Session
 from meta.model.durations import utcnow
 from meta.model.errors import (
     ConcurrentModification,
-    Conflict,
     Forbidden,
     InvalidRequest,
     NotFound,
     Unschedulable,
 )
-from meta.model.ids import looks_like_uuid, new_short_job_id, new_uuid, new_uuids
+from meta.model.ids import looks_like_uuid, new_uuid
 from meta.model.limits import clip, printable, submit_dir_problem
-from meta.model.spec import AnySpec, spec_hash, spec_to_json
+from meta.model.spec import AnySpec, spec_hash
 from meta.model.states import JobState, TaskState
 from meta.service.feasibility import InventoryFeasibility
+from meta.service.submission import NewJob, store_jobs
 from meta.service.views import JobStatus, JobSummary, TaskView, TransitionView
 from meta.store import audit
-from meta.store.bulk_insert import insert_sharing
 from meta.store.db import Database, resolve_url
 from meta.store.lifecycle import cancel_job, stored_spec
 from meta.store.migrate import ensure_schema
-from meta.store.models import Attempt, Job, JobSpecRow, Queue, Task, Tenant, Transition
+from meta.store.models import Attempt, Job, Task, Transition
 from meta.store.transitions import transition_task
-from meta.store.upsert import insert_ignore
 from tenants.identity import ADMIN, InvalidAccount, Principal
 
 T = TypeVar("T")
 FeasibilityCheck = Callable[[AnySpec], str | None]  # returns a rejection reason, or None
 _RETRIES = 8
+MAX_BATCH_JOBS = 1_000  # jobs per submit_many: one transaction, bounded
 
 
 @dataclass(frozen=True)
@@ -109,6 +108,34 @@ class Service:
                 raise Unschedulable(problem)
         fingerprint = spec_hash(spec)
         return self._unit(lambda s: _submit(s, spec, fingerprint, idempotency_key, principal, submit_dir))
+
+    def submit_many(
+        self,
+        specs: Sequence[AnySpec],
+        idempotency_key: str | None = None,
+        principal: Principal = ADMIN,
+        submit_dir: str | None = None,
+    ) -> list[SubmitResult]:
+        """submit_many stores a batch of jobs in one transaction: all of them or, on any refusal, none.
+
+        With a key, job ``i`` of the batch has the key ``KEY/i``: sending the same batch again
+        answers the jobs it created the first time.
+        """
+        if not 0 < len(specs) <= MAX_BATCH_JOBS:
+            raise InvalidRequest(f"a batch holds 1 to {MAX_BATCH_JOBS:,} jobs, not {len(specs):,}")
+        check_submit_dir(submit_dir)
+        if idempotency_key is not None and not (0 < len(idempotency_key) <= 256 - len(str(MAX_BATCH_JOBS)) - 1):
+            raise InvalidRequest("a batch's idempotency key must be 1 to 250 characters")
+        wanted = []
+        for index, spec in enumerate(specs):
+            principal_check(principal, spec.tenant)
+            problem = self.feasibility(spec) if self.feasibility is not None else None
+            if problem:
+                raise Unschedulable(f"job {index} of the batch: {problem}")
+            key = f"{idempotency_key}/{index}" if idempotency_key is not None else None
+            wanted.append(NewJob(spec, spec_hash(spec), key))
+        stored = self._unit(lambda s: store_jobs(s, wanted, principal, submit_dir, utcnow()))
+        return [SubmitResult(one.job, one.created) for one in stored]
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -204,48 +231,8 @@ def require_act(principal: Principal, job: Job, what: str) -> None:
 def _submit(
     session: Session, spec: AnySpec, fingerprint: str, key: str | None, principal: Principal, submit_dir: str | None
 ) -> SubmitResult:
-    if key is not None:
-        existing = session.scalar(select(Job).where(Job.tenant == spec.tenant, Job.idempotency_key == key))
-        if existing is not None:
-            if existing.spec_row.spec_hash != fingerprint:
-                raise Conflict(
-                    f"idempotency key {key!r} was already used by job {existing.short_id} with a different spec"
-                )
-            return SubmitResult(JobSummary.of(existing, _task_states(session, existing.id)), created=False)
-    now = utcnow()
-    insert_ignore(session, Tenant, name=spec.tenant, weight=1.0, guaranteed={}, limits={}, created_at=now)
-    insert_ignore(session, Queue, name=spec.queue, description="", created_at=now)
-    job = Job(
-        id=new_uuid(),
-        short_id=new_short_job_id(),
-        tenant=spec.tenant,
-        queue=spec.queue,
-        name=spec.name,
-        kind=spec.kind.value,
-        priority_class=spec.effective_priority_class().value,
-        idempotency_key=key,
-        submitted_by=principal.name,
-        owner_uid=principal.uid,
-        owner_gid=principal.gid,
-        submit_dir=submit_dir,
-        submitted_at=now,
-        cancel_requested=False,
-        version=1,
-    )
-    session.add(job)
-    session.flush()
-    session.add(JobSpecRow(job_id=job.id, spec_json=spec_to_json(spec), spec_hash=fingerprint))
-    # a few multi-row statements: a 100,000-partition job costs about a second, not minutes of ORM units
-    names = spec.task_names()
-    ids = new_uuids(len(names))
-    insert_sharing(
-        session,
-        Task.__table__,
-        [{"id": ids[index], "index": index, "name": name} for index, name in enumerate(names)],
-        {"job_id": job.id, "state": TaskState.PENDING.value, "version": 1, "fencing_counter": 0,
-         "attempts_made": 0, "retry_base": 0, "reason": "submitted", "avoid_nodes": [], "updated_at": now},
-    )
-    return SubmitResult(JobSummary.of(job, [TaskState.PENDING] * spec.task_count()), created=True)
+    (stored,) = store_jobs(session, [NewJob(spec, fingerprint, key)], principal, submit_dir, utcnow())
+    return SubmitResult(stored.job, stored.created)
 
 
 def _task_states(session: Session, job_id: str) -> list[TaskState]:

@@ -13,6 +13,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 from sqlalchemy import Table
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 CHUNK = 5_000  # rows per executemany call: bounded memory for the parameter lists
@@ -39,11 +40,18 @@ def insert_sharing(session: Session, table: Table, rows: Sequence[dict[str, Any]
 
 
 def _copy(session: Session, statement: str, values: Iterator[list[Any]]) -> None:
-    """_copy streams rows into PostgreSQL with COPY (one round trip, not one per row)."""
+    """_copy streams rows into PostgreSQL with COPY (one round trip, not one per row).
+
+    The driver's own errors are raised as SQLAlchemy's, as every other statement's are: a unique
+    key lost to a concurrent writer is then an IntegrityError its caller retries.
+    """
     cursor = session.connection().connection.dbapi_connection.cursor()
-    with cursor.copy(statement) as copy:
-        for row in values:
-            copy.write_row(row)
+    try:
+        with cursor.copy(statement) as copy:
+            for row in values:
+                copy.write_row(row)
+    except session.get_bind().dialect.loaded_dbapi.Error as exc:
+        raise DBAPIError.instance(statement, None, exc, session.get_bind().dialect.loaded_dbapi.Error) from exc
 
 
 def _chunks(values: Iterator[list[Any]]) -> Iterator[list[tuple[Any, ...]]]:
