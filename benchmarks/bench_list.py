@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from datetime import timedelta
@@ -26,26 +25,15 @@ sys.path.insert(0, str(REPO))
 
 from sqlalchemy import select  # noqa: E402
 
+from benchmarks.store import open_store  # noqa: E402
 from meta.model.spec import spec_from_dict  # noqa: E402
 from meta.model.states import JobState  # noqa: E402
 from meta.service.api import Service  # noqa: E402
 from meta.store.bulk_insert import insert_sharing  # noqa: E402
-from meta.store.db import Database  # noqa: E402
-from meta.store.migrate import upgrade  # noqa: E402
 from meta.store.models import Job, JobSpecRow, Task  # noqa: E402
 from tenants.identity import Principal  # noqa: E402
-from tests.conftest import truncate_all  # noqa: E402
 
 TENANTS = [f"tenant-{i}" for i in range(10)]
-
-
-def open_store(url: str | None) -> Database:
-    """open_store is a fresh migrated SQLite file, or the given PostgreSQL database emptied."""
-    db = Database(url or f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite")
-    upgrade(db.engine, db.url)
-    if url:
-        truncate_all(db)
-    return db
 
 
 def _row(session, model, where) -> dict:  # noqa: ANN001 - a small setup helper

@@ -31,13 +31,11 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
 import meta.cycle.daemon as daemon_module  # noqa: E402
+from benchmarks.store import open_store  # noqa: E402
 from meta.cycle.daemon import Daemon, DaemonConfig  # noqa: E402
 from meta.cycle.launch_plan import LaunchSettings  # noqa: E402
 from meta.model.spec import spec_from_dict  # noqa: E402
 from meta.service.api import Service  # noqa: E402
-from meta.store.db import Database  # noqa: E402
-from meta.store.migrate import upgrade  # noqa: E402
-from tests.conftest import truncate_all  # noqa: E402
 from tests.runtime.fake_slurm import FakeSlurm, sinfo_node  # noqa: E402
 
 GPUS_PER_NODE = 8
@@ -45,15 +43,6 @@ TENANTS = [f"tenant-{i}" for i in range(10)]
 SHARDS_PER_JOB = 1000
 STEPS = ("_inventory", "_reconcile", "_cycle", "_actuate")
 INNER = ("build_snapshot", "schedule", "apply_plan")
-
-
-def open_store(url: str | None) -> Database:
-    """open_store is a fresh migrated SQLite file, or the given PostgreSQL database emptied."""
-    db = Database(url or f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite")
-    upgrade(db.engine, db.url)
-    if url:
-        truncate_all(db)
-    return db
 
 
 def shards(service: Service, count: int, gpus: int, tag: str) -> None:

@@ -14,31 +14,19 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.store import open_store  # noqa: E402
 from meta.cycle.reconcile import Reconciler, ReconcileSettings, observe  # noqa: E402
 from meta.model.states import AttemptState  # noqa: E402
 from meta.service.api import Service  # noqa: E402
-from meta.store.db import Database  # noqa: E402
-from meta.store.migrate import upgrade  # noqa: E402
 from meta.store.models import Attempt  # noqa: E402
-from tests.conftest import truncate_all  # noqa: E402
 from tests.runtime.fake_slurm import FakeSlurm  # noqa: E402
 from tests.runtime.support import lead, place, share, submit, training  # noqa: E402
-
-
-def open_store(url: str | None) -> Database:
-    """open_store is a fresh migrated SQLite file, or the given PostgreSQL database emptied."""
-    db = Database(url or f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite")
-    upgrade(db.engine, db.url)
-    if url:
-        truncate_all(db)
-    return db
 
 
 def measure(n: int, url: str | None, periods: int) -> dict[str, float]:

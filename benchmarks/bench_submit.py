@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -21,22 +20,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from benchmarks.store import open_store  # noqa: E402
 from meta.model.spec import AnySpec, spec_from_dict  # noqa: E402
 from meta.service.api import Service  # noqa: E402
-from meta.store.db import Database  # noqa: E402
-from meta.store.migrate import upgrade  # noqa: E402
-from tests.conftest import truncate_all  # noqa: E402
 
 THREADS = 8
-
-
-def open_store(url: str | None) -> Database:
-    """open_store is a fresh migrated SQLite file, or the given PostgreSQL database emptied."""
-    db = Database(url or f"sqlite:///{tempfile.mkdtemp()}/bench.sqlite")
-    upgrade(db.engine, db.url)
-    if url:
-        truncate_all(db)
-    return db
 
 
 def spec(i: int) -> AnySpec:
