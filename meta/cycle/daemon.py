@@ -41,6 +41,7 @@ from sqlalchemy import event, func, select
 from meta.config.period import DEFAULT_PERIOD_S
 from meta.cycle.actuate import SUBMIT_PARALLEL, ActuationResult, Actuator
 from meta.cycle.apply import apply_plan
+from meta.cycle.cancellers import CancellerLookup
 from meta.cycle.health import NodeWatch, evict_from_unusable_nodes
 from meta.cycle.holds import HoldSync, desired_holds
 from meta.cycle.inventory import InventoryReader, effective_nodes, held_per_node
@@ -153,7 +154,11 @@ class Daemon:
             config.reconcile, unknown_window_s=config.reconcile.unknown_window_s + config.submit_timeout_s
         )
         self.reconciler = Reconciler(
-            db, client, reconcile, on_success=lambda session, a: commit_on_success(session, a, self.specs)
+            db,
+            client,
+            reconcile,
+            on_success=lambda session, a: commit_on_success(session, a, self.specs),
+            cancellers=CancellerLookup(client),  # a user's plain scancel cancels the job
         )
         self._finalized: set[str] = set()
         self.holds = HoldSync(client)

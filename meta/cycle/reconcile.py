@@ -14,6 +14,11 @@ Per live attempt:
   and the *same* attempt is submitted again (same tag: idempotent by tag);
 - not seen but launched before: ``lost`` after ``lost_grace_s`` without a sighting.
 Jobs tagged by metasched with no live attempt are orphans and are cancelled (I2).
+A job cancelled in Slurm that metasched did not ask to stop is a user's cancel when accounting
+names someone allowed to cancel it (``CANCELLED by <uid>``: its owner, a coordinator of its
+tenant, an admin): the metasched job is cancelled in that user's name and audited. A cancel
+nobody can be named for (slurmctld's own, an unknown uid, no accounting record after
+``cancel_attribution_s``) makes the attempt ``lost``, retried under its policy.
 """
 
 from __future__ import annotations
@@ -26,15 +31,17 @@ from datetime import datetime, timedelta
 from sqlalchemy import Row, func, select, update
 from sqlalchemy.orm import Session
 
+from meta.cycle.cancellers import Canceller
 from meta.cycle.lease import Leadership, fence
 from meta.model.durations import utcnow
 from meta.model.errors import JOB_FAULTS, ConcurrentModification, StaleFencingToken, invalid_spec_reason
 from meta.model.kinds import FailureCategory
 from meta.model.spec import TrainingSpec
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition
+from meta.store import audit
 from meta.store.db import Database
-from meta.store.lifecycle import attempt_event, job_spec, move_attempts, quarantine_attempt
-from meta.store.models import Attempt, PartitionCommit, Transition
+from meta.store.lifecycle import attempt_event, cancel_job, job_spec, move_attempts, quarantine_attempt
+from meta.store.models import Attempt, Job, PartitionCommit, Transition
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError
 from slurm_bridge.parse.sacct import SacctJob
@@ -47,6 +54,7 @@ log = logging.getLogger("metasched.reconciler")
 _CHUNK = 200  # attempts per reconcile transaction
 SuccessHook = Callable[[Session, Attempt], None]
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
+_WAIT = object()  # a cancel whose canceller accounting may still name: decide next period
 # moves of a clean start or a clean finish, made for many attempts at once
 _CLEAN_MOVES = frozenset({AttemptState.RUNNING, AttemptState.SUCCEEDED})
 _GroupKey = tuple[AttemptState, AttemptState, str, "int | None"]
@@ -76,6 +84,8 @@ class ReconcileSettings:
     lost_grace_s: float = 120.0
     lease_s: float = 300.0
     sacct_lookback_s: float = 6 * 3600.0
+    # slurmdbd is asynchronous: how long a cancel seen in squeue waits for sacct to say who
+    cancel_attribution_s: float = 30.0
 
 
 @dataclass(frozen=True)
@@ -86,6 +96,7 @@ class Sighting:
     observed: Observed
     nodes: tuple[str, ...]
     source: str  # "squeue" | "sacct"
+    cancelled_by: int | None = None  # sacct's ``CANCELLED by <uid>``
 
 
 @dataclass
@@ -101,6 +112,10 @@ class Observation:
     def sightings(self, attempt_id: str) -> list[Sighting]:
         """sightings are the attempt's jobs in squeue, else in sacct."""
         return self.squeue.get(attempt_id) or self.sacct.get(attempt_id) or []
+
+    def accounted(self, attempt_id: str, slurm_job_id: str) -> Sighting | None:
+        """accounted is sacct's record of one job of the attempt (None: not read, or not there yet)."""
+        return next((s for s in self.sacct.get(attempt_id, []) if s.slurm_job_id == slurm_job_id), None)
 
 
 @dataclass
@@ -142,7 +157,7 @@ def _index_sacct(records: Iterable[SacctJob]) -> dict[str, list[Sighting]]:
         if tag is None:
             continue
         index.setdefault(tag.attempt_id, []).append(
-            Sighting(str(record.base_job_id), record.observed, record.nodes, "sacct")
+            Sighting(str(record.base_job_id), record.observed, record.nodes, "sacct", record.state_by_uid)
         )
     return index
 
@@ -157,13 +172,21 @@ def observe(
     """
     now = utcnow()
     observation = Observation(at=now, squeue=_index_squeue(client.squeue()), calls=1)
-    if live_ids is not None and all(attempt_id in observation.squeue for attempt_id in live_ids):
+    # a cancel seen in squeue is read in accounting too: only sacct says who cancelled
+    if live_ids is not None and all(
+        attempt_id in observation.squeue and not _cancelled(observation.squeue[attempt_id]) for attempt_id in live_ids
+    ):
         observation.accounting_read = False
         return observation
     start = since() if callable(since) else since
     observation.sacct = _index_sacct(client.sacct(start))
     observation.calls += 1
     return observation
+
+
+def _cancelled(sightings: list[Sighting]) -> bool:
+    """_cancelled: one of the sightings is a job Slurm cancelled."""
+    return any(s.observed.outcome == Outcome.CANCELLED for s in sightings)
 
 
 def _signal_kills(session: Session, task_id: str) -> int:
@@ -207,10 +230,16 @@ class Reconciler:
         client: SlurmClient,
         settings: ReconcileSettings | None = None,
         on_success: SuccessHook | None = None,
+        cancellers: Callable[[int], Canceller | None] | None = None,
     ):
         self.db = db
         self.client = client
         self.settings = settings or ReconcileSettings()
+        # who a ``CANCELLED by <uid>`` was (None: no cancel is attributed, every one is lost)
+        self.cancellers = cancellers
+        # when an unrequested cancel was first seen without its canceller (waiting for slurmdbd);
+        # only a wait: a restart waits again
+        self._unattributed: dict[str, datetime] = {}
         # called inside the transaction, before an attempt moves to succeeded (e.g. commit outputs)
         self.on_success = on_success
 
@@ -291,7 +320,8 @@ class Reconciler:
         """_move_together moves one group in bulk; False (nothing moved) sends it one by one."""
         from_state, target, reason, exit_code = key
         values: dict[str, object] = {**self._sighted(now)}
-        if exit_code is not None:
+        if exit_code is not None and target not in LIVE_ATTEMPT_STATES:
+            # squeue reports 0:0 for a running job: an exit code exists only once the attempt ended
             values["exit_code"] = exit_code
         try:
             with session.begin_nested():
@@ -345,7 +375,7 @@ class Reconciler:
                 sightings = observation.sightings(attempt_id)
                 if sightings:
                     chosen = self._choose(attempt, sightings, result)
-                    self._seen(session, attempt, chosen, observation.at, result)
+                    self._seen(session, attempt, chosen, observation, result)
                 else:
                     self._unseen(session, attempt, observation.at, result)
         except (ConcurrentModification, IllegalTransition, StaleFencingToken) as exc:
@@ -374,9 +404,10 @@ class Reconciler:
         return chosen
 
     def _seen(
-        self, session, attempt: Attempt, sighting: Sighting, now: datetime, result: ReconcileResult
+        self, session, attempt: Attempt, sighting: Sighting, observation: Observation, result: ReconcileResult
     ) -> None:
         """_seen records the sighting, renews the lease and follows the job's state."""
+        now = observation.at
         session.execute(
             update(Attempt)
             .where(Attempt.id == attempt.id, Attempt.fencing_token == attempt.fencing_token)
@@ -386,6 +417,15 @@ class Reconciler:
         target, category, reason = self._target(attempt, sighting.observed)
         if target is None or target.value == attempt.state:
             return
+        actor = "reconciler"
+        if target == AttemptState.LOST and sighting.observed.outcome == Outcome.CANCELLED:
+            who = self._canceller(session, attempt, sighting, observation)
+            if who is _WAIT:
+                return
+            if isinstance(who, Canceller):
+                target, category, actor = AttemptState.CANCELLED, FailureCategory.CANCELLED, who.name
+                reason = f"Slurm {sighting.observed.slurm_state} by {who.name} (scancel)"
+                self._user_cancel(session, attempt, who, sighting.slurm_job_id)
         if target == AttemptState.FAILED and self._killed_by_our_signal(session, attempt, sighting.observed):
             target, category, reason = _signal_kill_end(session, attempt, reason)
         if target in _RETRIED_ENDS and committed_its_output(session, attempt):
@@ -393,7 +433,7 @@ class Reconciler:
             # done, and a retry could only be refused at its own commit
             target, category, reason = AttemptState.SUCCEEDED, None, f"{reason}, after its output was committed"
         values = {}
-        if sighting.observed.exit_code is not None:
+        if sighting.observed.exit_code is not None and target not in LIVE_ATTEMPT_STATES:
             values["exit_code"] = sighting.observed.exit_code
         if target == AttemptState.SUCCEEDED and self.on_success is not None:
             self.on_success(session, attempt)
@@ -404,12 +444,50 @@ class Reconciler:
             target,
             stimulus,
             reason=reason,
-            actor="reconciler",
+            actor=actor,
             fencing_token=attempt.fencing_token,
             failure_category=category,
             values=values,
         )
+        if target == AttemptState.CANCELLED and actor != "reconciler":
+            job = session.get(Job, attempt.job_id)
+            assert job is not None
+            cancel_job(session, job, actor)  # the job's other tasks and attempts follow
         result.transitions += 1
+
+    def _canceller(
+        self, session: Session, attempt: Attempt, sighting: Sighting, observation: Observation
+    ) -> Canceller | object | None:
+        """_canceller is who cancelled the attempt's job in Slurm, if allowed to; _WAIT while sacct may still say."""
+        if self.cancellers is None:
+            return None
+        record = sighting if sighting.source == "sacct" else observation.accounted(attempt.id, sighting.slurm_job_id)
+        if record is None or (record.cancelled_by is None and record.observed.outcome != Outcome.CANCELLED):
+            first = self._unattributed.setdefault(attempt.id, observation.at)
+            if (observation.at - first).total_seconds() < self.settings.cancel_attribution_s:
+                return _WAIT  # slurmdbd has not recorded the cancel yet
+            return None
+        self._unattributed.pop(attempt.id, None)
+        if record.cancelled_by is None:
+            return None
+        who = self.cancellers(record.cancelled_by)
+        job = session.get(Job, attempt.job_id)
+        if who is None or job is None or not who.may_cancel(job.tenant, job.owner_uid):
+            log.warning("Slurm job %s was cancelled by uid %s, who may not cancel it: lost",
+                        sighting.slurm_job_id, record.cancelled_by)  # fmt: skip
+            return None
+        return who
+
+    @staticmethod
+    def _user_cancel(session: Session, attempt: Attempt, who: Canceller, slurm_job_id: str) -> None:
+        """_user_cancel marks the job cancelled by ``who`` and audits it, as ``metasched cancel`` would."""
+        job = session.get(Job, attempt.job_id)
+        assert job is not None
+        if not job.cancel_requested:
+            audit.record(session, who.name, "job.cancel", job.short_id, tenant=job.tenant,
+                         via="scancel", slurm_job_id=slurm_job_id, uid=who.uid)  # fmt: skip
+            job.cancel_requested = True
+            job.version += 1
 
     @staticmethod
     def _killed_by_our_signal(session: Session, attempt: Attempt, observed: Observed) -> bool:

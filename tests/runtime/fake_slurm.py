@@ -64,6 +64,7 @@ class FakeJob:
     in_squeue: bool = True  # squeue still lists it (ended jobs linger for MinJobAge)
     in_sacct: bool = True  # slurmdbd has its record
     ticks: int = 0
+    cancelled_by: int | None = None  # sacct's ``CANCELLED by <uid>`` (None: accounting does not say)
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -197,8 +198,8 @@ class FakeSlurm:
             raise SlurmUnknownOutcome("sbatch reply lost", command="sbatch")
         return job.job_id
 
-    def cancel(self, job_ids: Sequence[int | str], signal: str | None = None) -> None:
-        """cancel signals jobs (``signal``) or cancels them; ended or unknown jobs are no error."""
+    def cancel(self, job_ids: Sequence[int | str], signal: str | None = None, as_uid: int | None = 0) -> None:
+        """cancel signals jobs (``signal``) or cancels them as ``as_uid`` (the daemon: root); ended jobs are no error."""
         self.calls["cancel"] += 1
         if self.cancel_fault is not None:
             raise self.cancel_fault
@@ -211,6 +212,7 @@ class FakeSlurm:
                 job.signals.append(signal)
             else:
                 self._end(job, "CANCELLED", 0, signal=15)
+                job.cancelled_by = as_uid
 
     def squeue(self) -> list[SqueueJob]:
         """squeue lists the jobs the controller still knows, het components separately."""
@@ -471,7 +473,7 @@ class FakeSlurm:
             name=job.name if step is None else step,
             comment=job.comment if step is None else "",
             state=job.state,
-            state_by_uid=0 if job.state == "CANCELLED" else None,
+            state_by_uid=job.cancelled_by if job.state == "CANCELLED" else None,
             exit_code=job.exit_code if job.exit_code is not None else 0,
             signal=job.signal if job.signal is not None else 0,
             reservation=None,

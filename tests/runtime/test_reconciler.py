@@ -480,3 +480,16 @@ def test_a_burst_with_one_odd_task_falls_back_to_one_at_a_time(service: Service)
     for t, attempt_id, _ in (launched[0], launched[2]):
         assert attempt(service.db, attempt_id).state == AttemptState.RUNNING.value
         assert task(service.db, t).state == TaskState.RUNNING.value
+
+
+def test_a_running_attempt_has_no_exit_code_until_it_ends(service: Service) -> None:
+    fake = FakeSlurm()
+    leadership = lead(service.db)
+    _, attempt_id, job = _launched(service, fake)
+    job.exit_code = 0  # squeue shows 0:0 for a running job
+    _reconcile(service, fake, leadership)
+    row = attempt(service.db, attempt_id)
+    assert row.state == AttemptState.RUNNING.value and row.exit_code is None  # status showed "EXIT 0"
+    fake.finish(job.job_id, "FAILED", 3)
+    _reconcile(service, fake, leadership)
+    assert attempt(service.db, attempt_id).exit_code == 3
