@@ -33,6 +33,10 @@ class Backend(Protocol):
         """list_jobs lists jobs, newest first."""
         ...
 
+    def queue(self, **filters: Any) -> list[dict[str, Any]]:
+        """queue lists waiting and launched jobs with squeue's fields (msqueue)."""
+        ...
+
     def status(self, ref: str) -> dict[str, Any]:
         """status is one job in full."""
         ...

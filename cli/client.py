@@ -102,8 +102,13 @@ class ApiClient:
     ) -> Any:
         """call sends one request (with extra ``headers``) and returns the decoded JSON answer (raises ApiError or ApiUnreachable)."""
         extra = dict(headers or {})
-        params = {key: str(value) for key, value in (query or {}).items() if value is not None}
-        target = path + ("?" + urlencode(params) if params else "")
+        # a list or tuple value repeats its key (``?state=PD&state=R``)
+        params = {
+            key: [str(v) for v in value] if isinstance(value, list | tuple) else str(value)
+            for key, value in (query or {}).items()
+            if value is not None and value != [] and value != ()
+        }
+        target = path + ("?" + urlencode(params, doseq=True) if params else "")
         data = b"" if body is None else json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
         sent = {
             **extra,

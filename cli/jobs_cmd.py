@@ -11,7 +11,9 @@ from cli.context import CliState, pass_state
 from cli.errors import handle_errors, refuse_submission
 from cli.output import echo_json, echo_table, short_time
 from meta.model.errors import InvalidRequest
-from meta.model.states import JobState
+from meta.model.states import LIVE_ATTEMPT_STATES, JobState
+
+_LIVE_ATTEMPTS = {state.value for state in LIVE_ATTEMPT_STATES}
 
 
 def tasks_text(counts: dict[str, int]) -> str:
@@ -68,6 +70,13 @@ def status(state: CliState, job: str, as_json: bool) -> None:
     _print_status(result)
 
 
+def _exit(attempt: dict[str, Any] | None) -> Any:
+    """_exit is an ended attempt's exit code; ``-`` while it runs (a running job has none yet)."""
+    if attempt is None or attempt["exit_code"] is None or attempt["state"] in _LIVE_ATTEMPTS:
+        return "-"
+    return attempt["exit_code"]
+
+
 def _print_status(s: dict[str, Any]) -> None:
     click.echo(f"job {s['short_id']} ({s['id']})")
     click.echo(f"  name {s['name']}  kind {s['kind']}  tenant {s['tenant']}  queue {s['queue']}  class {s['priority_class']}")
@@ -85,7 +94,7 @@ def _print_status(s: dict[str, Any]) -> None:
                 last["fencing_token"] if last else "-",
                 (last["slurm_job_id"] or "-") if last else "-",
                 ",".join(last["nodes"]) if last and last["nodes"] else "-",
-                last["exit_code"] if last and last["exit_code"] is not None else "-",
+                _exit(last),
                 task["reason"],
             ]
         )

@@ -44,6 +44,12 @@ class ApiBackend:
         """list_jobs is GET /v1/jobs."""
         return self._get("/v1/jobs", tenant=tenant, state=state, limit=limit, after=after)
 
+    def queue(self, **filters: Any) -> list[dict[str, Any]]:
+        """queue is GET /v1/queue (filters: users, accounts, partitions, states, jobs, names as lists)."""
+        names = {"users": "user", "accounts": "account", "partitions": "partition", "states": "state",
+                 "jobs": "job", "names": "name"}  # fmt: skip
+        return self._get("/v1/queue", **{names.get(key, key): value for key, value in filters.items()})
+
     def status(self, ref: str) -> dict[str, Any]:
         """status is GET /v1/jobs/{ref}."""
         return self._get(f"/v1/jobs/{segment(ref)}")

@@ -31,6 +31,7 @@ from meta.service.http_errors import describe, error_body
 from meta.service.http_guard import DEFAULT_MAX_BODY_BYTES, ASGIApp, RequestGuard
 from meta.service.http_metrics import ApiMetrics, MetricsMiddleware
 from meta.service.operations import MAX_LIST, Operations
+from meta.service.queue_view import MAX_QUEUE_ROWS
 from tenants.auth import Authenticator, Identity, Unauthenticated
 from tenants.identity import Principal
 from tenants.secrets import DEFAULT_ROOT
@@ -232,6 +233,21 @@ def list_jobs(
 ) -> JSONResponse:
     """list_jobs lists the jobs the caller may see, newest first (``after``: the last job of the previous page)."""
     return JSONResponse(ops.list_jobs(tenant=tenant or None, state=state or None, limit=limit, after=after or None))
+
+@router.get("/v1/queue", tags=["jobs"])
+def queue(
+    ops: Ops,
+    user: Annotated[list[str] | None, Query(max_length=MAX_NAME)] = None,
+    account: Annotated[list[str] | None, Query(max_length=MAX_NAME)] = None,
+    partition: Annotated[list[str] | None, Query(max_length=MAX_NAME)] = None,
+    state: Annotated[list[str] | None, Query(max_length=64)] = None,
+    job: Annotated[list[str] | None, Query(max_length=64)] = None,
+    name: Annotated[list[str] | None, Query(max_length=MAX_NAME)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_QUEUE_ROWS)] = MAX_QUEUE_ROWS,
+) -> JSONResponse:
+    """queue lists the waiting and launched jobs the caller may see, with squeue's fields (msqueue)."""
+    return JSONResponse(ops.queue(users=user or (), accounts=account or (), partitions=partition or (),
+                                  states=state or (), jobs=job or (), names=name or (), limit=limit))  # fmt: skip
 
 @router.get("/v1/jobs/{ref}", tags=["jobs"])
 def status(ref: Ref, ops: Ops) -> JSONResponse:

@@ -8,6 +8,7 @@ therefore authorize, validate and answer alike, and the CLI renders the same JSO
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,7 @@ from meta.model.states import JobState
 from meta.service import artifacts, jobside, secret_admin, tenant_admin
 from meta.service.api import Service
 from meta.service.explain import explain_job
+from meta.service.queue_view import MAX_QUEUE_ROWS, QueueFilter, parse_codes, queue_rows
 from meta.store import audit
 from tenants.identity import Principal
 from tenants.secrets import DEFAULT_ROOT
@@ -84,6 +86,32 @@ class Operations:
             principal=self.principal, tenant=tenant, state=_job_state(state), limit=_limit(limit), after=after
         )
         return [job.to_dict() for job in jobs]
+
+    def queue(
+        self,
+        *,
+        users: Sequence[str] = (),
+        accounts: Sequence[str] = (),
+        partitions: Sequence[str] = (),
+        states: Sequence[str] = (),
+        jobs: Sequence[str] = (),
+        names: Sequence[str] = (),
+        limit: int = MAX_QUEUE_ROWS,
+    ) -> list[dict[str, Any]]:
+        """queue lists waiting and launched jobs the caller may see as msqueue shows them (squeue's fields)."""
+        try:
+            codes = parse_codes(states)
+        except ValueError as exc:
+            raise InvalidRequest(str(exc)) from None
+        visible = self.principal.visible_tenants()  # None: every tenant (an admin)
+        if visible is not None and not visible:
+            return []
+        wanted = QueueFilter(
+            users=frozenset(users), accounts=frozenset(accounts), partitions=frozenset(partitions), states=codes,
+            jobs=frozenset(jobs), names=frozenset(names), limit=max(1, min(limit, MAX_QUEUE_ROWS)),
+        )  # fmt: skip
+        with self.service.db.session() as session:
+            return [row.to_dict() for row in queue_rows(session, visible, wanted)]
 
     def status(self, ref: str) -> dict[str, Any]:
         """status is a job's spec, tasks, attempts and recent transitions."""

@@ -1,0 +1,64 @@
+"""msqueue shows metasched's queue the way squeue does: waiting and launched jobs in one view.
+
+JOBID is the id users give metasched (msbatch's ``Submitted batch job <id>``); ST is squeue's
+compact state (PD waiting, in metasched or in Slurm; R running; CG being cancelled); REASON is
+metasched's typed reason for a waiting job (``WaitingForQuota``, ``LowerFairShare``, ...,
+``Launching`` once sent to Slurm); NODELIST the nodes of a running job. Everything comes from
+the API (``GET /v1/queue``), which shows a user only the jobs of their accounts.
+"""
+
+from __future__ import annotations
+
+import click
+
+from cli.errors import handle_errors
+from cli.output import echo_json
+from cli.slurm_views import default_partition, error, my_name, split_list, view_backend
+from cli.squeue_format import DEFAULT_FORMAT, FormatError, check_states, parse_format, render_line
+
+PROG = "msqueue"
+
+
+def rows_for(backend, *, users, accounts, partitions, states, jobs, names) -> list[dict]:  # type: ignore[no-untyped-def]
+    """rows_for asks the API for the selected jobs, filling in the default partition where none was asked."""
+    rows = backend.queue(users=users, accounts=accounts, partitions=partitions, states=states, jobs=jobs, names=names)
+    if any(row["partition"] is None for row in rows):
+        fallback = default_partition()
+        for row in rows:
+            row["partition"] = row["partition"] or fallback
+    return rows
+
+
+@click.command(name=PROG, context_settings={"help_option_names": ["--help"]})
+@click.option("-u", "--user", "users", multiple=True, help="Only these users' jobs (comma-separated).")
+@click.option("-A", "--account", "accounts", multiple=True, help="Only these accounts' (tenants') jobs.")
+@click.option("-p", "--partition", "partitions", multiple=True, help="Only jobs of these partitions.")
+@click.option("-t", "--states", "states", multiple=True, help="Only these states: PD,R,CG,CD,F,CA or all.")
+@click.option("-j", "--jobs", "jobs", multiple=True, help="Only these job ids.")
+@click.option("-n", "--name", "names", multiple=True, help="Only jobs with these names.")
+@click.option("--me", is_flag=True, help="Only my jobs (as -u $USER).")
+@click.option("-h", "--noheader", is_flag=True, help="Print no header line.")
+@click.option("-o", "--format", "fmt", default=None, help=f"Output format (default {DEFAULT_FORMAT!r}).")
+@click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON (the API's fields).")
+@click.option("--api", default=None, help="metasched API address (default: METASCHED_API or the local socket).")
+@handle_errors
+def main(users, accounts, partitions, states, jobs, names, me, noheader, fmt, as_json, api) -> None:  # type: ignore[no-untyped-def]
+    """msqueue lists metasched's waiting and running jobs like squeue (see README "msqueue")."""
+    try:
+        parts = parse_format(fmt if fmt is not None else DEFAULT_FORMAT)
+        wanted_states = check_states(split_list(states))
+    except FormatError as exc:
+        error(PROG, str(exc))
+    backend = view_backend(api)
+    wanted_users = split_list(users) + ([my_name(backend)] if me else [])
+    rows = rows_for(
+        backend, users=wanted_users, accounts=split_list(accounts), partitions=split_list(partitions),
+        states=wanted_states, jobs=split_list(jobs), names=split_list(names),
+    )  # fmt: skip
+    if as_json:
+        echo_json(rows)
+        return
+    if not noheader:
+        click.echo(render_line(parts, None))
+    for row in rows:
+        click.echo(render_line(parts, row))
