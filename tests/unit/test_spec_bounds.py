@@ -167,8 +167,9 @@ def test_hostile_yaml_is_refused_fast_and_small(text: str, words: str) -> None:
         assert problem.startswith("(file) bad.yaml: ") and words in problem, problem
 
     seconds, peak = bounded(parse)
-    assert peak < 100 * 1024 * 1024, f"{peak / 2**20:.0f} MiB"
-    assert seconds < 5, f"{seconds:.1f} s"  # a wide bound: the point is "not 50 s", the fuzz suite prints figures
+    # the bound is on memory, not time (no timed assertions in unit tests): the alias bomb grew past
+    # 3 GiB while it ran ~50 s; how fast refusals are is the fuzz suite's printed figure
+    assert peak < 100 * 1024 * 1024, f"{peak / 2**20:.0f} MiB in {seconds:.1f} s"
 
 
 @pytest.mark.parametrize(
