@@ -10,6 +10,7 @@ import click
 from cli.context import CliState, pass_state
 from cli.errors import handle_errors, refuse_submission
 from cli.output import echo_json, echo_table, short_time
+from cli.squeue_format import duration
 from meta.model.errors import InvalidRequest
 from meta.model.states import LIVE_ATTEMPT_STATES, JobState
 
@@ -121,15 +122,34 @@ def list_jobs(
     state: CliState, tenant_filter: str | None, state_filter: str | None, limit: int, after: str | None, as_json: bool
 ) -> None:
     """List jobs, newest first; --after JOB pages on from the last job of a page."""
-    jobs = state.backend().list_jobs(tenant=tenant_filter, state=state_filter, limit=limit, after=after)
+    backend = state.backend()
+    jobs = backend.list_jobs(tenant=tenant_filter, state=state_filter, limit=limit, after=after)
+    queue = queue_fields(backend, [j["short_id"] for j in jobs])
+    jobs = [{**j, **queue.get(j["short_id"], {})} for j in jobs]
     if as_json:
         echo_json(jobs)
         return
     echo_table(
-        ["JOB", "NAME", "TENANT", "KIND", "STATE", "TASKS", "SUBMITTED"],
+        ["JOB", "NAME", "TENANT", "KIND", "STATE", "TASKS", "TIME_LIMIT", "NODES", "SLURM", "REASON", "SUBMITTED"],
         [[j["short_id"], j["name"], j["tenant"], j["kind"], j["state"], tasks_text(j["tasks"]),
+          duration(j["time_limit_s"]) if j.get("time_limit_s") else "-", j.get("nodes", "-"),
+          ",".join(j.get("slurm_job_ids") or []) or "-", j.get("reason") if j["state"] == "pending" else "-",
           short_time(j["submitted_at"])] for j in jobs],
-    )
+    )  # fmt: skip
+
+
+QUEUE_FIELDS = ("time_limit_s", "nodes", "nodelist", "slurm_job_ids", "reason", "run_time_s")
+_IDS_PER_CALL = 200  # job ids per GET /v1/queue: the query string stays short
+
+
+def queue_fields(backend: Any, short_ids: list[str]) -> dict[str, dict[str, Any]]:
+    """queue_fields are msqueue's fields (time limit, nodes, Slurm ids, reason) of the listed jobs, a call per 200."""
+    found: dict[str, dict[str, Any]] = {}
+    for start in range(0, len(short_ids), _IDS_PER_CALL):
+        chunk = short_ids[start : start + _IDS_PER_CALL]
+        for row in backend.queue(jobs=chunk, states=["all"], any_age=True, limit=len(chunk)):
+            found[row["job_id"]] = {key: row[key] for key in QUEUE_FIELDS}
+    return found
 
 
 @click.command()

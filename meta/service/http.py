@@ -244,10 +244,15 @@ def queue(
     job: Annotated[list[str] | None, Query(max_length=64)] = None,
     name: Annotated[list[str] | None, Query(max_length=MAX_NAME)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_QUEUE_ROWS)] = MAX_QUEUE_ROWS,
+    any_age: bool = False,
 ) -> JSONResponse:
-    """queue lists the waiting and launched jobs the caller may see, with squeue's fields (msqueue)."""
+    """queue lists the waiting and launched jobs the caller may see, with squeue's fields (msqueue).
+
+    ``any_age``: ended jobs too, however long ago (``metasched list`` fills its columns so).
+    """
     return JSONResponse(ops.queue(users=user or (), accounts=account or (), partitions=partition or (),
-                                  states=state or (), jobs=job or (), names=name or (), limit=limit))  # fmt: skip
+                                  states=state or (), jobs=job or (), names=name or (), limit=limit,
+                                  any_age=any_age))  # fmt: skip
 
 @router.get("/v1/jobs/{ref}", tags=["jobs"])
 def status(ref: Ref, ops: Ops) -> JSONResponse:

@@ -97,6 +97,7 @@ class Operations:
         jobs: Sequence[str] = (),
         names: Sequence[str] = (),
         limit: int = MAX_QUEUE_ROWS,
+        any_age: bool = False,
     ) -> list[dict[str, Any]]:
         """queue lists waiting and launched jobs the caller may see as msqueue shows them (squeue's fields)."""
         try:
@@ -108,7 +109,7 @@ class Operations:
             return []
         wanted = QueueFilter(
             users=frozenset(users), accounts=frozenset(accounts), partitions=frozenset(partitions), states=codes,
-            jobs=frozenset(jobs), names=frozenset(names), limit=max(1, min(limit, MAX_QUEUE_ROWS)),
+            jobs=frozenset(jobs), names=frozenset(names), limit=max(1, min(limit, MAX_QUEUE_ROWS)), any_age=any_age,
         )  # fmt: skip
         with self.service.db.session() as session:
             return [row.to_dict() for row in queue_rows(session, visible, wanted)]

@@ -60,6 +60,7 @@ class QueueFilter:
     jobs: frozenset[str] = frozenset()
     names: frozenset[str] = frozenset()
     limit: int = MAX_QUEUE_ROWS
+    any_age: bool = False  # ended jobs however long ago (``metasched list``'s columns), not only recent ones
 
 
 @dataclass
@@ -107,7 +108,9 @@ def _jobs(session: Session, tenants: frozenset[str] | None, wanted: QueueFilter,
     """_jobs reads the selected jobs with their stored specs (one query)."""
     active = exists().where(Task.job_id == Job.id, Task.state.in_(_ACTIVE_TASKS))
     query = select(Job, JobSpecRow.spec_json).join(JobSpecRow, JobSpecRow.job_id == Job.id)
-    if wanted.states <= ACTIVE_CODES:
+    if wanted.any_age:
+        pass
+    elif wanted.states <= ACTIVE_CODES:
         query = query.where(active)
     else:  # ended jobs are shown for a while after their last task ended, as squeue does
         recent = exists().where(Task.job_id == Job.id, Task.updated_at >= now - timedelta(seconds=ENDED_SHOWN_S))

@@ -116,7 +116,9 @@ def test_the_job_commands_through_the_api(run: Run) -> None:
         infer["short_id"]
     ]
     table = ok(run("list"))
-    assert table.splitlines()[0].split() == ["JOB", "NAME", "TENANT", "KIND", "STATE", "TASKS", "SUBMITTED"]
+    assert table.splitlines()[0].split() == [
+        "JOB", "NAME", "TENANT", "KIND", "STATE", "TASKS", "TIME_LIMIT", "NODES", "SLURM", "REASON", "SUBMITTED",
+    ]  # fmt: skip
     assert train in table and "4 pending" in table
     status = ok(run("status", train))
     assert status.startswith(f"job {train} (") and "llama-7b-finetune" in status

@@ -278,7 +278,9 @@ class TestJobFlow:
         assert ok(run("list")).strip() == "(none)"
         short_id = ok(run("submit", "-f", INFER)).strip()
         lines = ok(run("list")).splitlines()
-        assert lines[0].split() == ["JOB", "NAME", "TENANT", "KIND", "STATE", "TASKS", "SUBMITTED"]
+        assert lines[0].split() == [
+            "JOB", "NAME", "TENANT", "KIND", "STATE", "TASKS", "TIME_LIMIT", "NODES", "SLURM", "REASON", "SUBMITTED",
+        ]  # fmt: skip
         assert lines[1].split()[:7] == [
             short_id,
             "embed-corpus",

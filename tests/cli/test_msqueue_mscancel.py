@@ -46,7 +46,7 @@ def run(api: RunningApi, tmp_path: Path) -> Run:
         cred.write_text(f"uid={uid}\n")
         env = {"METASCHED_API": api.address, "METASCHED_CREDENTIAL_FILE": str(cred), "METASCHED_DB": None,
                "METASCHED_DB_FILE": None}  # fmt: skip
-        name = "msqueue" if prog is msqueue else "mscancel"
+        name = {msqueue: "msqueue", mscancel: "mscancel"}.get(prog, "metasched")
         result = CliRunner().invoke(prog, list(args), env=env, prog_name=name)
         assert "Traceback" not in result.output, result.output
         if result.exception is not None:
@@ -171,6 +171,20 @@ def test_a_queue_page_costs_the_same_queries_however_many_jobs(service: Service)
         return count
 
     assert statements(3) == statements(40) <= 6
+
+
+def test_metasched_list_has_time_limit_nodes_slurm_id_and_reason(service: Service, run: Run) -> None:
+    from cli.main import cli
+
+    waiting, (wait_task,) = _job(service, ALICE, "prep")
+    running, (run_task,) = _job(service, ALICE, "train", workers=2)
+    _waiting(service, waiting, wait_task, "LowerFairShare")
+    _running(service, run_task, "4242", ("node2", "node1"))
+    rows = {row[0]: row for row in lines(run("list", prog=cli))[1:]}
+    assert rows[waiting][6:11] == ["pending", "2:00:00", "1", "-", "LowerFairShare"]  # TASKS is "1 pending"
+    assert rows[running][6:11] == ["running", "2:00:00", "2", "4242", "-"]
+    [listed] = [j for j in json.loads(run("list", "--json", prog=cli).stdout) if j["short_id"] == running]
+    assert (listed["slurm_job_ids"], listed["nodes"], listed["time_limit_s"]) == (["4242"], 2, 7200)
 
 
 # --- mscancel -------------------------------------------------------------------------------
