@@ -52,9 +52,9 @@ class SchedulerConfig:
     # where guarantees carry fairness (with no guarantees set, everyone is a borrower).
     fair_share_horizon_s: float | None = 0.0
     # Tasks inside their tenant's guarantee go before borrowers either way. True: among them
-    # tenants take strict turns by share; False: they merge by the horizon above, like borrowers
-    # (the guarantee then buys a place ahead of borrowers and the right to reclaim, not a turn).
-    guaranteed_in_share_order: bool = True
+    # tenants take strict turns by share; False (tuned): they merge by the horizon above, like
+    # borrowers (the guarantee buys a place ahead of borrowers and the right to reclaim, not a turn).
+    guaranteed_in_share_order: bool = False
     # Backfill: how many head-of-line tasks get nodes held for their earliest start.
     max_held_reservations: int = 1
     # Only tasks that small jobs could starve get held nodes: gangs, tasks of at least this many

@@ -115,7 +115,7 @@ def test_guaranteed_tasks_merge_shortest_first_when_not_in_share_order() -> None
                TenantState("c")]
     pending = [task("a-short", "a", runtime=600), task("b-long", "b", runtime=36_000), task("c", "c", runtime=60)]
     s = snap(ONE_FREE, pending, tenants=tenants)
-    base = SchedulerConfig(fair_share_horizon_s=0.0)
+    base = SchedulerConfig(fair_share_horizon_s=0.0, guaranteed_in_share_order=True)
     assert [p.task_id for p in schedule(s, base).placements] == ["b-long"]
     merged = SchedulerConfig(fair_share_horizon_s=0.0, guaranteed_in_share_order=False)
     assert [p.task_id for p in schedule(s, merged).placements] == ["a-short"]
