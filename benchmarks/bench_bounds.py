@@ -49,8 +49,9 @@ class Scenario:
 SCENARIOS = (
     Scenario("metasched as tuned (time-limit estimates)"),
     Scenario("metasched, true durations as estimates", sim=PERFECT),
-    Scenario("metasched, tenants in strict share order (policy defaults for both knobs)",
-             policy={"fair_share_horizon_s": None, "guarantee_rounds_up_to_task": False}),
+    Scenario("metasched, tenants in strict share order (the defaults before issue 14's tuning)",
+             policy={"fair_share_horizon_s": None, "guarantee_rounds_up_to_task": False,
+                     "guaranteed_in_share_order": True, "max_wait_s": 14400.0}),
     Scenario("non-preemptive SJF oracle (true durations, no tenants)", sim=PERFECT | {"guarantee_fraction": 0.0},
              policy=SJF_ORACLE, within_rules=False),
     Scenario("metasched, guarantees oversubscribed 1.5x", sim={"guarantee_fraction": 1.5}, within_rules=False),

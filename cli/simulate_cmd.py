@@ -93,7 +93,7 @@ def _run_all(spec: RunSpec, names: list[str], show_progress: bool) -> list[RunOu
 @click.option("--preemption-grace", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="Seconds a preempted attempt keeps its capacity before it exits.")
 @click.option("--policy-config", type=click.Path(dir_okay=False), default=None,
-              help="YAML of metasched policy settings over the defaults (default: meta/sim/tuned-policy.yaml).")
+              help="YAML of metasched policy settings over the defaults (default: the shipped defaults, which the benchmarks run).")
 @click.option("--json", "as_json", is_flag=True, help="Print the same figures as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write a PNG: queue-delay CDF and utilization.")
 def simulate(
