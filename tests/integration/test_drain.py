@@ -15,6 +15,7 @@ from sqlalchemy import select
 
 from meta.model.states import AttemptState
 from meta.store.models import TaskReason
+from slurm_bridge.tags import tag_key
 from tests.integration.harness import DaemonHarness
 from tests.integration.test_unknown_launch import attempts_of, slurm_invariants
 
@@ -46,15 +47,16 @@ def _slurm_node_state() -> str:
 
 
 def _slurm_nodes_of(names: set[str]) -> dict[str, str]:
-    """_slurm_nodes_of maps active job names to the node list Slurm gave them."""
+    """_slurm_nodes_of maps active jobs (by key, ``ms-<attempt>``) to the node list Slurm gave them."""
     out = subprocess.run(
-        ["squeue", "-h", "-o", "%j|%N|%T"], capture_output=True, text=True, check=True, timeout=30
+        ["squeue", "-h", "-o", "%N|%T|%k|%j"], capture_output=True, text=True, check=True, timeout=30
     ).stdout
     found = {}
     for line in out.splitlines():
-        name, nodes, state = line.split("|")
-        if name in names and state == "RUNNING":
-            found[name] = nodes
+        nodes, state, comment, name = line.split("|", 3)
+        key = tag_key(name, comment)  # ms-<attempt> from a metasched job's comment
+        if key in names and state == "RUNNING":
+            found[key] = nodes
     return found
 
 
