@@ -23,6 +23,12 @@ class Backend(Protocol):
         """submit_text submits a job file's text."""
         ...
 
+    def submit_texts(
+        self, files: list[tuple[str, str]], *, key: str | None = None, submit_dir: str | None = None
+    ) -> list[dict[str, Any]]:
+        """submit_texts submits several job files (source, text) at once: all or none."""
+        ...
+
     def submit_spec(self, spec: Any, *, key: str | None = None, submit_dir: str | None = None) -> dict[str, Any]:
         """submit_spec submits a parsed spec (msbatch)."""
         ...

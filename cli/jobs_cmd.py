@@ -38,23 +38,28 @@ def _cwd() -> str | None:
 
 
 @click.command()
-@click.option("-f", "--file", "path", required=True, type=click.Path(dir_okay=False), help="Job file (YAML or JSON).")
+@click.option("-f", "--file", "paths", required=True, multiple=True, type=click.Path(dir_okay=False),
+              help="Job file (YAML or JSON); several -f submit them together, all or none.")  # fmt: skip
 @click.option("--key", default=None, help="Idempotency key: resubmitting with the same key returns the same job.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
 @pass_state
 @handle_errors
-def submit(state: CliState, path: str, key: str | None, as_json: bool) -> None:
-    """Submit a job file; prints the job id."""
-    text = read_job_file(path)
+def submit(state: CliState, paths: tuple[str, ...], key: str | None, as_json: bool) -> None:
+    """Submit job files; prints one job id per file."""
+    texts = [(path, read_job_file(path)) for path in paths]
     try:
-        result = state.backend().submit_text(text, source=path, key=key, submit_dir=_cwd())
+        if len(texts) == 1:
+            results = [state.backend().submit_text(texts[0][1], source=texts[0][0], key=key, submit_dir=_cwd())]
+        else:
+            results = state.backend().submit_texts(texts, key=key, submit_dir=_cwd())
     except Exception as exc:
         refuse_submission(exc)
         raise
     if as_json:
-        echo_json(result)
+        echo_json(results[0] if len(results) == 1 else results)
         return
-    click.echo(result["short_id"])
+    for result in results:
+        click.echo(result["short_id"])
 
 
 @click.command()

@@ -33,6 +33,14 @@ class ApiBackend:
         body = {"spec_text": spec_text, "source": source, "key": key, "tenant": self.as_tenant, "submit_dir": submit_dir}
         return self.client.call("POST", "/v1/jobs", body=body)
 
+    def submit_texts(
+        self, files: list[tuple[str, str]], *, key: str | None = None, submit_dir: str | None = None
+    ) -> list[dict[str, Any]]:
+        """submit_texts is POST /v1/jobs/batch with several job files."""
+        jobs = [{"spec_text": text, "source": source} for source, text in files]
+        body = {"jobs": jobs, "key": key, "tenant": self.as_tenant, "submit_dir": submit_dir}
+        return self.client.call("POST", "/v1/jobs/batch", body=body)["jobs"]
+
     def submit_spec(self, spec: Any, *, key: str | None = None, submit_dir: str | None = None) -> dict[str, Any]:
         """submit_spec is POST /v1/jobs with a parsed spec (the server validates it)."""
         body = {"spec": spec, "key": key, "tenant": self.as_tenant, "submit_dir": submit_dir}

@@ -25,7 +25,7 @@ from meta.model.errors import InvalidRequest, MetaschedError
 from meta.model.limits import clip
 from meta.model.spec import SpecError
 from meta.model.states import IllegalTransition
-from meta.service.api import Service
+from meta.service.api import MAX_BATCH_JOBS, Service
 from meta.service.artifacts import DEFAULT_NODE_MTBF_S
 from meta.service.http_errors import describe, error_body
 from meta.service.http_guard import DEFAULT_MAX_BODY_BYTES, ASGIApp, RequestGuard
@@ -66,6 +66,22 @@ class SubmitRequest(_Body):
     submit_dir: str | None = Field(
         default=None, max_length=2 * MAX_TEXT,  # a safety bound; the service counts the path's bytes description="the caller's working folder (absolute): the job runs there"
     )
+
+
+class BatchFile(_Body):
+    """BatchFile is one job file of a batch."""
+
+    spec_text: str = Field(description="the job file (YAML or JSON) as text")
+    source: str | None = Field(default=None, max_length=MAX_TEXT, description="file name, for error messages")
+
+
+class BatchRequest(_Body):
+    """BatchRequest is several job files submitted in one transaction (all or none)."""
+
+    jobs: list[BatchFile] = Field(min_length=1, max_length=MAX_BATCH_JOBS)
+    key: str | None = Field(default=None, max_length=MAX_TEXT, description="idempotency key of the batch (job i: KEY/i)")
+    tenant: str | None = Field(default=None, max_length=MAX_NAME, description="act for this tenant")
+    submit_dir: str | None = Field(default=None, max_length=2 * MAX_TEXT, description="the caller's working folder")
 
 
 class RetryRequest(_Body):
@@ -222,6 +238,14 @@ def submit(request: Request, body: SubmitRequest, as_tenant: AsTenant = None) ->
     else:
         result = ops.submit_spec(body.spec, key=body.key, submit_dir=body.submit_dir)
     return JSONResponse(result, status_code=201 if result["created"] else 200)
+
+@router.post("/v1/jobs/batch", tags=["jobs"], status_code=201)
+def submit_batch(request: Request, body: BatchRequest, as_tenant: AsTenant = None) -> JSONResponse:
+    """submit_batch stores several jobs in one transaction: 201 when any was created, 200 when the key named them all."""
+    ops = operations_for(request, body.tenant or as_tenant)
+    files = [(item.source or f"<job {i}>", item.spec_text) for i, item in enumerate(body.jobs)]
+    results = ops.submit_texts(files, key=body.key, submit_dir=body.submit_dir)
+    return JSONResponse({"jobs": results}, status_code=201 if any(r["created"] for r in results) else 200)
 
 @router.get("/v1/jobs", tags=["jobs"])
 def list_jobs(

@@ -62,13 +62,33 @@ class Operations:
 
         ``submit_dir`` is the caller's working folder, where the job runs as its user (docs/identity.md §5).
         """
+        return self._submit(self._parse_text(spec_text, source), key, submit_dir)
+
+    def submit_texts(
+        self, files: list[tuple[str, str]], *, key: str | None = None, submit_dir: str | None = None
+    ) -> list[dict[str, Any]]:
+        """submit_texts submits several job files (source, text) in one transaction: all or none.
+
+        A refused file is named by its source in every problem, so the caller knows which one.
+        """
+        specs = []
+        for source, text in files:
+            try:
+                specs.append(self._parse_text(text, source))
+            except SpecError as exc:
+                raise SpecError([p if p.startswith("(file)") else f"{source}: {p}" for p in exc.problems]) from None
+        results = self.service.submit_many(specs, idempotency_key=key, principal=self.principal, submit_dir=submit_dir)
+        return [{**r.job.to_dict(), "created": r.created} for r in results]
+
+    def _parse_text(self, spec_text: str, source: str) -> Any:
+        """_parse_text reads a job file's text with the same checks as a file read from disk."""
         source = clip(source or "<job>", MAX_SOURCE_CHARS)
         try:
-            # the same checks as a file read from disk: strict UTF-8 (no lone surrogates), no NUL
+            # strict UTF-8 (no lone surrogates), no NUL
             text = decode_job_text(spec_text.encode("utf-8", "surrogatepass"), source)
         except JobFileError as exc:
             raise SpecError([f"(file) {exc}"]) from None
-        return self._submit(load_spec_text(text, source), key, submit_dir)
+        return load_spec_text(text, source)
 
     def submit_spec(self, spec: Any, *, key: str | None = None, submit_dir: str | None = None) -> dict[str, Any]:
         """submit_spec validates an already parsed spec (msbatch's translation) and submits it."""

@@ -136,6 +136,14 @@ def test_the_job_commands_through_the_api(run: Run) -> None:
     assert (me["user"], me["uid"], me["admin"]) == ("root", 0, True)
 
 
+def test_several_files_are_submitted_together(run: Run) -> None:
+    ids = ok(run("submit", "-f", TRAIN, "-f", INFER)).split()
+    assert len(ids) == 2
+    listed = as_json(run("list", "--json"))
+    assert {j["short_id"] for j in listed} == set(ids)
+    assert len({j["submitted_at"] for j in listed}) == 1  # one transaction: one submit time
+
+
 def test_tenants_are_isolated_through_the_api(run: Run) -> None:
     bobs = ok(run("submit", "-f", INFER, uid=1002)).strip()  # bob, tenant-b
     mine = ok(run("submit", "-f", TRAIN, uid=1001)).strip()  # alice, tenant-a

@@ -84,6 +84,7 @@ def submit_text(api: TestClient, text: str, who: str = ROOT, **fields: Any) -> d
 ROUTES = [
     ("GET", "/v1/whoami"),
     ("POST", "/v1/jobs"),
+    ("POST", "/v1/jobs/batch"),
     ("GET", "/v1/jobs"),
     ("GET", "/v1/jobs/{ref}"),
     ("GET", "/v1/jobs/{ref}/explain"),
@@ -235,6 +236,23 @@ def test_list_pages_on_with_a_keyset_cursor(api: TestClient) -> None:
     error(call(api, "GET", "/v1/jobs", params={"after": "nosuchjob"}), 404, "NotFound")
     # another tenant's job is no cursor for alice: its position would tell that it exists
     error(call(api, "GET", "/v1/jobs", params={"after": jobs[0]}, who=ALICE), 404, "NotFound")
+
+
+def test_a_batch_of_job_files_is_one_transaction(api: TestClient) -> None:
+    batch = {"jobs": [{"spec_text": TRAIN, "source": "train.yaml"}, {"spec_text": INFER, "source": "infer.yaml"}],
+             "key": "nightly"}  # fmt: skip
+    first = ok(call(api, "POST", "/v1/jobs/batch", json=batch), 201)["jobs"]
+    assert [(j["name"], j["tenant"], j["created"]) for j in first] == [
+        ("llama-7b-finetune", "tenant-a", True), ("embed-corpus", "tenant-b", True)]  # fmt: skip
+    again = ok(call(api, "POST", "/v1/jobs/batch", json=batch), 200)["jobs"]
+    assert [j["id"] for j in again] == [j["id"] for j in first] and not any(j["created"] for j in again)
+    # alice may submit to tenant-a only: her batch naming tenant-b stores nothing at all
+    refused = call(api, "POST", "/v1/jobs/batch", ALICE, json={"jobs": batch["jobs"]})
+    assert refused.status_code == 400 and "Invalid account" in refused.json()["message"]
+    bad = {"jobs": [{"spec_text": TRAIN, "source": "ok.yaml"}, {"spec_text": "kind: training\n", "source": "bad.yaml"}]}
+    assert "bad.yaml" in error(call(api, "POST", "/v1/jobs/batch", json=bad), 400, "SpecError")
+    assert len(ok(call(api, "GET", "/v1/jobs"))) == 2
+    error(call(api, "POST", "/v1/jobs/batch", json={"jobs": []}), 400, "InvalidRequest")
 
 
 def test_cancel_and_retry(api: TestClient) -> None:
