@@ -17,11 +17,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from checkpoint import attempt_secret
+from meta.model.states import AttemptState
 from meta.service.api import Service
 from meta.service.http import create_app
 from meta.service.server import ApiServer, Listen
+from meta.store.models import Attempt
 from tenants.auth import Identity, Unauthenticated
 from tenants.identity import InvalidAccount, Principal, member
+from tests.runtime.support import place, share
 
 USERS = {0: "root", 1001: "alice", 1002: "bob", 1003: "carol"}
 HOME = {1001: "tenant-a", 1002: "tenant-b", 1003: "tenant-a"}  # uid -> the one tenant it is a member of
@@ -90,3 +94,22 @@ def running_api(service: Service, folder: Path, **options: Any) -> Iterator[Runn
         yield RunningApi(server, authenticator)
     finally:
         server.stop()
+
+
+def alices_attempt(
+    service: Service,
+    spec: Any,
+    *,
+    state: AttemptState = AttemptState.RUNNING,
+    node: str = "node1",
+    submit_dir: str | None = None,
+) -> tuple[str, str]:
+    """alices_attempt is an attempt of a job alice (uid 1001) submitted, in ``state``, with a fresh secret: (id, secret)."""
+    job = service.submit(spec, principal=member("alice", 1001, ["tenant-a"]), submit_dir=submit_dir).job
+    attempt = place(service.db, service.status(job.id).tasks[0].id, [share(node)], state)
+    secret, digest = attempt_secret.new_secret()
+    with service.db.session() as session:
+        row = session.get(Attempt, attempt)
+        assert row is not None
+        row.secret_hash = digest
+    return attempt, secret

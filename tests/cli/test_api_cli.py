@@ -21,17 +21,13 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from checkpoint import attempt_secret
 from cli import credentials
 from cli.main import LAZY, cli
 from cli.msbatch import main as msbatch
-from meta.model.states import AttemptState
 from meta.service.api import Service
-from meta.store.models import Attempt
-from tenants.identity import member
-from tests.api_support import RunningApi, payload_digest, running_api
+from tests.api_support import RunningApi, alices_attempt, payload_digest, running_api
 from tests.conftest import pg_url, sqlite_database
-from tests.runtime.support import checkpointing, inference, place, share
+from tests.runtime.support import checkpointing, inference
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = REPO / "examples"
@@ -199,21 +195,11 @@ def test_msbatch_spec_refusals_read_as_before(sqlite_api: tuple[RunningApi, Serv
 # --- inside a job -----------------------------------------------------------------------------
 
 
-def _alices_attempt(service: Service, spec: Any, node: str) -> tuple[str, str]:
-    """_alices_attempt is a running attempt of a job alice (uid 1001) submitted, with its attempt secret."""
-    job = service.submit(spec, principal=member("alice", 1001, ["tenant-a"])).job
-    attempt = place(service.db, service.status(job.id).tasks[0].id, [share(node)], AttemptState.RUNNING)
-    secret, digest = attempt_secret.new_secret()
-    with service.db.session() as session:
-        session.get(Attempt, attempt).secret_hash = digest  # type: ignore[union-attr]
-    return attempt, secret
-
-
 def test_commit_and_checkpoint_report_from_a_job(sqlite_api: tuple[RunningApi, Service], tmp_path: Path,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     api, service = sqlite_api
     run = runner(api.address, tmp_path)
-    attempt, secret = _alices_attempt(service, checkpointing(tenant="tenant-a"), "node1")
+    attempt, secret = alices_attempt(service, checkpointing(tenant="tenant-a"), node="node1")
     monkeypatch.setenv("METASCHED_ATTEMPT_ID", attempt)
     monkeypatch.setenv("METASCHED_FENCING_TOKEN", "1")
     monkeypatch.setenv("METASCHED_ATTEMPT_SECRET", secret)
@@ -228,7 +214,7 @@ def test_commit_and_checkpoint_report_from_a_job(sqlite_api: tuple[RunningApi, S
     unproven = run("checkpoint", "report", "--step", "9", "--path", "/ck/9", uid=1001)
     assert unproven.exit_code == 1 and "no attempt secret" in unproven.stderr
 
-    attempt, secret = _alices_attempt(service, inference(str(tmp_path / "out"), tenant="tenant-a"), "node2")
+    attempt, secret = alices_attempt(service, inference(str(tmp_path / "out"), tenant="tenant-a"), node="node2")
     monkeypatch.setenv("METASCHED_ATTEMPT_SECRET", secret)
     staging = tmp_path / "staging"
     staging.mkdir()
@@ -247,7 +233,7 @@ def test_job_secrets_export_for_the_batch_script(sqlite_api: tuple[RunningApi, S
     run = runner(api.address, tmp_path)
     value = "it's a $ecret; rm -rf / `x`"
     assert run("secret", "set", "tenant-a", "HF_TOKEN", input=value).exit_code == 0
-    attempt, secret = _alices_attempt(service, checkpointing(tenant="tenant-a", secrets=["HF_TOKEN"]), "node1")
+    attempt, secret = alices_attempt(service, checkpointing(tenant="tenant-a", secrets=["HF_TOKEN"]), node="node1")
     for name, setting in (("METASCHED_ATTEMPT_ID", attempt), ("METASCHED_FENCING_TOKEN", "1"),
                           ("METASCHED_ATTEMPT_SECRET", secret), ("METASCHED_SECRET_NAMES", "HF_TOKEN")):
         monkeypatch.setenv(name, setting)

@@ -18,19 +18,23 @@ with warnings.catch_warnings():  # starlette's TestClient warns about httpx's fu
     warnings.simplefilter("ignore")
     from fastapi.testclient import TestClient
 
-from checkpoint import attempt_secret
 from checkpoint.manifest_files import build_manifest
-from meta.model.states import AttemptState
 from meta.service.api import Service
 from meta.service.http import create_app
 from meta.store import audit
-from meta.store.models import Attempt
 from tenants.associations import AccountingUnavailable
-from tenants.identity import member
 from tenants.munge import MungeUnavailable
-from tests.api_support import ALICE, BOB, ROOT, TestAuthenticator, payload_digest, principal_for
+from tests.api_support import (
+    ALICE,
+    BOB,
+    ROOT,
+    TestAuthenticator,
+    alices_attempt,
+    payload_digest,
+    principal_for,
+)
 from tests.conftest import sqlite_database
-from tests.runtime.support import checkpointing, inference, place, share
+from tests.runtime.support import checkpointing, inference
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 TRAIN = (EXAMPLES / "train.yaml").read_text()  # tenant-a
@@ -359,21 +363,8 @@ def test_audit_is_scoped_and_bounded(api: TestClient) -> None:
 # --- from inside a job ----------------------------------------------------------------------
 
 
-def _owned_attempt(service: Service, spec: Any) -> tuple[str, str]:
-    """_owned_attempt is a running attempt of alice's job (uid 1001) with a known attempt secret: (id, secret)."""
-    job = service.submit(spec, principal=member("alice", 1001, ["tenant-a"])).job
-    task = service.status(job.id).tasks[0].id
-    attempt = place(service.db, task, [share("node1")], AttemptState.RUNNING)
-    secret, digest = attempt_secret.new_secret()
-    with service.db.session() as session:
-        row = session.get(Attempt, attempt)
-        assert row is not None
-        row.secret_hash = digest
-    return attempt, secret
-
-
 def test_a_checkpoint_report_is_fenced(api: TestClient, service: Service) -> None:
-    attempt, secret = _owned_attempt(service, checkpointing(tenant="tenant-a"))
+    attempt, secret = alices_attempt(service, checkpointing(tenant="tenant-a"))
     url = f"/v1/attempts/{attempt}/checkpoints"
     body = {"token": 1, "step": 10, "path": "/ck/10", "size_bytes": 5, "secret": secret}
     view = ok(call(api, "POST", url, ALICE, json=body))
@@ -387,7 +378,7 @@ def test_a_checkpoint_report_is_fenced(api: TestClient, service: Service) -> Non
 
 
 def test_an_output_commit_is_fenced_once_and_checked(api: TestClient, service: Service, tmp_path: Path) -> None:
-    attempt, secret = _owned_attempt(service, inference(str(tmp_path / "out"), tenant="tenant-a"))
+    attempt, secret = alices_attempt(service, inference(str(tmp_path / "out"), tenant="tenant-a"))
     staging = tmp_path / "staging"
     staging.mkdir()
     (staging / "part-0.jsonl").write_text("{}\n")

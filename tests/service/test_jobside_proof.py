@@ -31,7 +31,7 @@ from meta.store.lifecycle import attempt_event
 from meta.store.models import Attempt
 from tenants.identity import member
 from tenants.secrets import set_secret
-from tests.api_support import ALICE, BOB, ROOT, TestAuthenticator, principal_for
+from tests.api_support import ALICE, BOB, ROOT, TestAuthenticator, alices_attempt, principal_for
 from tests.runtime.support import checkpointing, inference, place, share
 
 CAROL = "TEST uid=1003"
@@ -55,19 +55,6 @@ def api(service: Service, secrets_root: Path) -> Iterator[TestClient]:
         yield client
 
 
-def alices_attempt(service: Service, spec: Any, state: AttemptState = AttemptState.RUNNING) -> tuple[str, str]:
-    """alices_attempt is an attempt of alice's job (uid 1001) in ``state`` with a fresh secret: (id, secret)."""
-    job = service.submit(spec, principal=member("alice", 1001, ["tenant-a"]), submit_dir="/home/alice").job
-    task = service.status(job.id).tasks[0].id
-    attempt = place(service.db, task, [share("node1")], state)
-    secret, digest = attempt_secret.new_secret()
-    with service.db.session() as session:
-        row = session.get(Attempt, attempt)
-        assert row is not None
-        row.secret_hash = digest
-    return attempt, secret
-
-
 def call(api: TestClient, method: str, url: str, who: str, **kwargs: Any) -> Any:
     return api.request(method, url, headers={"Authorization": who, **kwargs.pop("headers", {})}, **kwargs)
 
@@ -88,7 +75,7 @@ def report(attempt: str, secret: str | None, token: int = 1, step: int = 5) -> d
 
 
 def test_a_checkpoint_report_needs_owner_secret_and_current_token(api: TestClient, service: Service) -> None:
-    attempt, secret = alices_attempt(service, checkpointing(tenant="tenant-a"))
+    attempt, secret = alices_attempt(service, checkpointing(tenant="tenant-a"), submit_dir="/home/alice")
     url = f"/v1/attempts/{attempt}/checkpoints"
     refused(call(api, "POST", url, BOB, json=report(attempt, secret)), 404, "NotFound", "not found")
     refused(call(api, "POST", url, CAROL, json=report(attempt, secret)), 403, "Forbidden", "runs as uid 1001")
@@ -114,7 +101,7 @@ def test_a_checkpoint_report_needs_owner_secret_and_current_token(api: TestClien
 
 
 def test_an_output_commit_needs_the_proof_too(api: TestClient, service: Service, tmp_path: Path) -> None:
-    attempt, secret = alices_attempt(service, inference(str(tmp_path / "out"), tenant="tenant-a"))
+    attempt, secret = alices_attempt(service, inference(str(tmp_path / "out"), tenant="tenant-a"), submit_dir="/home/alice")
     staging = tmp_path / "staging"
     staging.mkdir()
     (staging / "part-0.jsonl").write_text("{}\n")
@@ -132,7 +119,7 @@ def test_an_output_commit_needs_the_proof_too(api: TestClient, service: Service,
 
 
 def test_an_attempt_without_a_secret_cannot_be_proven(api: TestClient, service: Service) -> None:
-    attempt, _ = alices_attempt(service, checkpointing(tenant="tenant-a"))
+    attempt, _ = alices_attempt(service, checkpointing(tenant="tenant-a"), submit_dir="/home/alice")
     with service.db.session() as session:
         row = session.get(Attempt, attempt)
         assert row is not None
@@ -161,7 +148,7 @@ def test_a_job_reads_its_declared_secrets_with_the_proof(
     api: TestClient, service: Service, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    attempt, secret = alices_attempt(service, checkpointing(tenant="tenant-a", secrets=["HF_TOKEN"]))
+    attempt, secret = alices_attempt(service, checkpointing(tenant="tenant-a", secrets=["HF_TOKEN"]), submit_dir="/home/alice")
     proof = {"X-Metasched-Attempt-Secret": secret}
     answer = call(api, "GET", secret_url(attempt), ALICE, headers=proof)
     assert answer.status_code == 200 and answer.json() == {"name": "HF_TOKEN", "value": HF_VALUE}
@@ -184,7 +171,7 @@ def test_a_job_reads_its_declared_secrets_with_the_proof(
 
 
 def test_a_dead_attempt_reads_no_secret(api: TestClient, service: Service) -> None:
-    attempt, secret = alices_attempt(service, checkpointing(tenant="tenant-a", secrets=["HF_TOKEN"]))
+    attempt, secret = alices_attempt(service, checkpointing(tenant="tenant-a", secrets=["HF_TOKEN"]), submit_dir="/home/alice")
     with service.db.session() as session:
         attempt_event(session, attempt, AttemptState.SUCCEEDED, "test:ended", actor="test")
     proof = {"X-Metasched-Attempt-Secret": secret}
