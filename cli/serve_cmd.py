@@ -64,7 +64,7 @@ from tenants.secrets import DEFAULT_ROOT
     default=None,
     envvar="METASCHED_POLICY_CONFIG",
     type=click.Path(dir_okay=False),
-    help="YAML of policy settings over the defaults (e.g. meta/sim/tuned-policy.yaml).",
+    help="YAML of policy settings over the defaults (the shipped, tuned policy; see README Benchmarks).",
 )
 @click.option(
     "--api-socket",
