@@ -13,7 +13,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from sqlalchemy import and_, exists, func, or_, select, true
+from sqlalchemy import and_, exists, or_, select, true
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
@@ -31,7 +31,7 @@ from meta.model.spec import AnySpec, spec_hash
 from meta.model.states import JobState, TaskState
 from meta.service.feasibility import InventoryFeasibility
 from meta.service.submission import NewJob, store_jobs
-from meta.service.views import JobStatus, JobSummary, TaskView, TransitionView
+from meta.service.views import JobStatus, JobSummary, TaskView, TransitionView, task_counts
 from meta.store import audit
 from meta.store.db import Database, resolve_url
 from meta.store.lifecycle import cancel_job, stored_spec
@@ -235,11 +235,6 @@ def _submit(
     return SubmitResult(stored.job, stored.created)
 
 
-def _task_states(session: Session, job_id: str) -> list[TaskState]:
-    rows = session.scalars(select(Task.state).where(Task.job_id == job_id).order_by(Task.index))
-    return [TaskState(state) for state in rows]
-
-
 def _find_job(session: Session, ref: str, principal: Principal) -> Job:
     """_find_job resolves a short id or UUID to a job the caller may see."""
     ref = ref.strip()
@@ -308,15 +303,7 @@ def _list(
         query = query.where(or_(Job.submitted_at < mark[0], and_(Job.submitted_at == mark[0], Job.id > mark[1])))
     query = query.where(*_state_filter(state))
     jobs = list(session.scalars(query.limit(limit if state is None or state in _EXACT else limit * 20)))
-    counts: dict[str, dict[str, int]] = {job.id: {} for job in jobs}
-    if jobs:
-        rows = session.execute(
-            select(Task.job_id, Task.state, func.count()).where(Task.job_id.in_(list(counts))).group_by(
-                Task.job_id, Task.state
-            )
-        )
-        for job_id, task_state, count in rows:
-            counts[job_id][task_state] = count
+    counts = task_counts(session, [job.id for job in jobs])
     summaries = [JobSummary.of_counts(job, counts[job.id]) for job in jobs]
     if state is not None:
         summaries = [s for s in summaries if s.state == state.value]

@@ -21,7 +21,7 @@ from meta.model.errors import Conflict
 from meta.model.ids import new_short_job_id, new_uuids
 from meta.model.spec import AnySpec, spec_to_json
 from meta.model.states import TaskState
-from meta.service.views import JobSummary
+from meta.service.views import JobSummary, task_counts
 from meta.store.bulk_insert import insert_sharing
 from meta.store.models import Job, JobSpecRow, Queue, Task, Tenant
 from meta.store.upsert import insert_ignore
@@ -74,11 +74,10 @@ def _existing(session: Session, keyed: Sequence[NewJob]) -> dict[tuple[str, str 
     found: dict[tuple[str, str | None], tuple[Job, str, dict[str, int]]] = {}
     for start in range(0, len(pairs), _IN_CHUNK):
         chunk = pairs[start : start + _IN_CHUNK]
-        for job in session.scalars(select(Job).where(tuple_(Job.tenant, Job.idempotency_key).in_(chunk))):
-            counts: dict[str, int] = {}
-            for state in session.scalars(select(Task.state).where(Task.job_id == job.id)):
-                counts[state] = counts.get(state, 0) + 1
-            found[(job.tenant, job.idempotency_key)] = (job, job.spec_row.spec_hash, counts)
+        jobs = list(session.scalars(select(Job).where(tuple_(Job.tenant, Job.idempotency_key).in_(chunk))))
+        counts = task_counts(session, [job.id for job in jobs])
+        for job in jobs:
+            found[(job.tenant, job.idempotency_key)] = (job, job.spec_row.spec_hash, counts[job.id])
     return found
 
 

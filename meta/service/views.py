@@ -6,6 +6,9 @@ from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
 
+from sqlalchemy import func, select
+from sqlalchemy.orm import Session
+
 from meta.model.states import JobState, TaskState, derive_job_state
 from meta.store.models import Attempt, Job, Task, Transition
 
@@ -174,3 +177,15 @@ class JobStatus:
             "task_list": [asdict(task) for task in self.tasks],
             "recent_transitions": [asdict(t) for t in self.recent],
         }
+
+
+def task_counts(session: Session, job_ids: list[str]) -> dict[str, dict[str, int]]:
+    """task_counts is how many tasks of each job are in each state (what JobSummary.of_counts takes), one query."""
+    counts: dict[str, dict[str, int]] = {job_id: {} for job_id in job_ids}
+    if job_ids:
+        rows = session.execute(
+            select(Task.job_id, Task.state, func.count()).where(Task.job_id.in_(job_ids)).group_by(Task.job_id, Task.state)
+        )
+        for job_id, state, count in rows:
+            counts[job_id][state] = count
+    return counts
