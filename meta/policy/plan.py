@@ -22,6 +22,12 @@ class ReasonCode(StrEnum):
     HELD_FOR_GANG = "HeldForGang"  # this task is the head-of-line gang with reserved nodes
     PREEMPTING = "Preempting"  # victims are being evicted for this task
     NODE_UNHEALTHY = "NodeUnhealthy"
+    # gates before the policy (meta/policy/dependencies.py): Slurm's own reason names
+    DEPENDENCY = "Dependency"
+    DEPENDENCY_NEVER_SATISFIED = "DependencyNeverSatisfied"
+    BEGIN_TIME = "BeginTime"
+    JOB_HELD_USER = "JobHeldUser"
+    JOB_HELD_ADMIN = "JobHeldAdmin"
 
 
 @dataclass(frozen=True, slots=True)
