@@ -46,6 +46,8 @@ class Tenant(Base):
     created_at: Mapped[datetime] = mapped_column(UTCDateTime)
     # where each setting comes from: {"weight": "slurm", "limits": "slurm"}; absent = "metasched"
     sources: Mapped[dict[str, str] | None] = mapped_column(JSONText, nullable=True)
+    # pending-job and submit-rate limits (meta.policy.admission.SubmitLimits' fields); NULL: none set
+    submit_limits: Mapped[dict[str, Any] | None] = mapped_column(JSONText, nullable=True)
 
 
 class Queue(Base):

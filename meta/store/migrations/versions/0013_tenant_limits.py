@@ -1,8 +1,11 @@
-"""reserved for per-tenant submit limits (issue 16): no schema change yet
+"""tenants: submit limits (pending jobs per tenant and per user, submit rate) (issue 16)
 
 Revision ID: 0013
 Revises: 0012
 """
+
+import sqlalchemy as sa
+from alembic import op
 
 revision = "0013"
 down_revision = "0012"
@@ -11,8 +14,10 @@ depends_on = None
 
 
 def upgrade() -> None:
-    pass
+    # JSON {"max_pending": N, "max_pending_per_user": N, "users": {name: N}, "rate": R, "burst": N};
+    # NULL or a missing key: no limit (the rate: the service's default). Which come from Slurm: ``sources``
+    op.add_column("tenants", sa.Column("submit_limits", sa.Text(), nullable=True))
 
 
 def downgrade() -> None:
-    pass
+    op.drop_column("tenants", "submit_limits")

@@ -1,0 +1,129 @@
+"""Admission of submits per tenant: pending-job limits and a submit-rate token bucket (issue 16).
+
+Pure (no I/O, no clock of its own): the API service (``meta.service.submit_gate``) and the
+simulator (``meta.sim``) both call it with the counts and the time they own, so the flood the
+simulator replays meets exactly the refusals a real tenant would.
+
+A pending job is a job with a task waiting or running, as Slurm's ``MaxSubmitJobs`` counts
+"pending or running" jobs. Limits: tenant-wide (Slurm's account ``GrpSubmitJobs``), per user
+(the user association's ``MaxSubmitJobs``, which Slurm copies down from the account), and the
+rate: a token bucket per tenant, one token per job, ``burst`` deep, refilled at ``rate`` per second.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+DEFAULT_RATE = 200.0  # jobs per second per tenant: generous (PostgreSQL stores ~2,000/s in batches)
+DEFAULT_BURST = 2_000  # two full batches at once
+RATE = "rate"
+TENANT_PENDING = "tenant_pending"
+USER_PENDING = "user_pending"
+REASONS = (RATE, TENANT_PENDING, USER_PENDING)
+# sbatch's words for an association over its submit limit (ESLURM_ACCOUNTING_POLICY)
+POLICY_VIOLATION = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
+
+
+@dataclass(frozen=True)
+class SubmitLimits:
+    """SubmitLimits is one tenant's admission settings; None means no limit."""
+
+    max_pending: int | None = None  # the tenant's pending jobs, all users (GrpSubmitJobs)
+    max_pending_per_user: int | None = None  # each user's, unless ``users`` names it (MaxSubmitJobs)
+    users: Mapping[str, int] = field(default_factory=dict)  # per-user limits from Slurm's user associations
+    rate: float = DEFAULT_RATE
+    burst: int = DEFAULT_BURST
+    sources: Mapping[str, str] = field(default_factory=dict)  # max_pending / max_pending_per_user -> slurm | metasched
+
+    def user_limit(self, user: str) -> int | None:
+        """user_limit is ``user``'s own pending-job limit in this tenant (None: none)."""
+        return self.users.get(user, self.max_pending_per_user)
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Refusal is why a submit is refused: the reason code, one line, and when a retry may pass (rate only)."""
+
+    reason: str
+    message: str
+    limit: float
+    current: float
+    retry_after_s: float | None = None
+
+
+class TokenBucket:
+    """TokenBucket is a per-tenant submit budget: ``burst`` tokens, refilled at ``rate`` per second."""
+
+    def __init__(self, rate: float, burst: int, now: float) -> None:
+        self.rate = max(rate, 1e-9)
+        self.burst = max(burst, 1)
+        self.tokens = float(self.burst)
+        self.at = now
+
+    def retune(self, rate: float, burst: int) -> None:
+        """retune takes new settings, keeping the tokens (capped by the new depth)."""
+        self.rate, self.burst = max(rate, 1e-9), max(burst, 1)
+        self.tokens = min(self.tokens, float(self.burst))
+
+    def wait_for(self, count: int, now: float) -> float:
+        """wait_for is how long until ``count`` tokens are there (0: now; inf: more than the bucket holds)."""
+        self._refill(now)
+        if count > self.burst:
+            return math.inf
+        return max(0.0, (count - self.tokens) / self.rate)
+
+    def take(self, count: int, now: float) -> float:
+        """take spends ``count`` tokens and returns 0, or spends none and returns the wait (``wait_for``)."""
+        wait = self.wait_for(count, now)
+        if wait == 0.0:
+            self.tokens -= count
+        return wait
+
+    def give_back(self, count: int) -> None:
+        """give_back returns tokens of a submit that stored nothing."""
+        self.tokens = min(float(self.burst), self.tokens + count)
+
+    def _refill(self, now: float) -> None:
+        if now > self.at:
+            self.tokens = min(float(self.burst), self.tokens + (now - self.at) * self.rate)
+        self.at = max(self.at, now)
+
+
+def rate_refusal(tenant: str, limits: SubmitLimits, count: int, wait_s: float) -> Refusal:
+    """rate_refusal is the 429 of a submit the bucket cannot cover yet (or ever, for a batch deeper than it)."""
+    budget = f"{limits.rate:g} jobs/s, bursts of {limits.burst:,}"
+    if math.isinf(wait_s):
+        message = (f"tenant {tenant} may submit {budget}: a request of {count:,} jobs never fits; "
+                   "send smaller batches")  # fmt: skip
+        return Refusal(RATE, message, limits.burst, count, None)
+    message = (f"metasched temporarily unable to accept job: tenant {tenant}'s submit rate limit ({budget}) "
+               f"is reached; retry in {wait_s:.1f} s")  # fmt: skip
+    return Refusal(RATE, message, limits.rate, count, wait_s)
+
+
+def pending_refusal(
+    tenant: str, user: str, limits: SubmitLimits, tenant_pending: int, user_pending: int, adding: int
+) -> Refusal | None:
+    """pending_refusal refuses ``adding`` jobs that would take the tenant or the user past its pending limit."""
+    cap = limits.max_pending
+    if cap is not None and tenant_pending + adding > cap:
+        where = _where(limits, "max_pending", "GrpSubmitJobs")
+        return Refusal(TENANT_PENDING, f"{POLICY_VIOLATION}: AssocGrpSubmitJobsLimit, tenant {tenant} has "
+                       f"{tenant_pending:,} pending or running jobs of {cap:,} ({where}); this submit adds {adding:,}",
+                       cap, tenant_pending)  # fmt: skip
+    own = limits.user_limit(user)
+    if own is not None and user_pending + adding > own:
+        where = "MaxSubmitJobs, Slurm" if user in limits.users else _where(limits, "max_pending_per_user", "MaxSubmitJobs")
+        return Refusal(USER_PENDING, f"{POLICY_VIOLATION}: AssocMaxSubmitJobLimit, user {user} has "
+                       f"{user_pending:,} pending or running jobs in {tenant} of {own:,} ({where}); this submit "
+                       f"adds {adding:,}", own, user_pending)  # fmt: skip
+    return None
+
+
+def _where(limits: SubmitLimits, setting: str, slurm_name: str) -> str:
+    """_where names where a limit comes from: Slurm's association or metasched's tenant setting."""
+    if limits.sources.get(setting) == "slurm":
+        return f"{slurm_name}, Slurm"
+    return f"metasched tenant setting {setting}"
