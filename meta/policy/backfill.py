@@ -42,7 +42,7 @@ def _candidates(cap: Capacity, shape: Shape, classes: Sequence[NodeClass]) -> li
     return [
         i for c in classes for i in c.nodes
         if cap.hold_start[i] is None and not (gang and cap.gang_blocked[i] is not None)
-        and cap.names[i] not in shape.avoid
+        and cap.names[i] not in shape.avoid and not shape.bars(cap.names[i])
     ]
 
 

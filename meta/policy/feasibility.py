@@ -106,6 +106,16 @@ def _network_why(s: Shape, seen: Sequence[NodeClass]) -> tuple[str, str]:
     return f"no matching node is on network '{s.network}' (networks: {nets})", "drop or change the network class"
 
 
+def _features_ok(c: NodeClass, s: Shape) -> bool:
+    return not s.features or any(alternative <= c.features for alternative in s.features)
+
+
+def _features_why(s: Shape, seen: Sequence[NodeClass]) -> tuple[str, str]:
+    wanted = " or ".join("&".join(sorted(alternative)) for alternative in s.features)
+    have = ", ".join(sorted({f for c in seen for f in c.features})) or "none"
+    return f"no matching node has the features {wanted} (features here: {have})", "constrain on features nodes have"
+
+
 STATIC_CHAIN: tuple[Checker, ...] = (
     # Partition first: it is the cheapest cut and users reason about partitions first.
     Checker("partition", _partition_ok, _partition_why),
@@ -121,6 +131,8 @@ STATIC_CHAIN: tuple[Checker, ...] = (
     Checker("storage", _sto_ok, _sto_why),
     # Network class (e.g. InfiniBand) must match exactly when asked for.
     Checker("network", _network_ok, _network_why),
+    # sbatch --constraint: node features read from Slurm.
+    Checker("constraint", _features_ok, _features_why),
 )
 
 
@@ -151,13 +163,19 @@ def gang_reason(
     # avoid_nodes: a node-level filter, so it runs after the class-level chain.
     slots_by_leaf: dict[str, int] = defaultdict(int)
     usable = 0
+    allowed = 0
     for c in classes:
         per_node = shape.slots(c.gpus, c.cpus, c.mem, c.sto, shape.workers)
         for i in c.nodes:
+            if shape.bars(names[i]):
+                continue
+            allowed += 1
             if names[i] in shape.avoid:
                 continue
             usable += 1
             slots_by_leaf[leaf_of[i]] += per_node
+    if not allowed:
+        return PendingReason(code, "no matching node is left by --nodelist/--exclude", "name other nodes")
     if not usable:
         return PendingReason(code, "every matching node is in avoid_nodes", "remove some nodes from avoid_nodes")
     total = sum(slots_by_leaf.values())

@@ -26,7 +26,15 @@ def node_slots(cap: Capacity, i: int, shape: Shape, end: float, ignore_holds: bo
         spare = cap.hold_spare[i]
         assert spare is not None
         g, c, m, s = min(g, int(spare[0])), min(c, spare[1]), min(m, int(spare[2])), min(s, int(spare[3]))
+    if shape.exclusive and not idle(cap, i, g, c, m):
+        return 0
     return shape.slots(g, c, m, s, limit)
+
+
+def idle(cap: Capacity, i: int, gpus: int, cpus: float, mem: int) -> bool:
+    """idle tells whether node i's free amounts are all it has (sbatch --exclusive takes only idle nodes)."""
+    inv = cap.inv
+    return gpus >= inv.gpu[i] and cpus + 1e-9 >= inv.cpu[i] and mem >= inv.mem[i]
 
 
 def best_single(
@@ -44,7 +52,7 @@ def best_single(
                 break
             found = None
             for i in buckets[free]:
-                if avoid and names[i] in avoid:
+                if (avoid and names[i] in avoid) or shape.bars(names[i]):
                     continue
                 if node_slots(cap, i, shape, end, ignore_holds, 1):
                     found = i
@@ -67,7 +75,7 @@ def gang_candidates(
         buckets = cap.buckets[cls.id]
         for free in range(max(shape.gpus, 0), len(buckets)):
             for i in buckets[free]:
-                if (avoid and names[i] in avoid) or (blocked[i] is not None and not ignore_holds):
+                if (avoid and names[i] in avoid) or (blocked[i] is not None and not ignore_holds) or shape.bars(names[i]):
                     continue
                 n = node_slots(cap, i, shape, end, ignore_holds, shape.workers)
                 if n:

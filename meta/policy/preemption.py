@@ -193,6 +193,7 @@ def choose(
     feasible = {
         i for c in classes for i in c.nodes
         if cap.hold_start[i] is None and cap.gang_blocked[i] is None and cap.names[i] not in shape.avoid
+        and not shape.bars(cap.names[i])
     }
     if shape.gpus:
         # Cheap bound first: free plus freeable GPUs on usable nodes must cover the whole task.

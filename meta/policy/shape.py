@@ -24,20 +24,30 @@ class Shape(NamedTuple):
     workers: int
     topology: Topology
     avoid: frozenset[str]
+    # sbatch's hard placement filters (--constraint, -w, -x, --exclusive) and -N's one worker per node
+    features: tuple[frozenset[str], ...] = ()
+    only: frozenset[str] = frozenset()
+    barred: frozenset[str] = frozenset()
+    exclusive: bool = False
+    per_node: int = 0  # at most this many workers on one node (0: no limit)
 
     @property
     def static_key(self) -> tuple:
         """static_key identifies the per-worker request that node-class filters depend on."""
-        return (self.gpu_type, self.gpus, self.cpus, self.mem, self.sto, self.network, self.partition)
+        return (self.gpu_type, self.gpus, self.cpus, self.mem, self.sto, self.network, self.partition, self.features)
 
     @property
     def total_gpus(self) -> int:
         """total_gpus is the whole gang's GPU count."""
         return self.gpus * self.workers
 
+    def bars(self, node: str) -> bool:
+        """bars tells whether a hard node filter (-w, -x) keeps the task off ``node``."""
+        return node in self.barred or (bool(self.only) and node not in self.only)
+
     def slots(self, gpu: int, cpu: float, mem: int, sto: int, cap: int) -> int:
-        """slots is how many workers fit into the given free amounts, at most ``cap``."""
-        n = cap
+        """slots is how many workers fit into the given free amounts, at most ``cap`` (and ``per_node``)."""
+        n = min(cap, self.per_node) if self.per_node else cap
         if self.gpus:
             n = min(n, gpu // self.gpus)
         if self.cpus:
@@ -77,4 +87,9 @@ def shape_of(task: PendingTask) -> Shape:
         workers=max(1, task.workers),
         topology=task.topology,
         avoid=task.avoid_nodes,
+        features=task.constraint,
+        only=task.nodelist,
+        barred=task.exclude,
+        exclusive=task.exclusive,
+        per_node=1 if task.one_per_node or task.exclusive else 0,
     )

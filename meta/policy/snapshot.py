@@ -79,6 +79,13 @@ class PendingTask:
     restore_cost_s: float = 0.0
     avoid_nodes: frozenset[str] = frozenset()
     job_name: str = ""
+    # sbatch's hard placement filters: --constraint (alternatives of required node features),
+    # -w (only these nodes), -x (never these), --exclusive (whole idle nodes); -N: one worker per node
+    constraint: tuple[frozenset[str], ...] = ()
+    nodelist: frozenset[str] = frozenset()
+    exclude: frozenset[str] = frozenset()
+    exclusive: bool = False
+    one_per_node: bool = False
 
     def total(self) -> ResourceVector:
         """total is the whole gang's request."""
