@@ -21,6 +21,7 @@ from meta.model.errors import JOB_FAULTS
 from meta.model.kinds import JobKind, Topology
 from meta.model.nodes import NodeState
 from meta.model.resources import ResourceVector
+from meta.model.sbatch_fields import placement_filters
 from meta.model.spec import AnySpec, InferenceSpec, TrainingSpec, spec_from_json
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
 from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot, TenantState
@@ -125,6 +126,7 @@ def pending_task(job: Job, task: Task, spec: AnySpec) -> PendingTask:
         restore_cost_s=checkpoint.restore_cost_s if checkpoint else 0.0,
         avoid_nodes=frozenset(task.avoid_nodes or ()),
         job_name=job.short_id,
+        **placement_filters(spec.sbatch),
     )
 
 

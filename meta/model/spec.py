@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from meta.model.dependency import MAX_DEPENDENCY_CHARS, Dependency, parse_dependency
 from meta.model.durations import parse_duration_s, parse_instant
 from meta.model.jobfile import JobFileError, decode_job_text, parse_job_text, read_job_bytes
 from meta.model.kinds import FailureCategory, JobKind, PriorityClass, Topology
@@ -159,6 +160,27 @@ class _CommonSpec(_Frozen):
     time_limit_s: Duration = Field(default=3600.0, alias="time_limit", gt=0)
 
     _parse_time = field_validator("time_limit_s", mode="before")(classmethod(lambda cls, v: _seconds(v)))
+
+    # sbatch's gates (meta/policy/dependencies.py): --dependency in canonical text, --kill-on-invalid-dep
+    # (None: the site's default), --begin (UTC), --hold (the job starts held; `metasched release` frees it)
+    dependency: Annotated[str, Field(max_length=MAX_DEPENDENCY_CHARS)] | None = None
+    kill_on_invalid_dep: bool | None = None
+    begin: datetime | None = None
+    hold: bool = False
+
+    @field_validator("dependency")
+    @classmethod
+    def _dependency(cls, value: str | None) -> str | None:
+        return None if value is None else parse_dependency(value).normalise()
+
+    @field_validator("begin", mode="before")
+    @classmethod
+    def _begin(cls, value: Any) -> datetime | None:
+        return None if value is None else parse_instant(value)
+
+    def parsed_dependency(self) -> Dependency | None:
+        """parsed_dependency is the dependency's conditions (None without one)."""
+        return None if self.dependency is None else parse_dependency(self.dependency)
 
     @field_validator("env")
     @classmethod
@@ -405,9 +427,20 @@ def load_spec_file(path: str | Path) -> AnySpec:
     return load_spec_text(text, str(path))
 
 
+# fields added after jobs were first stored: left out of the stored form while unset, so a spec
+# stored before them keeps its text and its hash (an idempotent resubmit is not a conflict)
+_UNSET_LATER: dict[str, Any] = {
+    "array": None, "dependency": None, "kill_on_invalid_dep": None, "begin": None, "hold": False,
+}
+
+
 def spec_to_json(spec: AnySpec) -> str:
     """spec_to_json is the canonical serialisation stored once per job (sorted keys, aliases off)."""
-    return json.dumps(spec.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
+    data = spec.model_dump(mode="json")
+    for name, unset in _UNSET_LATER.items():
+        if name in data and data[name] == unset:
+            del data[name]
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 
 def spec_from_json(text: str) -> AnySpec:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from meta.model.kinds import JobKind, Topology
 from meta.model.nodes import NodeState
+from meta.model.sbatch_fields import placement_filters
 from meta.model.spec import AnySpec, TrainingSpec
 from meta.policy.feasibility import never_feasible
 from meta.policy.snapshot import PendingTask
@@ -25,6 +26,7 @@ def spec_as_task(spec: AnySpec) -> PendingTask:
         runtime_estimate_s=spec.time_limit_s,
         topology=spec.topology if isinstance(spec, TrainingSpec) else Topology.NONE,
         partition=spec.partition,
+        **placement_filters(spec.sbatch),
     )
 
 
