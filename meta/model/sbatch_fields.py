@@ -106,7 +106,7 @@ class SbatchFields(BaseModel):
     ntasks_per_node: Annotated[int, Strict(), Field(ge=1, le=4096)] | None = None
     cpus_per_task: Annotated[int, Strict(), Field(ge=1, le=4096)] | None = None
     # placement: hard filters (constraint on node features, nodes required / excluded, whole nodes)
-    constraint: Annotated[str, AfterValidator(_token), AfterValidator(_constraint)] | None = None
+    constraint: Annotated[str, Field(max_length=1024), AfterValidator(_constraint)] | None = None
     nodelist: NodeNames = ()
     exclude: NodeNames = ()
     exclusive: bool = False
