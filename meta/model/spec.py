@@ -430,7 +430,7 @@ def load_spec_file(path: str | Path) -> AnySpec:
 # fields added after jobs were first stored: left out of the stored form while unset, so a spec
 # stored before them keeps its text and its hash (an idempotent resubmit is not a conflict)
 _UNSET_LATER: dict[str, Any] = {
-    "array": None, "dependency": None, "kill_on_invalid_dep": None, "begin": None, "hold": False,
+    "array": None, "dependency": None, "kill_on_invalid_dep": None, "begin": None, "hold": False, "sbatch": None,
 }
 
 
