@@ -49,6 +49,7 @@ from meta.model.limits import (
     tree_problems,
 )
 from meta.model.resources import ResourceVector
+from meta.model.sbatch_fields import SbatchFields
 
 # ASCII names. NAME_PATTERN runs in pydantic's Rust regex engine, where ``$`` is the end of the
 # text; Python's ``re`` patterns below are used with fullmatch, because there ``$`` also matches
@@ -158,6 +159,8 @@ class _CommonSpec(_Frozen):
     )
     secrets: tuple[Text, ...] = Field(default=(), max_length=MAX_SECRETS)
     time_limit_s: Duration = Field(default=3600.0, alias="time_limit", gt=0)
+    # sbatch's own settings (msbatch): working folder, -o/-e, mail, --export, placement filters
+    sbatch: SbatchFields | None = None
 
     _parse_time = field_validator("time_limit_s", mode="before")(classmethod(lambda cls, v: _seconds(v)))
 
