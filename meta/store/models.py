@@ -94,6 +94,8 @@ class Job(Base):
     submit_dir: Mapped[str | None] = mapped_column(Text, nullable=True)
     submitted_at: Mapped[datetime] = mapped_column(UTCDateTime)
     cancel_requested: Mapped[bool] = mapped_column(Boolean, default=False)
+    # NULL: not held; "user" (JobHeldUser: --hold, metasched hold) or "admin" (JobHeldAdmin)
+    hold: Mapped[str | None] = mapped_column(String(16), nullable=True, index=True)
     version: Mapped[int] = mapped_column(Integer, default=1)
 
     spec_row: Mapped[JobSpecRow] = relationship(lazy="joined", viewonly=True)
