@@ -127,6 +127,7 @@ def pending_task(job: Job, task: Task, spec: AnySpec) -> PendingTask:
         avoid_nodes=frozenset(task.avoid_nodes or ()),
         job_name=job.short_id,
         **placement_filters(spec.sbatch),
+        max_parallel=spec.throttle(),
     )
 
 
@@ -187,13 +188,6 @@ def _last_checkpoints(session: Session, task_ids: list[str]) -> dict[str, dateti
     return {task_id: at for task_id, at in rows}
 
 
-def _live_counts(session: Session) -> dict[str, int]:
-    rows = session.execute(
-        select(Attempt.job_id, func.count()).where(Attempt.state.in_(_LIVE)).group_by(Attempt.job_id)
-    )
-    return {job_id: count for job_id, count in rows}
-
-
 def build_snapshot(
     session: Session,
     nodes: Sequence[NodeState],
@@ -234,13 +228,12 @@ def build_snapshot(
         candidates = view.read(session, moment, lambda job, task: pending_task(job, task, specs.get(session, job.id)), quarantine)
     else:
         candidates = _pending_candidates(session, specs, moment, quarantine)
-    pending = _within_max_parallel(session, specs, candidates)
     return Snapshot(
         now=moment.timestamp(),
         nodes=tuple(nodes),
         reservations=reservations,
         tenants=_tenants(session),
-        pending=tuple(pending),
+        pending=tuple(candidates),  # the policy applies each job's throttle (meta/policy/throttle.py)
         switch_parent=dict(switch_parent or {}),
         inventory_version=inventory_version,
     )
@@ -267,18 +260,3 @@ def _pending_candidates(
                 quarantine.append((task.id, exc))
     return candidates
 
-
-def _within_max_parallel(session: Session, specs: SpecCache, candidates: list[PendingTask]) -> list[PendingTask]:
-    """_within_max_parallel offers only as many partitions of an inference job as max_parallel leaves room for."""
-    live_per_job = _live_counts(session)
-    started_per_job: dict[str, int] = {}
-    pending = []
-    for waiting in candidates:
-        spec = specs.get(session, waiting.job_id)
-        if isinstance(spec, InferenceSpec) and spec.max_parallel is not None:
-            running = live_per_job.get(waiting.job_id, 0) + started_per_job.get(waiting.job_id, 0)
-            if running >= spec.max_parallel:
-                continue
-            started_per_job[waiting.job_id] = started_per_job.get(waiting.job_id, 0) + 1
-        pending.append(waiting)
-    return pending

@@ -26,6 +26,7 @@ from pydantic import (
     model_validator,
 )
 
+from meta.model.arrays import MAX_ARRAY_INDEX, compress_indexes
 from meta.model.dependency import MAX_DEPENDENCY_CHARS, Dependency, parse_dependency
 from meta.model.durations import parse_duration_s, parse_instant
 from meta.model.jobfile import JobFileError, decode_job_text, parse_job_text, read_job_bytes
@@ -141,6 +142,27 @@ class Locality(_Frozen):
     switch: SlurmName | None = None
 
 
+class ArraySpec(_Frozen):
+    """ArraySpec makes a job an array (sbatch ``--array``): one independent task per index, at most ``max_parallel`` running."""
+
+    indexes: Annotated[
+        tuple[Annotated[StrictCount, Field(ge=0, le=MAX_ARRAY_INDEX)], ...],
+        Field(min_length=1, max_length=MAX_TASKS_PER_JOB),
+    ]
+    max_parallel: StrictCount | None = Field(default=None, ge=1, le=MAX_TASKS_PER_JOB)
+
+    @field_validator("indexes")
+    @classmethod
+    def _sorted_unique(cls, value: tuple[int, ...]) -> tuple[int, ...]:
+        if list(value) != sorted(set(value)):
+            raise ValueError("array indexes must be sorted and unique")
+        return value
+
+    def text(self) -> str:
+        """text is the array as sbatch writes it: ``0-5%2``."""
+        return compress_indexes(self.indexes) + (f"%{self.max_parallel}" if self.max_parallel else "")
+
+
 class _CommonSpec(_Frozen):
     """_CommonSpec holds the fields every job kind shares."""
 
@@ -161,6 +183,8 @@ class _CommonSpec(_Frozen):
     time_limit_s: Duration = Field(default=3600.0, alias="time_limit", gt=0)
     # sbatch's own settings (msbatch): working folder, -o/-e, mail, --export, placement filters
     sbatch: SbatchFields | None = None
+    # sbatch --array: the job's tasks are its elements (training and evaluation; inference has partitions)
+    array: ArraySpec | None = None
 
     _parse_time = field_validator("time_limit_s", mode="before")(classmethod(lambda cls, v: _seconds(v)))
 
@@ -223,8 +247,12 @@ class _CommonSpec(_Frozen):
         raise NotImplementedError
 
     def task_count(self) -> int:
-        """task_count is how many schedulable tasks this job expands into."""
-        return 1
+        """task_count is how many schedulable tasks this job expands into (one per array element)."""
+        return len(self.array.indexes) if self.array else 1
+
+    def throttle(self) -> int | None:
+        """throttle is how many of the job's tasks may run at once (None: no limit)."""
+        return self.array.max_parallel if self.array else None
 
     def worker_resources(self) -> ResourceVector:
         """worker_resources is what one worker (one node share) of a task asks for."""
@@ -239,7 +267,9 @@ class _CommonSpec(_Frozen):
         return False
 
     def task_names(self) -> list[str]:
-        """task_names names each task (a shard name for inference partitions)."""
+        """task_names names each task (an array element's index, a shard name for inference partitions)."""
+        if self.array:
+            return [str(index) for index in self.array.indexes]
         return [str(index) for index in range(self.task_count())]
 
 
@@ -297,6 +327,13 @@ class InferenceSpec(_CommonSpec):
     def _parse_deadline(cls, value: Any) -> datetime | None:
         return None if value is None else parse_instant(value)
 
+    @field_validator("array")
+    @classmethod
+    def _no_array(cls, value: ArraySpec | None) -> ArraySpec | None:
+        if value is not None:
+            raise ValueError("an inference job's tasks are its 'partitions' (with 'max_parallel'), not an array")
+        return value
+
     @field_validator("partitions")
     @classmethod
     def _partitions(cls, value: int | tuple[str, ...]) -> int | tuple[str, ...]:
@@ -318,6 +355,10 @@ class InferenceSpec(_CommonSpec):
     def task_count(self) -> int:
         """task_count is the number of partitions."""
         return self.partitions if isinstance(self.partitions, int) else len(self.partitions)
+
+    def throttle(self) -> int | None:
+        """throttle is max_parallel: how many partitions may run at once (None: no limit)."""
+        return self.max_parallel
 
     def task_names(self) -> list[str]:
         """task_names are the shard names, or partition indexes."""

@@ -22,6 +22,7 @@ class ReasonCode(StrEnum):
     HELD_FOR_GANG = "HeldForGang"  # this task is the head-of-line gang with reserved nodes
     PREEMPTING = "Preempting"  # victims are being evicted for this task
     NODE_UNHEALTHY = "NodeUnhealthy"
+    JOB_ARRAY_TASK_LIMIT = "JobArrayTaskLimit"  # the job's throttle (--array ...%N, max_parallel) is reached
     # gates before the policy (meta/policy/dependencies.py): Slurm's own reason names
     DEPENDENCY = "Dependency"
     DEPENDENCY_NEVER_SATISFIED = "DependencyNeverSatisfied"

@@ -49,8 +49,10 @@ from meta.policy.plan import (
 )
 from meta.policy.preemption import Evictable, candidates, choose, evictable, stopping
 from meta.policy.quota import QuotaLedger
+from meta.policy.recorder import Recorder
 from meta.policy.shape import Shape, shape_of
 from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot
+from meta.policy.throttle import Throttle
 
 # Reasons after which a task may still preempt or get a held start: it is short of capacity,
 # not of quota, health or possibility.
@@ -64,20 +66,27 @@ _CAPACITY_CODES = frozenset({
 })
 
 
-def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None) -> Plan:
-    """schedule decides one cycle: placements, preemptions, held nodes and a reason per waiter."""
-    cycle = Cycle(snapshot, config or SchedulerConfig())
+def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None, record: int = 0) -> Plan:
+    """schedule decides one cycle: placements, preemptions, held nodes and a reason per waiter.
+
+    With ``record`` > 0 the plan also carries the decisions on record (decisions.py): each
+    placement's, preemption's and hold's order key and up to ``record`` alternatives of each kind.
+    """
+    cycle = Cycle(snapshot, config or SchedulerConfig(), record)
     within = cycle.within_guarantee if cycle.quota.any_guarantee() else None
-    for task in ordered(snapshot.pending, cycle.fair, cycle.cfg, snapshot.now, cycle.rank, within):
+    trace = cycle.rec.trace if cycle.rec else None
+    for task in ordered(snapshot.pending, cycle.fair, cycle.cfg, snapshot.now, cycle.rank, within, trace):
         cycle.schedule_one(task)
     cycle.plan.fragmentation = report(cycle.cap, cycle.shapes.values())
+    if cycle.rec:
+        cycle.plan.decisions, cycle.plan.context = cycle.rec.finish(), cycle.rec.context
     return cycle.plan
 
 
 class Cycle:
     """Cycle is the mutable working state of one schedule() call."""
 
-    def __init__(self, snapshot: Snapshot, config: SchedulerConfig) -> None:
+    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, record: int = 0) -> None:
         self.snap, self.cfg, self.now = snapshot, config, snapshot.now
         self.inv = inventory_for(snapshot.nodes, snapshot.switch_parent)
         self.classes = self.inv.classes
@@ -85,6 +94,7 @@ class Cycle:
         self._initial: Capacity | None = None
         self.fair = FairShare(snapshot.tenants, config, self.inv, self.cap.usage)
         self.quota = QuotaLedger(snapshot.tenants, self.cap.usage)
+        self.rec = Recorder(record, snapshot, config, self.fair, self.quota) if record > 0 else None
         self.plan = Plan(inventory_version=snapshot.inventory_version)
         self.shapes: dict[str, Shape] = {}
         self._ranks: dict[tuple, int] = {}
@@ -105,6 +115,7 @@ class Cycle:
         self.holds_made = 0  # backfill holds, including keep-from-gangs marks
         self.preempt_failed: dict[tuple, list[tuple]] = {}  # kind of task -> sizes that found no victims
         self.any_preemptible = bool(self.cap.ledger.evictable)  # preemptible or stopping work exists
+        self.throttle = Throttle(snapshot.reservations)
 
     def rank(self, task: PendingTask | Reservation) -> int:
         """rank is a task's (or reservation's) class rank, memoised per (class, kind, has deadline)."""
@@ -144,6 +155,10 @@ class Cycle:
 
     def schedule_one(self, task: PendingTask) -> None:
         """schedule_one runs filters, quota, fit and the fallbacks for one pending task."""
+        throttled = self.throttle.blocks(task)
+        if throttled is not None:
+            self.plan.reasons[task.task_id] = throttled
+            return
         shape = self.shapes[task.task_id] = shape_of(task)
         verdict = self._verdict(shape)
         never = ReasonCode.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -176,6 +191,8 @@ class Cycle:
         if reason.code in _CAPACITY_CODES:
             if self._try_preempt(task, shape, classes) or self._try_hold(task, shape, classes, reason):
                 return
+        if self.rec:
+            self.rec.waited(task, reason)
         self.plan.reasons[task.task_id] = reason
 
     def _verdict(self, shape: Shape) -> Verdict:
@@ -235,10 +252,13 @@ class Cycle:
         self.fair.charge(task.tenant, gpu_type, shape.total_gpus, shape.cpus * shape.workers,
                          shape.mem * shape.workers)
         backfilled = bool(self.plan.held)
+        self.throttle.started(task)
         self.plan.placements.append(Placement(
             task.task_id, task.job_id, tuple(shares), backfilled=backfilled,
             reason="backfilled without delaying held starts" if backfilled else "",
         ))
+        if self.rec:
+            self.rec.placed(task, self.plan.placements[-1], share_before)
 
     # --- why it waits ---------------------------------------------------------------------------
 
@@ -368,6 +388,9 @@ class Cycle:
                 self.plan.preemptions.append(Preemption(
                     v.res.attempt_id, v.res.task_id, v.why, v.lost, for_task=task.task_id))
         evicted = [v for v in evicted if not v.res.stopping]
+        if self.rec:
+            made = self.plan.preemptions[len(self.plan.preemptions) - len(evicted):]
+            self.rec.preempted(task, [(p, v.res.job_id, v.res.tenant) for p, v in zip(made, evicted, strict=True)])
         # Keep what the beneficiary needs from being taken by lower tasks in this same cycle.
         self._hold(task, shape, picks, self.now, extra, record=True)
         node_type = self.cap.gpu_type[picks[0][0]] if shape.gpus else None
@@ -406,6 +429,8 @@ class Cycle:
         self._hold(task, shape, found.picks, found.start, found.spare, record=False)
         nodes = [self.cap.names[i] for i, _ in found.picks]
         self.plan.reasons[task.task_id] = explain.held(shape, found.start, self.now, nodes)
+        if self.rec:
+            self.rec.held(task, self.plan.held[-1], nodes, self.plan.reasons[task.task_id])
         return True
 
     def _hold(self, task: PendingTask, shape: Shape, picks: list[Pick], start: float,
@@ -438,4 +463,6 @@ class Cycle:
             self.cap.gang_blocked[i] = task.job_id
         self.labels[task.job_id] = explain.job_label(task)
         self.plan.reasons[task.task_id] = explain.kept_from_gangs(reason, [self.cap.names[i] for i, _ in picks])
+        if self.rec:
+            self.rec.held(task, None, [self.cap.names[i] for i, _ in picks], self.plan.reasons[task.task_id])
         return True

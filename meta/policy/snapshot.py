@@ -86,6 +86,7 @@ class PendingTask:
     exclude: frozenset[str] = frozenset()
     exclusive: bool = False
     one_per_node: bool = False
+    max_parallel: int | None = None  # the job's throttle: at most this many of its tasks at once
 
     def total(self) -> ResourceVector:
         """total is the whole gang's request."""

@@ -48,13 +48,15 @@ def test_pending_skips_tasks_of_a_job_being_cancelled(service: Service) -> None:
     assert [p.task_id for p in _snapshot(service).pending] == [keep]
 
 
-def test_inference_max_parallel_counts_live_attempts(service: Service, tmp_path: Path) -> None:
-    _, tasks = submit(service, inference(str(tmp_path / "out"), partitions=5, max_parallel=2))
-    assert [p.task_id for p in _snapshot(service).pending] == tasks[:2]
+def test_inference_max_parallel_reaches_the_policy_with_live_attempts(service: Service, tmp_path: Path) -> None:
+    # the snapshot offers every waiting partition with the job's throttle; the policy counts the
+    # live attempts (reservations) against it (tests/policy/test_throttle.py)
+    job, tasks = submit(service, inference(str(tmp_path / "out"), partitions=5, max_parallel=2))
+    assert [(p.task_id, p.max_parallel) for p in _snapshot(service).pending] == [(t, 2) for t in tasks]
     place(service.db, tasks[0], [share("node1", gpus=1)], AttemptState.RUNNING)
-    assert [p.task_id for p in _snapshot(service).pending] == tasks[1:2]
-    place(service.db, tasks[1], [share("node1", gpus=1)], AttemptState.LAUNCHING)
-    assert _snapshot(service).pending == ()
+    snap = _snapshot(service)
+    assert [p.task_id for p in snap.pending] == tasks[1:]
+    assert [r.job_id for r in snap.reservations] == [job]
 
 
 def test_reservations_include_every_live_attempt_with_its_shares(service: Service) -> None:
