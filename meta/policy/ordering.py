@@ -35,27 +35,81 @@ def is_urgent(task: PendingTask, now: float, config: SchedulerConfig) -> bool:
     return s is not None and s <= config.deadline_urgency_s
 
 
-def _tenant_key(task: PendingTask, config: SchedulerConfig) -> tuple:
-    """_tenant_key orders one tenant's tasks of one class: earlier (or shorter) first."""
+def submit_key(task: PendingTask, config: SchedulerConfig) -> float:
+    """submit_key is a task's place inside its tenant's line: submit time + weight x (GPU-scaled) runtime."""
     size = task.runtime_estimate_s
     if config.short_job_gpu_exponent:
         size *= max(1, task.per_worker.gpus * task.workers) ** config.short_job_gpu_exponent
-    return (task.submit_time + config.short_job_weight * size, task.task_id)
+    return task.submit_time + config.short_job_weight * size
+
+
+def _tenant_key(task: PendingTask, config: SchedulerConfig) -> tuple:
+    """_tenant_key orders one tenant's tasks of one class: earlier (or shorter) first."""
+    return (submit_key(task, config), task.task_id)
+
+
+class OrderTrace:
+    """OrderTrace is where ordered() leaves, for the task it just yielded, its line and who is next in it.
+
+    Only the decision record reads it (``meta/policy/decisions.py``); setting it costs a few
+    attribute writes per task, and the rivals are looked up only when a decision asks.
+    """
+
+    __slots__ = ("guaranteed", "tier", "position", "_line", "_at", "_heap", "_queues", "_heads", "_where", "_key")
+
+    def __init__(self) -> None:
+        self.guaranteed: bool | None = None
+        self.tier, self.position = "class", 0.0
+        self._line: list[PendingTask] | None = None
+        self._at = 0
+        self._heap: list = []
+        self._queues: dict[str, list[PendingTask]] = {}
+        self._heads: dict[str, int] = {}
+        self._where: Callable[[str, tuple], float] = lambda _tenant, key: key[0]
+        self._key: Callable[[PendingTask], tuple] = lambda t: (t.submit_time, t.task_id)
+
+    def in_line(self, tier: str, line: list[PendingTask], at: int, position: float) -> None:
+        """in_line says the task is ``line[at]`` of a sorted line (aged or urgent)."""
+        self.tier, self._line, self._at, self.position = tier, line, at, position
+
+    def in_turns(self, position: float, heap: list, queues: dict, heads: dict,
+                 where: Callable[[str, tuple], float], key: Callable[[PendingTask], tuple]) -> None:
+        """in_turns says the task came from the tenants' turns of one class, at ``position``."""
+        self.tier, self._line, self.position = "class", None, position
+        self._heap, self._queues, self._heads, self._where, self._key = heap, queues, heads, where, key
+
+    def rivals(self, tenant: str, k: int) -> list[PendingTask]:
+        """rivals are up to ``k`` tasks next in the same line: the others' heads and the tenant's own next."""
+        if self._line is not None:
+            return self._line[self._at + 1 : self._at + 1 + k]
+        heads = [(self._where(t, key), key, t) for _, key, t in heapq.nsmallest(k, self._heap)]
+        nxt = self._heads.get(tenant, 0)
+        own = self._queues.get(tenant, [])
+        if nxt < len(own):
+            heads.append((self._where(tenant, self._key(own[nxt])), (), tenant))
+        heads.sort(key=lambda h: h[0])
+        out = []
+        for _, _, t in heads[:k]:
+            at = self._heads[t] if t != tenant else nxt
+            out.append(self._queues[t][at])
+        return out
 
 
 def ordered(
     pending: Sequence[PendingTask], fair: FairShare, config: SchedulerConfig, now: float,
     rank_of: Callable[[PendingTask], int] | None = None,
     within_guarantee: Callable[[PendingTask], bool] | None = None,
+    trace: OrderTrace | None = None,
 ) -> Iterator[PendingTask]:
     """ordered yields pending tasks in scheduling order; fair share is re-read lazily as it changes.
 
     Tasks that fit inside their tenant's guarantee go before tasks that would borrow (as in
     Kueue): otherwise borrowers take the capacity a reclaiming tenant just freed by preemption,
-    and become the cheapest victims of the next cycle (a preemption storm).
+    and become the cheapest victims of the next cycle (a preemption storm). With a ``trace``,
+    each yielded task's line and place in it are left there for the decision record.
     """
     if within_guarantee is None:
-        yield from _ordered(pending, fair, config, now, rank_of)
+        yield from _ordered(pending, fair, config, now, rank_of, trace)
         return
     owned: list[PendingTask] = []
     borrowing: list[PendingTask] = []
@@ -63,13 +117,17 @@ def ordered(
         (owned if within_guarantee(t) else borrowing).append(t)
     # Inside guarantees tenants take turns by share (each is owed its own); borrowers may merge.
     inside = replace(config, fair_share_horizon_s=None) if config.guaranteed_in_share_order else config
-    yield from _ordered(owned, fair, inside, now, rank_of)
-    yield from _ordered(borrowing, fair, config, now, rank_of)
+    if trace is not None:
+        trace.guaranteed = True
+    yield from _ordered(owned, fair, inside, now, rank_of, trace)
+    if trace is not None:
+        trace.guaranteed = False
+    yield from _ordered(borrowing, fair, config, now, rank_of, trace)
 
 
 def _ordered(
     pending: Sequence[PendingTask], fair: FairShare, config: SchedulerConfig, now: float,
-    rank_of: Callable[[PendingTask], int] | None,
+    rank_of: Callable[[PendingTask], int] | None, trace: OrderTrace | None = None,
 ) -> Iterator[PendingTask]:
     """_ordered yields one group: aged, then urgent deadlines, then classes with fair-share turns."""
     aged: list[PendingTask] = []
@@ -85,16 +143,24 @@ def _ordered(
             by_rank[rank][task.tenant].append(task)
     # Aging bounds every wait: past max_wait, plain submit order wins over everything else.
     aged.sort(key=lambda t: (t.submit_time, t.task_id))
-    yield from aged
     # Deadlines: the least slack first.
     urgent.sort(key=lambda t: (slack(t, now), t.task_id))
-    yield from urgent
+    if trace is None:
+        yield from aged
+        yield from urgent
+    else:
+        for i, t in enumerate(aged):
+            trace.in_line("aged", aged, i, t.submit_time)
+            yield t
+        for i, t in enumerate(urgent):
+            trace.in_line("urgent", urgent, i, slack(t, now) or 0.0)
+            yield t
     for rank in sorted(by_rank, reverse=True):
-        yield from _interleave(by_rank[rank], fair, config)
+        yield from _interleave(by_rank[rank], fair, config, trace)
 
 
 def _interleave(
-    queues: dict[str, list[PendingTask]], fair: FairShare, config: SchedulerConfig
+    queues: dict[str, list[PendingTask]], fair: FairShare, config: SchedulerConfig, trace: OrderTrace | None = None
 ) -> Iterator[PendingTask]:
     """_interleave hands the next turn to the tenant whose head task is furthest up the line.
 
@@ -117,8 +183,12 @@ def _interleave(
         key = _tenant_key(queues[tenant][at], config)
         heapq.heappush(heap, (position(tenant, key), key, tenant))
 
+    def key_of(task: PendingTask) -> tuple:
+        """key_of is the within-tenant key under this group's config."""
+        return _tenant_key(task, config)
+
     for tenant, tasks in queues.items():
-        tasks.sort(key=lambda t: _tenant_key(t, config))
+        tasks.sort(key=key_of)
         heads[tenant] = 0
         push(tenant, 0)
     while heap:
@@ -129,6 +199,8 @@ def _interleave(
             continue
         at = heads[tenant]
         heads[tenant] = at + 1
+        if trace is not None:
+            trace.in_turns(pos, heap, queues, heads, position, key_of)
         yield queues[tenant][at]
         if at + 1 < len(queues[tenant]):
             push(tenant, at + 1)

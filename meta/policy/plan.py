@@ -4,8 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from meta.policy.snapshot import NodeShare
+
+if TYPE_CHECKING:
+    from meta.policy.decisions import CycleContext, Decision
 
 
 class ReasonCode(StrEnum):
@@ -95,3 +99,5 @@ class Plan:
     reasons: dict[str, PendingReason] = field(default_factory=dict)
     fragmentation: FragmentationReport = field(default_factory=FragmentationReport)
     inventory_version: int = 0
+    decisions: list[Decision] = field(default_factory=list)  # on record, only when schedule(record=k)
+    context: CycleContext | None = None  # shares and ordering knobs at cycle start, with the decisions
