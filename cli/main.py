@@ -22,6 +22,7 @@ from cli.jobs_cmd import cancel, list_jobs, retry, status, submit
 from cli.outputs_cmd import commit_cmd, outputs
 from cli.secret_cmd import secret_group
 from cli.tenant_cmd import tenant_group
+from cli.web_cmd import web
 from cli.whoami_cmd import whoami
 
 # name -> (module, attribute, the one-line help --help shows without importing the module)
@@ -110,6 +111,7 @@ for command in (
     secret_group,
     audit_cmd,
     whoami,
+    web,
 ):
     cli.add_command(command)
 

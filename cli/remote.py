@@ -114,6 +114,10 @@ class ApiBackend:
         """audit is GET /v1/audit."""
         return self._get("/v1/audit", since=since, limit=limit)
 
+    def web_link(self) -> dict[str, Any]:
+        """web_link is POST /v1/web/link: a single-use login link to the web view (``metasched web``)."""
+        return self.client.call("POST", "/v1/web/link")
+
     def commit(self, attempt_id: str, token: int, manifest: Any, *, secret: str | None = None) -> dict[str, Any]:
         """commit is POST /v1/attempts/{id}/commit."""
         body = {"token": token, "manifest": manifest, "secret": secret}

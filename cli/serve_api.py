@@ -8,11 +8,12 @@ gets a store connection pool of its own, so a burst of requests never starves th
 from __future__ import annotations
 
 import os
+import socket
 import stat
 from pathlib import Path
 from typing import Any
 
-from meta.service.server import ApiServer, Listen, parse_listen
+from meta.service.server import ApiServer, ApiStartError, Listen, parse_listen
 
 DEFAULT_ROOT_SOCKET = Path("/run/metasched/api.sock")
 DEFAULT_LISTEN = "127.0.0.1:9465"
@@ -43,16 +44,19 @@ def is_socket(path: str) -> bool:
 
 def start_api(
     db_url: str, listen: Listen, *, secrets_root: str, slurm_bin_dir: str | None, munge_socket: str | None = None,
-    registry: Any = None,
+    registry: Any = None, web_key_file: Path | None = None, log_dir: str | None = None,
 ) -> ApiServer:
     """start_api opens the API's own store connection and serves it on ``listen`` (raises ApiStartError).
 
     ``munge_socket`` is the munged that decodes callers' credentials (None: libmunge's default);
-    ``registry`` is the Prometheus registry the API's metrics join (the daemon's), None for none.
+    ``registry`` is the Prometheus registry the API's metrics join (the daemon's), None for none;
+    ``web_key_file`` holds the web view's signing key (created 0600 when missing; None: a random key
+    per process), ``log_dir`` is where jobs of the daemon's user log (the web view shows the path).
     """
     from meta.service.api import Service
     from meta.service.http import create_app
     from meta.service.http_metrics import ApiMetrics
+    from meta.service.web.auth import WebSettings, load_key
     from slurm_bridge.commands import CliSlurmClient
     from slurm_bridge.runner import CommandRunner
     from tenants.associations import AssociationCache
@@ -62,7 +66,26 @@ def start_api(
     associations = AssociationCache(CliSlurmClient(CommandRunner(bin_dir=slurm_bin_dir)))
     authenticator = MungeAuthenticator(socket=munge_socket)
     metrics = ApiMetrics(registry) if registry is not None else None
-    app = create_app(service, authenticator, associations.principal_for, secrets_root=secrets_root, metrics=metrics)
+    try:
+        web = WebSettings(key=load_key(web_key_file), log_dir=log_dir) if web_key_file else WebSettings.ephemeral()
+        web.log_dir = log_dir
+    except (OSError, ValueError) as exc:
+        raise ApiStartError(f"web view key: {exc}") from None
+    app = create_app(service, authenticator, associations.principal_for, secrets_root=secrets_root, metrics=metrics,
+                     web=web)  # fmt: skip
     server = ApiServer(app, listen)
     server.start()
+    web.base_url = web_base_url(server.addresses())
     return server
+
+
+def web_base_url(addresses: list[str]) -> str | None:
+    """web_base_url is the API's TCP address as a browser reaches it (a wildcard host becomes this host's name)."""
+    for address in addresses:
+        if address.startswith("http://"):
+            host_port = address.removeprefix("http://")
+            host, _, port = host_port.rpartition(":")
+            if host in ("0.0.0.0", "[::]"):
+                host = socket.getfqdn()
+            return f"http://{host}:{port}"
+    return None

@@ -131,7 +131,7 @@ def serve(
     api = None
     if not (no_api or once):
         api = _start_api(service.db.url, files.state_dir, api_socket, api_listen, secrets_root, slurm_bin_dir,
-                         munge_socket, metrics)
+                         munge_socket, metrics, str(files.log_dir))
     config = DaemonConfig(
         period_s=period,
         leader_lease_s=leader_lease,
@@ -148,7 +148,12 @@ def serve(
         config.holder = holder
     daemon = Daemon(service.db, client, config, metrics)
     if once:
-        echo_json(daemon.period().__dict__)
+        report = daemon.period()
+        # launches stream behind the period: one period on its own waits for them before it exits
+        daemon.settle_launches(max(60.0, 4 * submit_timeout))
+        report.launched += len(daemon.launches.progress().launched)
+        daemon.close_launches()
+        echo_json(report.__dict__)
         return
     if metrics_port:
         metrics.serve(metrics_port, metrics_address)
@@ -170,7 +175,7 @@ def serve(
 
 def _start_api(
     db_url: str, state_dir: Path, api_socket: str | None, api_listen: str, secrets_root: str,
-    slurm_bin_dir: str | None, munge_socket: str | None, metrics: Metrics,
+    slurm_bin_dir: str | None, munge_socket: str | None, metrics: Metrics, log_dir: str | None = None,
 ) -> ApiServer:
     """_start_api serves the API beside the cycle (every replica, leader or standby); a bad address exits 2."""
     if munge_socket is not None and not is_socket(munge_socket):
@@ -185,7 +190,8 @@ def _start_api(
         fail("--api-socket off and --api-listen off leave the API nowhere to listen: use --no-api", EXIT_USAGE)
     try:
         return start_api(db_url, listen, secrets_root=secrets_root, slurm_bin_dir=slurm_bin_dir,
-                         munge_socket=munge_socket, registry=metrics.registry)
+                         munge_socket=munge_socket, registry=metrics.registry,
+                         web_key_file=state_dir / "web-key", log_dir=log_dir)
     except ApiStartError as exc:
         fail(f"cannot start the API: {exc}", EXIT_ERROR)
         raise  # unreachable: fail exits

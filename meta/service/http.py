@@ -32,6 +32,8 @@ from meta.service.http_guard import DEFAULT_MAX_BODY_BYTES, ASGIApp, RequestGuar
 from meta.service.http_metrics import ApiMetrics, MetricsMiddleware
 from meta.service.operations import MAX_LIST, Operations
 from meta.service.queue_view import MAX_QUEUE_ROWS
+from meta.service.web.auth import WebAuth, WebSettings
+from meta.service.web.routes import router as web_router
 from tenants.auth import Authenticator, Identity, Unauthenticated
 from tenants.identity import Principal
 from tenants.secrets import DEFAULT_ROOT
@@ -190,8 +192,12 @@ def create_app(
     secrets_root: str | FsPath = DEFAULT_ROOT,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     metrics: ApiMetrics | None = None,
+    web: WebSettings | None = None,
 ) -> ASGIApp:
-    """create_app builds the API over ``service``: every request bounded, authenticated, then routed (and counted)."""
+    """create_app builds the API over ``service``: every request bounded, authenticated, then routed (and counted).
+
+    ``web``: the web view's key and address (None: a random key, and no login links until a base URL is set).
+    """
     app = FastAPI(
         title="metasched",
         version=_version(),
@@ -204,13 +210,15 @@ def create_app(
     )
     app.state.context = ApiContext(service, principal_for, secrets_root)
     _install_error_handlers(app)
+    app.state.web_auth = WebAuth(web or WebSettings.ephemeral())
     app.include_router(router)
+    app.include_router(web_router)
     on_auth_failure = metrics.auth_failed if metrics is not None else None
     guarded = RequestGuard(app, authenticator, max_body_bytes=max_body_bytes, on_auth_failure=on_auth_failure)
     if metrics is None:
         return guarded
     # the routes' own templates (the app lists the included router as one entry without a path)
-    templates = [*router.routes, *(r for r in app.routes if hasattr(r, "path"))]
+    templates = [*router.routes, *web_router.routes, *(r for r in app.routes if hasattr(r, "path"))]
     return MetricsMiddleware(guarded, metrics, templates)
 
 

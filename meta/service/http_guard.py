@@ -4,8 +4,8 @@ In order: the request target is checked, a request without any credential is ref
 declared body size is checked (413 before a byte of an oversized body is read), the body is
 read up to the bound (a chunked body that grows past it is cut off with 413), and then the
 caller is authenticated over exactly those bytes — the credential binds method, target and
-body — before any route runs. Only ``PUBLIC`` paths skip
-authentication. The route then receives the same body bytes and the ``Identity`` in
+body — before any route runs. Only ``PUBLIC`` paths and the web view's pages (``/web``, which check
+their own session cookie: meta/service/web) skip authentication. The route then receives the same body bytes and the ``Identity`` in
 ``request.state.identity``.
 """
 
@@ -29,6 +29,12 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024  # a 1 MiB job file or script can double when JSON-escaped
 MAX_TARGET_BYTES = 8 * 1024  # path and query: ids, names and a few filters
 PUBLIC = frozenset({"/healthz", "/openapi.json"})
+WEB = "/web"  # the web view's pages: a browser has no MUNGE credential, each page checks its session cookie
+
+
+def is_public(path: str) -> bool:
+    """is_public tells whether ``path`` skips MUNGE authentication (health, schema, the web view's pages)."""
+    return path in PUBLIC or path == WEB or path.startswith(WEB + "/")
 
 
 def request_target(scope: Scope) -> str:
@@ -65,7 +71,7 @@ class RequestGuard:
         if len(target) > self.max_target_bytes:
             await _refuse(send, 414, "InvalidRequest", f"request target longer than {self.max_target_bytes} bytes")
             return
-        public = scope["path"] in PUBLIC
+        public = is_public(scope["path"])
         header = _header(scope, b"authorization")
         if not public and not (header or "").strip():
             # no credential at all: refused before a byte of the body is read, in the authenticator's words

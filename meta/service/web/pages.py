@@ -1,0 +1,170 @@
+"""The web view's page bodies: data from ``meta.service.web.data`` and the API's views, as escaped markup."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from meta.service.web.data import ClusterMap, History, NodeView, TenantRow
+from meta.service.web.render import badge, bar, color_of, esc, link, sparkline, state_badge, table, when
+
+
+def _node(node: NodeView, tenants: Sequence[str], stranded: bool) -> str:
+    """_node is one node's card: a square per GPU coloured by the tenant holding it."""
+    squares = []
+    for holding in node.holdings:
+        who = f"{holding.tenant} {holding.job or ''} {holding.user or ''}".strip()
+        squares += [f'<span class="gpu held" style="background:{color_of(holding.tenant, tenants)}" '
+                    f'title="{esc(who)}"></span>'] * holding.gpus  # fmt: skip
+    free_class = "gpu stranded" if stranded else "gpu"
+    squares += [f'<span class="{free_class}" title="free"></span>'] * node.free
+    squares += ['<span class="gpu" style="background:#999" title="unavailable"></span>'] * (node.gpus - node.held - node.free)
+    jobs = ", ".join(link(f"/web/jobs/{h.job}", h.job) if h.job else esc(h.tenant) for h in node.holdings) or "-"
+    state = "" if node.state == "up" else " " + badge(node.state, "bad" if node.state == "down" else "warn")
+    return (f'<div class="node {esc(node.state)}"><strong>{esc(node.name)}</strong>{state}'
+            f'<span class="muted"> {node.held}/{node.gpus} held</span>'
+            f'<div class="gpus">{"".join(squares)}</div><div class="muted">{jobs}</div></div>')  # fmt: skip
+
+
+def cluster_body(cmap: ClusterMap, tenants: Sequence[str]) -> str:
+    """cluster_body is the cluster map: GPU types, their switches, each node's GPUs and holders, and fragmentation."""
+    frag = cmap.fragmentation
+    stranded_total = int(frag.get("stranded_gpus") or 0)
+    legend = "".join(f'<span><span class="swatch" style="background:{color_of(t, tenants)}"></span>{esc(t)}</span>'
+                     for t in tenants)  # fmt: skip
+    legend += ('<span><span class="swatch" style="background:#dfe6ee"></span>free</span>'
+               '<span><span class="swatch gpu stranded"></span>stranded (free, no waiting shape fits)</span>')
+    parts = [f'<div class="box legend">{legend}</div>']
+    for gpu_type, switches in cmap.groups.items():
+        nodes = [n for group in switches.values() for n in group]
+        total, free = sum(n.gpus for n in nodes), sum(n.free for n in nodes)
+        parts.append(f"<h2>{esc(gpu_type)} <span class=\"muted\">— {total} GPUs, {free} free, "
+                     f"{total - free} held or unavailable</span></h2><div>")  # fmt: skip
+        for switch, group in switches.items():
+            cards = "".join(_node(n, tenants, stranded_total > 0) for n in group)
+            spine = group[0].spine if group else "-"
+            parts.append(f'<div class="switch"><div class="muted">switch <strong>{esc(switch)}</strong>'
+                         f' (under {esc(spine)})</div><div class="grid">{cards}</div></div>')  # fmt: skip
+        parts.append("</div>")
+    if not cmap.groups:
+        parts.append('<p class="muted">no inventory yet: no daemon has read Slurm\'s nodes (is `metasched serve` running?)</p>')
+    largest = frag.get("largest_placeable_gang_gpus")
+    parts.append("<h2>Fragmentation (last cycle)</h2>" + table(
+        ["free GPUs", "stranded GPUs", "largest gang placeable now (GPUs)", "free by type", "cycle at", "inventory at"],
+        [[esc(frag.get("free_gpus", "-")), esc(frag.get("stranded_gpus", "-")),
+          esc(largest if not isinstance(largest, dict) else ", ".join(f"{k}: {v}" for k, v in largest.items())),
+          esc(", ".join(f"{k}: {v}" for k, v in (frag.get("free_by_type") or {}).items()) or "-"),
+          when(cmap.cycle_at), when(cmap.inventory_at)]],
+    ))  # fmt: skip
+    return "".join(parts)
+
+
+def queues_body(rows: Sequence[TenantRow], hist: History, tenants: Sequence[str]) -> str:
+    """queues_body is each tenant's waiting and running work, fair share against usage, and 24 h sparklines."""
+    body = []
+    for r in rows:
+        ratio = r.ratio
+        kind = "ok" if ratio is None or ratio <= 1.05 else "warn" if ratio <= 2 else "bad"
+        name = f"<strong>{esc(r.name)}</strong>" + (" " + badge("yours") if r.mine else "")
+        quotas = ", ".join(f"{k}={v}" for k, v in r.guaranteed.items()) or "-"
+        limits = ", ".join(f"{k}={v}" for k, v in r.limits.items()) or "-"
+        body.append([
+            name, str(r.waiting), str(r.running), str(r.held_gpus), f"{r.weight:g}",
+            f"{bar(r.fair_share, color=color_of(r.name, tenants))} {r.fair_share:.0%}",
+            f"{bar(r.usage_share, color=color_of(r.name, tenants))} {r.usage_share:.0%}",
+            badge("-" if ratio is None else f"{ratio:.2f}", kind), esc(quotas), esc(limits),
+            sparkline(hist.gpus.get(r.name, [0.0] * len(hist.pending)), color=color_of(r.name, tenants),
+                      label=f"{r.name} GPUs held"),
+        ])  # fmt: skip
+    headers = ["tenant", "waiting tasks", "running tasks", "GPUs held", "weight", "fair share", "usage share",
+               "usage / share", "guaranteed", "limits", "GPUs held, last 24 h"]  # fmt: skip
+    note = (f'<p class="muted">Fair share: the tenant\'s Slurm Fairshare over all tenants\'. Usage share: its decayed '
+            f"GPU-seconds over all tenants' (the scheduler's half-life). Sparklines: mean GPUs held per "
+            f"{(hist.end - hist.start).total_seconds() / 60 / max(1, len(hist.pending)):.0f}-minute bucket, from "
+            f"the attempts' start and end times, {when(hist.start)} to {when(hist.end)} UTC, each scaled to its peak.</p>")
+    pending = sparkline(hist.pending, width=480, height=48, label="pending tasks")
+    return (table(headers, body, numeric=(1, 2, 3, 4), empty="no tenants yet") + note
+            + f"<h2>Pending tasks, every tenant, last 24 h</h2><div class=\"box\">{pending}"
+            f'<div class="muted">mean of the cycle records in each bucket (peak {max(hist.pending or [0]):.0f})</div></div>')
+
+
+def jobs_body(jobs: Sequence[dict[str, Any]]) -> str:
+    """jobs_body lists the newest jobs the caller may see, each linking to its page."""
+    rows = [[link(f"/web/jobs/{j['short_id']}", j["short_id"]), esc(j["name"]), esc(j["tenant"]), esc(j["kind"]),
+             state_badge(j["state"]), esc(" ".join(f"{k}:{v}" for k, v in j["tasks"].items())), when(j["submitted_at"])]
+            for j in jobs]  # fmt: skip
+    return table(["job", "name", "tenant", "kind", "state", "tasks", "submitted (UTC)"], rows, empty="no jobs you may see")
+
+
+def job_body(status: dict[str, Any], explain: dict[str, Any], logs: dict[str, str], ahead: int,
+             decisions: str | None) -> str:  # fmt: skip
+    """job_body is one job: summary, why it waits and what would help, its tasks' attempts with log paths, history."""
+    spec = status["spec"]
+    summary = table(["", ""], [
+        ["job", f"<code>{esc(status['short_id'])}</code> <span class=\"muted\">{esc(status['id'])}</span>"],
+        ["name", esc(status["name"])], ["tenant / queue", esc(f"{status['tenant']} / {status['queue']}")],
+        ["kind / priority", esc(f"{status['kind']} / {status['priority_class']}")],
+        ["state", state_badge(status["state"])], ["submitted", when(status["submitted_at"])],
+        ["resources", esc(_resources(spec))],
+    ])  # fmt: skip
+    why = [[esc(t["task"]), esc(t["name"]), state_badge(t["state"]), badge(t["code"] or "-", "warn" if t["code"] else ""),
+            esc(t["message"]), esc(t["remedy"] or "-"),
+            (link(f"/web/jobs/{t['blocking_job']}", t["blocking_job"]) if t.get("blocking_job") else "-")
+            + (f" ({esc(t['blocking_tenant'])})" if t.get("blocking_tenant") else ""), when(t.get("at"))]
+           for t in explain["tasks"]]  # fmt: skip
+    ahead_line = (f'<p>{ahead} job(s) of {esc(status["tenant"])} with a waiting task were submitted before this one.</p>'
+                  if status["state"] == "pending" else "")
+    record = (f"<p>{decisions}</p>" if decisions else
+              '<p class="muted">No decision log in this version: the typed reason above is the last cycle\'s '
+              "verdict (<code>metasched explain</code>).</p>")
+    attempts = [[esc(task["index"]), esc(a["number"]), state_badge(a["state"]), esc(a["slurm_job_id"] or "-"),
+                 esc(", ".join(a["nodes"]) or "-"), when(a["started_at"]), when(a["ended_at"]),
+                 esc("-" if a["exit_code"] is None else a["exit_code"]), esc(a["failure_category"] or a["reason"] or ""),
+                 f"<code>{esc(logs.get(a['id'], '-'))}</code>"]
+                for task in status["task_list"] for a in task["attempts"]]  # fmt: skip
+    recent = [[when(t["at"]), esc(t["entity"]), esc(f"{t['from_state']} → {t['to_state']}"), esc(t["reason"]),
+               esc(t["actor"])] for t in status["recent_transitions"]]  # fmt: skip
+    return (f'<div class="box kv">{summary}</div>'
+            "<h2>Why it waits, and what would make it run</h2>"
+            + table(["task", "name", "state", "reason", "message", "what would help", "ahead of it", "since"], why)
+            + ahead_line + record
+            + "<h2>Attempts</h2>"
+            + table(["task", "#", "state", "Slurm id", "nodes", "started", "ended", "exit", "why", "log"], attempts,
+                    empty="no attempt yet")
+            + "<h2>Recent transitions</h2>" + table(["at (UTC)", "entity", "move", "reason", "actor"], recent))  # fmt: skip
+
+
+def _resources(spec: dict[str, Any]) -> str:
+    """_resources is the job's shape in one line (gang size or partitions, GPUs and type, time limit)."""
+    res = spec.get("resources") or {}
+    count = spec.get("workers") or spec.get("partitions") or 1
+    count = len(count) if isinstance(count, list) else count
+    gpus = f"{res.get('gpus', 0)} × {res.get('gpu_type') or 'any'} GPU"
+    return f"{count} × ({gpus}), time limit {spec.get('time_limit', '-')}"
+
+
+def admin_body(rows: Sequence[TenantRow], audit_lines: Sequence[dict[str, Any]]) -> str:
+    """admin_body is every tenant's settings and the audit trail's newest lines."""
+    tenants = [[esc(r.name), f"{r.weight:g}", esc(", ".join(f"{k}={v}" for k, v in r.guaranteed.items()) or "-"),
+                esc(", ".join(f"{k}={v}" for k, v in r.limits.items()) or "-"), str(r.held_gpus),
+                f"{r.usage_gpu_s / 3600:.1f}", str(r.waiting), str(r.running)] for r in rows]  # fmt: skip
+    lines = [[when(a["at"]), esc(a["actor"]), esc(a["action"]), esc(a["tenant"] or "-"), esc(a["subject"]),
+              f"<code>{esc(_detail(a['detail']))}</code>"] for a in audit_lines]  # fmt: skip
+    return ("<h2>Tenants</h2>" + table(["tenant", "weight", "guaranteed", "limits", "GPUs held", "decayed usage (GPU-h)",
+                                        "waiting tasks", "running tasks"], tenants, numeric=(1, 4, 5, 6, 7))
+            + f"<h2>Audit trail (newest {len(lines)})</h2>"
+            + table(["at (UTC)", "actor", "action", "tenant", "subject", "detail"], lines))  # fmt: skip
+
+
+def _detail(detail: dict[str, Any]) -> str:
+    text = ", ".join(f"{k}={v}" for k, v in detail.items())
+    return text if len(text) <= 200 else text[:199] + "…"
+
+
+def message_body(message: str, hint: str = "") -> str:
+    """message_body is a short explanation (signed out, link refused, not found) with a hint."""
+    return f'<div class="box"><p>{esc(message)}</p>{f"<p>{hint}</p>" if hint else ""}</div>'
+
+
+SIGN_IN_HINT = ("Run <code>metasched web</code> on a login node: it prints a link, valid for 10 minutes, that signs you "
+                "in here. From another machine, forward the port first: <code>ssh -L 9465:127.0.0.1:9465 login-node</code>.")
