@@ -70,6 +70,10 @@ class SchedulerConfig:
     # Reclaiming a guarantee preempts only when running work would not free room within this
     # long anyway (0 = preempt at once): a victim's lost work and requeue buy little otherwise.
     reclaim_patience_s: float = 0.0
+    # A job whose dependency can never be satisfied (afterok on a job that failed, ...) is cancelled
+    # when it did not say --kill-on-invalid-dep itself: Slurm's SchedulerParameters=kill_invalid_depend.
+    # Off by default, as in Slurm: the job waits with reason DependencyNeverSatisfied.
+    kill_invalid_depend: bool = False
 
     def gpu_cost(self, gpu_type: str | None) -> float:
         """gpu_cost is the fair-share weight of one GPU of ``gpu_type``."""
