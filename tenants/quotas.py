@@ -9,7 +9,8 @@ set by admins and audited. Every view says where each setting comes from.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -18,7 +19,7 @@ from meta.model.durations import utcnow
 from meta.model.errors import Forbidden, InvalidRequest, NotFound
 from meta.store import audit
 from meta.store.models import Tenant, TenantUsage
-from meta.store.tenant_shares import sources_of
+from meta.store.tenant_shares import SLURM, SUBMIT_SYNCED, sources_of
 from meta.store.upsert import insert_ignore
 from tenants.identity import Principal
 from tenants.names import check_tenant_name
@@ -37,6 +38,8 @@ class TenantView:
     limits: dict[str, int]
     decayed_gpu_seconds: float
     sources: dict[str, str]  # weight / guaranteed / limits -> "slurm" | "metasched"
+    # pending-job limits and submit rate as set (absent: none / the service's default), with their sources
+    submit_limits: dict[str, Any] = field(default_factory=dict)
 
 
 class SlurmOwnedSetting(InvalidRequest):
@@ -62,8 +65,9 @@ def set_tenant(
     weight: float | None = None,
     guaranteed: dict[str, int] | None = None,
     limits: dict[str, int] | None = None,
+    submit: dict[str, float | None] | None = None,
 ) -> TenantView:
-    """set_tenant creates or updates a tenant; given quota maps replace the old ones."""
+    """set_tenant creates or updates a tenant; given quota maps replace the old ones, ``submit`` items (None: unset) merge."""
     check_tenant_name(name)
     if weight is not None and weight <= 0:
         raise InvalidRequest("a fair-share weight must be positive")
@@ -84,12 +88,22 @@ def set_tenant(
     if limits is not None:
         tenant.limits = limits
         sources.pop("limits", None)
+    if submit:
+        merged = dict(tenant.submit_limits or {})
+        for key, value in submit.items():
+            if value is None:
+                merged.pop(key, None)
+            else:
+                merged[key] = value
+            sources.pop(key, None)
+        tenant.submit_limits = merged or None
     if sources != (tenant.sources or {}):
         tenant.sources = sources or None
     session.flush()
     view = _view(session, tenant)
     audit.record(
-        session, actor, "tenant.set", name, tenant=name, weight=view.weight, guaranteed=view.guaranteed, limits=view.limits
+        session, actor, "tenant.set", name, tenant=name, weight=view.weight, guaranteed=view.guaranteed, limits=view.limits,
+        **({"submit_limits": dict(tenant.submit_limits or {})} if submit else {}),
     )
     return view
 
@@ -102,19 +116,21 @@ def admin_set_tenant(
     guaranteed: dict[str, int] | None = None,
     weight: float | None = None,
     limits: dict[str, int] | None = None,
+    submit: dict[str, float | None] | None = None,
 ) -> TenantView:
-    """admin_set_tenant is ``tenant set`` for a caller: admins only, guarantees only (weights and limits are Slurm's)."""
+    """admin_set_tenant is ``tenant set`` for a caller: admins only; guarantees and the submit limits Slurm does not set."""
     if not principal.may_admin():
         raise Forbidden("only an admin (Slurm AdminLevel Operator or Administrator, or root) may change tenants")
     check_tenant_name(name)
     if weight is not None or limits is not None:
         raise SlurmOwnedSetting(slurm_command_hint(name, weight, limits))
     current = session.get(Tenant, name)
+    check_submit_limits(name, submit or {}, (current.sources or {}) if current is not None else {})
     for gpu_type, amount in (guaranteed or {}).items():
         limit = (current.limits or {}).get(gpu_type) if current is not None else None
         if limit is not None and limit < amount:
             raise InvalidRequest(f"{gpu_type}: the guarantee {amount} is above Slurm's limit {limit} (GrpTRES)")
-    return set_tenant(session, name, actor=principal.name, guaranteed=guaranteed)
+    return set_tenant(session, name, actor=principal.name, guaranteed=guaranteed, submit=submit)
 
 
 def slurm_command_hint(name: str, weight: float | None, limits: dict[str, int] | None) -> str:
@@ -132,6 +148,26 @@ def slurm_command_hint(name: str, weight: float | None, limits: dict[str, int] |
     else:
         what = "the GPU limits of {name} are set in Slurm (the account's GrpTRES)"
     return f"{what.format(name=name)}: run sacctmgr modify account where name={name} set {' '.join(settings)}"
+
+
+SUBMIT_SETTINGS = {"max_pending": "GrpSubmitJobs", "max_pending_per_user": "MaxSubmitJobs", "rate": "", "burst": ""}
+
+
+def check_submit_limits(name: str, submit: dict[str, float | None], sources: dict[str, str]) -> None:
+    """check_submit_limits refuses unknown or out-of-range submit settings and those Slurm's association sets."""
+    for key, value in submit.items():
+        if key not in SUBMIT_SETTINGS:
+            raise InvalidRequest(f"unknown submit limit {key!r}: use {', '.join(SUBMIT_SETTINGS)}")
+        if key in SUBMIT_SYNCED and sources.get(key) == SLURM:
+            slurm = SUBMIT_SETTINGS[key]
+            raise SlurmOwnedSetting(f"{key} of {name} is set in Slurm (the account's {slurm}): run sacctmgr modify "
+                                    f"account where name={name} set {slurm}={'-1' if value is None else int(value)}")
+        if value is None:
+            continue
+        if key == "rate" and not 0 < value <= 1e6:
+            raise InvalidRequest("a submit rate is more than 0 and at most 1,000,000 jobs per second")
+        if key != "rate" and (value != int(value) or not (1 if key == "burst" else 0) <= value <= 10**9):
+            raise InvalidRequest(f"{key} is a whole number of jobs ({'1' if key == 'burst' else '0'} to 1,000,000,000)")
 
 
 def list_tenants(session: Session) -> list[TenantView]:
@@ -156,4 +192,13 @@ def _view(session: Session, tenant: Tenant) -> TenantView:
         limits=dict(tenant.limits or {}),
         decayed_gpu_seconds=usage.decayed_gpu_seconds if usage else 0.0,
         sources=sources_of(tenant),
+        submit_limits=_submit_view(tenant),
     )
+
+
+def _submit_view(tenant: Tenant) -> dict[str, Any]:
+    """_submit_view is a tenant's submit limits as set, with where each pending-job limit comes from."""
+    stored = dict(tenant.submit_limits or {})
+    sources = tenant.sources or {}
+    where = {key: sources.get(key, "metasched") for key in SUBMIT_SYNCED if key in stored}
+    return {**stored, "sources": where} if where else stored

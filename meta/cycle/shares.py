@@ -62,4 +62,8 @@ class SharesSync:
 def to_shares(account: AccountShares) -> SlurmShares:
     """to_shares turns an account's association into the settings metasched stores."""
     weight = float(account.fairshare) if account.fairshare else None  # parent or 0: no weight of its own
-    return SlurmShares(account=account.account, weight=weight, limits=dict(account.gpu_limits))
+    return SlurmShares(
+        account=account.account, weight=weight, limits=dict(account.gpu_limits),
+        max_pending=account.grp_submit_jobs, max_pending_per_user=account.max_submit_jobs,
+        user_max_pending=dict(account.user_max_submit_jobs),
+    )  # fmt: skip

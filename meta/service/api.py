@@ -9,6 +9,7 @@ it. Another tenant's job is NotFound, never Forbidden: its existence does not le
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -31,6 +32,7 @@ from meta.model.spec import AnySpec, spec_hash
 from meta.model.states import JobState, TaskState
 from meta.service.feasibility import InventoryFeasibility
 from meta.service.submission import NewJob, store_jobs
+from meta.service.submit_gate import SubmitGate
 from meta.service.views import JobStatus, JobSummary, TaskView, TransitionView, task_counts
 from meta.store import audit
 from meta.store.db import Database, resolve_url
@@ -57,9 +59,13 @@ class SubmitResult:
 class Service:
     """Service is the Python API of metasched over one database."""
 
-    def __init__(self, db: Database, feasibility: FeasibilityCheck | None = None):
+    def __init__(
+        self, db: Database, feasibility: FeasibilityCheck | None = None, gate: SubmitGate | None = None
+    ) -> None:
         self.db = db
         self.feasibility = feasibility
+        # the API's per-tenant submit limits (meta/service/submit_gate.py); None: none (local mode, tools)
+        self.gate = gate
 
     @classmethod
     def open(cls, url: str | None = None, *, migrate: bool = True) -> Service:
@@ -107,7 +113,8 @@ class Service:
             if problem:
                 raise Unschedulable(problem)
         fingerprint = spec_hash(spec)
-        return self._unit(lambda s: _submit(s, spec, fingerprint, idempotency_key, principal, submit_dir))
+        store = lambda: [self._unit(lambda s: _submit(s, spec, fingerprint, idempotency_key, principal, submit_dir))]  # noqa: E731
+        return self._gated(principal, [spec], store)[0]
 
     def submit_many(
         self,
@@ -134,8 +141,25 @@ class Service:
                 raise Unschedulable(f"job {index} of the batch: {problem}")
             key = f"{idempotency_key}/{index}" if idempotency_key is not None else None
             wanted.append(NewJob(spec, spec_hash(spec), key))
-        stored = self._unit(lambda s: store_jobs(s, wanted, principal, submit_dir, utcnow()))
-        return [SubmitResult(one.job, one.created) for one in stored]
+        return self._gated(principal, specs, lambda: [
+            SubmitResult(one.job, one.created)
+            for one in self._unit(lambda s: store_jobs(s, wanted, principal, submit_dir, utcnow()))
+        ])  # fmt: skip
+
+    def _gated(
+        self, principal: Principal, specs: Sequence[AnySpec], store: Callable[[], list[SubmitResult]]
+    ) -> list[SubmitResult]:
+        """_gated stores through the submit gate: admitted (or refused) first, the reservation settled after."""
+        if self.gate is None:
+            return store()
+        admission = self.gate.admit(principal.name, Counter(spec.tenant for spec in specs))
+        try:
+            results = store()
+        except BaseException:
+            self.gate.release(admission)
+            raise
+        self.gate.settle(admission, Counter(r.job.tenant for r in results if r.created))
+        return results
 
     # --- reads ------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ job is a 404, never a 403: its existence does not leak.
 from __future__ import annotations
 
 import logging
+import math
 from typing import Any
 
 from sqlalchemy.exc import OperationalError, SQLAlchemyError
@@ -25,6 +26,7 @@ from meta.model.errors import (
 from meta.model.limits import clip
 from meta.model.spec import SpecError
 from meta.model.states import IllegalTransition
+from meta.service.submit_gate import SubmitLimitExceeded, SubmitRateLimited, SubmitRefused
 from tenants.associations import AccountingUnavailable
 from tenants.auth import Unauthenticated
 from tenants.munge import MungeUnavailable
@@ -43,6 +45,9 @@ _STATUS: tuple[tuple[type[BaseException], int], ...] = (
     (SpecError, 400),
     (InvalidRequest, 400),
     (Unschedulable, 422),
+    # a tenant over its submit rate may retry after Retry-After; over its pending-job limit, once jobs end
+    (SubmitRateLimited, 429),
+    (SubmitLimitExceeded, 403),
     (Forbidden, 403),
     (NotFound, 404),
     (StaleFencingToken, 409),
@@ -65,6 +70,12 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any]]:
         message = f"invalid job spec: {shown}" + (f" (and {more} more)" if more > 0 else "")
         problems = [clip(problem, MAX_MESSAGE_CHARS) for problem in exc.problems[:100]]
         return 400, error_body("SpecError", message, problems=problems)
+    if isinstance(exc, SubmitRefused):
+        refusal = exc.refusal
+        wait = None if refusal.retry_after_s is None else round(refusal.retry_after_s, 3)
+        return (429 if isinstance(exc, SubmitRateLimited) else 403), error_body(
+            type(exc).__name__, str(exc), reason=refusal.reason, retry_after_s=wait
+        )
     for kind, status in _STATUS:
         if isinstance(exc, kind):
             return status, error_body(type(exc).__name__, str(exc) or type(exc).__name__)
@@ -79,3 +90,10 @@ def describe(exc: BaseException) -> tuple[int, dict[str, Any]]:
         return 500, error_body("InternalError", "database error (see the service log)")
     log.error("internal error answering a request", exc_info=exc)
     return 500, error_body("InternalError", f"internal error: {type(exc).__name__} (see the service log)")
+
+
+def error_headers(exc: BaseException) -> dict[str, str]:
+    """error_headers are an error answer's headers: ``Retry-After`` (whole seconds, rounded up) for a rate refusal."""
+    if isinstance(exc, SubmitRateLimited) and exc.refusal.retry_after_s is not None:
+        return {"Retry-After": str(max(1, math.ceil(exc.refusal.retry_after_s)))}
+    return {}

@@ -7,7 +7,8 @@ comes from and ``tenant set`` can refuse to change it. A change is audited (acto
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from sqlalchemy.orm import Session
 
@@ -20,6 +21,8 @@ SLURM = "slurm"
 METASCHED = "metasched"
 SYNCED = ("weight", "limits")  # the settings Slurm owns; guarantees stay metasched's
 SETTINGS = ("weight", "guaranteed", "limits")
+# submit limits Slurm owns when its association sets them (GrpSubmitJobs, MaxSubmitJobs); else metasched's
+SUBMIT_SYNCED = ("max_pending", "max_pending_per_user")
 
 
 @dataclass(frozen=True)
@@ -29,6 +32,9 @@ class SlurmShares:
     account: str
     weight: float | None
     limits: dict[str, int]
+    max_pending: int | None = None  # GrpSubmitJobs
+    max_pending_per_user: int | None = None  # the account's MaxSubmitJobs
+    user_max_pending: dict[str, int] = field(default_factory=dict)  # each user association's MaxSubmitJobs
 
 
 def sources_of(tenant: Tenant) -> dict[str, str]:
@@ -47,7 +53,8 @@ def apply_slurm_shares(session: Session, shares: list[SlurmShares]) -> list[str]
         )
         tenant = session.get(Tenant, share.account, populate_existing=True)
         assert tenant is not None
-        before = None if created else {"weight": tenant.weight, "limits": dict(tenant.limits or {})}
+        before = None if created else {"weight": tenant.weight, "limits": dict(tenant.limits or {}),
+                                       "submit_limits": dict(tenant.submit_limits or {})}  # fmt: skip
         sources = dict(tenant.sources or {})
         if share.weight is not None:
             tenant.weight = share.weight
@@ -56,7 +63,10 @@ def apply_slurm_shares(session: Session, shares: list[SlurmShares]) -> list[str]
             sources.pop("weight", None)  # Slurm says nothing: the stored weight is metasched's again
         tenant.limits = dict(share.limits)
         sources["limits"] = SLURM
-        after = {"weight": tenant.weight, "limits": dict(tenant.limits)}
+        submit = _submit_limits(tenant.submit_limits or {}, sources, share)
+        if submit != (tenant.submit_limits or {}):
+            tenant.submit_limits = submit or None
+        after = {"weight": tenant.weight, "limits": dict(tenant.limits), "submit_limits": submit}
         if sources != (tenant.sources or {}):
             tenant.sources = sources
         if tenant.slurm_account != share.account:
@@ -64,6 +74,27 @@ def apply_slurm_shares(session: Session, shares: list[SlurmShares]) -> list[str]
         if after != before:
             changed.append(share.account)
             audit.record(session, SLURM, "tenant.sync", share.account, tenant=share.account,
-                         weight=after["weight"], limits=after["limits"])
+                         weight=after["weight"], limits=after["limits"], **({"submit_limits": submit} if submit else {}))
     session.flush()
     return changed
+
+
+def _submit_limits(stored: dict[str, Any], sources: dict[str, str], share: SlurmShares) -> dict[str, Any]:
+    """_submit_limits is the tenant's submit limits with Slurm's applied (``sources`` updated in place).
+
+    A limit Slurm sets wins and is marked ``slurm``; one Slurm no longer sets falls back to none
+    (metasched's own setting was replaced when Slurm's arrived). Per-user limits are Slurm's alone.
+    """
+    limits = dict(stored)
+    for key, value in (("max_pending", share.max_pending), ("max_pending_per_user", share.max_pending_per_user)):
+        if value is not None:
+            limits[key] = value
+            sources[key] = SLURM
+        elif sources.get(key) == SLURM:
+            limits.pop(key, None)
+            sources.pop(key)
+    if share.user_max_pending:
+        limits["users"] = dict(sorted(share.user_max_pending.items()))
+    else:
+        limits.pop("users", None)
+    return limits

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from meta.model.limits import is_slurm_name
@@ -21,7 +21,10 @@ def parse_qos_names(text: str) -> list[str]:
 
 # The fields of the two association reads, in the order the parsers expect them.
 USER_FIELDS = ("User", "DefaultAccount", "AdminLevel", "Coordinators", "Cluster", "Account")
-ACCOUNT_FIELDS = ("Cluster", "Account", "User", "Fairshare", "GrpTRES", "ParentName")
+ACCOUNT_FIELDS = (
+    "Cluster", "Account", "User", "Fairshare", "GrpTRES", "ParentName", "GrpSubmitJobs", "MaxSubmitJobs",
+)  # fmt: skip
+_ACCOUNT_FIELDS_BEFORE_LIMITS = 6  # captures made before the submit limits were read (issue 16)
 # a passwd name: no separators sacctmgr would split on (',', '=', '|', spaces), not an option
 _USER_NAME = re.compile(r"[A-Za-z0-9_.$@][A-Za-z0-9_.$@-]{0,127}")
 _ADMIN_LEVELS = {"none": "None", "operator": "Operator", "administrator": "Administrator"}
@@ -53,6 +56,10 @@ class AccountShares:
     fairshare: int | None  # None: "parent" (the account shares its parent's) or unset
     gpu_limits: dict[str, int]  # gres/gpu:<type>=N -> {type: N}; gres/gpu=N -> {"*": N}
     grp_tres: str  # as sacctmgr prints it
+    grp_submit_jobs: int | None = None  # the account's pending + running jobs, all users (None: no limit)
+    max_submit_jobs: int | None = None  # each user's, as the account sets it (Slurm copies it to its users)
+    # each user association's own MaxSubmitJobs (inherited ones included: sacctmgr shows them on the user)
+    user_max_submit_jobs: dict[str, int] = field(default_factory=dict)
 
 
 def user_associations_args(user: str | None = None) -> list[str]:
@@ -97,11 +104,21 @@ def parse_user_associations(text: str) -> list[UserAssociations]:
 
 
 def parse_account_shares(text: str) -> list[AccountShares]:
-    """parse_account_shares keeps the account rows (empty User) of ``show assoc``: Fairshare and GrpTRES."""
+    """parse_account_shares reads ``show assoc``: each account's Fairshare, GrpTRES and submit limits.
+
+    User rows give only their MaxSubmitJobs (their share inside the account is not the tenant's).
+    Lines of the older six-field read (no submit limits) are accepted too.
+    """
     shares = []
-    for cluster, account, user, fairshare, grp_tres, parent in _rows(text, len(ACCOUNT_FIELDS), "show assoc"):
+    users: dict[tuple[str, str], dict[str, int]] = {}
+    for fields in _share_rows(text):
+        cluster, account, user, fairshare, grp_tres, parent = fields[:_ACCOUNT_FIELDS_BEFORE_LIMITS]
+        grp_submit, max_submit = (fields[6:] + ["", ""])[:2]
         if user:
-            continue  # a user's association: its own share inside the account, not the tenant's
+            limit = _count(max_submit, "MaxSubmitJobs")
+            if limit is not None:
+                users.setdefault((cluster, account), {})[user] = limit
+            continue
         shares.append(
             AccountShares(
                 cluster=cluster,
@@ -110,9 +127,30 @@ def parse_account_shares(text: str) -> list[AccountShares]:
                 fairshare=_fairshare(fairshare),
                 gpu_limits=gpu_limits(grp_tres),
                 grp_tres=grp_tres,
+                grp_submit_jobs=_count(grp_submit, "GrpSubmitJobs"),
+                max_submit_jobs=_count(max_submit, "MaxSubmitJobs"),
             )
         )
+    for share in shares:
+        share.user_max_submit_jobs.update(users.get((share.cluster, share.account), {}))
     return shares
+
+
+def _share_rows(text: str) -> list[list[str]]:
+    """_share_rows splits ``show assoc`` output of the current read or the older six-field one."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    older = len(first.split("|")) <= _ACCOUNT_FIELDS_BEFORE_LIMITS + 1  # (+1: a trailing separator)
+    width = _ACCOUNT_FIELDS_BEFORE_LIMITS if older else len(ACCOUNT_FIELDS)
+    return _rows(text, width, "show assoc")
+
+
+def _count(text: str, what: str) -> int | None:
+    """_count reads a job-count limit: a number, or empty for none."""
+    if text == "":
+        return None
+    if not text.isascii() or not text.isdigit():
+        raise SlurmParseError(f"sacctmgr show assoc: bad {what} {text[:40]!r}")
+    return int(text)
 
 
 def gpu_limits(grp_tres: str) -> dict[str, int]:

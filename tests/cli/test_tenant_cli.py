@@ -41,6 +41,7 @@ def test_set_then_list_shows_guarantees_with_their_sources(run) -> None:
         "guaranteed": {"a100": 8},
         "limits": {},
         "decayed_gpu_seconds": 0.0,
+        "submit_limits": {},
     }
     assert tenant["sources"]["guaranteed"] == "metasched"
 
