@@ -23,6 +23,7 @@ from tests.cluster_gate import require_cluster
 DEFAULT_PG_URL = "postgresql+psycopg://metasched:metasched@127.0.0.1:5432/metasched_test"
 _TABLES = (
     "audit_events",
+    "decisions",
     "inventory",
     "partition_commits",
     "checkpoints",

@@ -42,6 +42,7 @@ from meta.config.period import DEFAULT_PERIOD_S
 from meta.cycle.actuate import SUBMIT_PARALLEL, ActuationResult, Actuator
 from meta.cycle.apply import apply_plan
 from meta.cycle.cancellers import CancellerLookup
+from meta.cycle.decision_log import DecisionLog, DecisionLogSettings
 from meta.cycle.health import NodeWatch, evict_from_unusable_nodes
 from meta.cycle.holds import HoldSync, desired_holds
 from meta.cycle.inventory import InventoryReader, effective_nodes, held_per_node
@@ -93,6 +94,7 @@ class DaemonConfig:
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     launch: LaunchSettings = field(default_factory=LaunchSettings)
     reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)
+    decisions: DecisionLogSettings = field(default_factory=DecisionLogSettings)
 
 
 @dataclass
@@ -176,6 +178,7 @@ class Daemon:
         self.leadership: Leadership | None = None
         self.reasons = ReasonMemo()  # what this leader stored as each waiting task's reason
         self.pending_view = PendingView()  # each waiting task described once, again only when it changes
+        self.decision_log = DecisionLog(config.decisions)  # what each cycle decided and why, bounded
         self._started_at = utcnow()  # deadline outcomes count jobs that ended since this replica started
 
     # --- the loop ------------------------------------------------------------------------------
@@ -311,7 +314,7 @@ class Daemon:
             )
         if poison:
             self._quarantine(poison)
-        plan = schedule(snapshot, self.config.scheduler)
+        plan = schedule(snapshot, self.config.scheduler, record=self.decision_log.record)
         plan.inventory_version = inventory.version
         duration = time.perf_counter() - t0
         job_of_task = {t.task_id: t.job_id for t in snapshot.pending}
@@ -329,6 +332,9 @@ class Daemon:
                 job_of_task=job_of_task,
                 memo=self.reasons,
             )
+            self.decision_log.write(session, plan, cycle=result.cycle_id, at=started_at, epoch=self.leadership.epoch,
+                                    skipped=result.skipped, preempting=result.preempting)  # fmt: skip
+            self.decision_log.prune(session, started_at, time.monotonic())
         self.reasons.committed(plan.reasons, self.leadership.epoch)
         runtime = {t.task_id: t.runtime_estimate_s for t in snapshot.pending}
         self.holds.sync(desired_holds(plan.held, runtime, started_at), started_at)

@@ -312,6 +312,27 @@ class AuditEvent(Base):
     detail: Mapped[dict[str, Any]] = mapped_column(JSONText, default=dict)
 
 
+class DecisionRow(Base):
+    """DecisionRow is one decision on record (place, preempt, hold) or a cycle's context; append-only, bounded."""
+
+    __tablename__ = "decisions"
+    __table_args__ = (
+        Index("ix_decisions_kind_at", "kind", "at"),
+        Index("ix_decisions_job", "job_id"),
+        Index("ix_decisions_other_job", "other_job"),
+    )
+    id: Mapped[int] = mapped_column(BigInteger().with_variant(Integer, "sqlite"), primary_key=True, autoincrement=True)
+    cycle: Mapped[int] = mapped_column(Integer)
+    at: Mapped[datetime] = mapped_column(UTCDateTime)
+    epoch: Mapped[int] = mapped_column(Integer)
+    kind: Mapped[str] = mapped_column(String(16))  # place, preempt, hold, cycle
+    task_id: Mapped[str | None] = mapped_column(String(36))  # placed / beneficiary / held task
+    job_id: Mapped[str | None] = mapped_column(String(36))
+    tenant: Mapped[str | None] = mapped_column(String(128))
+    other_job: Mapped[str | None] = mapped_column(String(36))  # preempt: the victim's job
+    record: Mapped[dict[str, Any]] = mapped_column(JSONText)  # key, reason, alternatives, detail (or context)
+
+
 class ImmutableRowError(Exception):
     """ImmutableRowError is raised when code tries to change a row that is write-once."""
 
@@ -320,6 +341,7 @@ class ImmutableRowError(Exception):
 @event.listens_for(Transition, "before_update")
 @event.listens_for(PartitionCommit, "before_update")
 @event.listens_for(AuditEvent, "before_update")
+@event.listens_for(DecisionRow, "before_update")
 def _refuse_update(mapper: Any, connection: Any, target: Any) -> None:
     raise ImmutableRowError(f"{type(target).__name__} rows are write-once")
 
