@@ -3,11 +3,14 @@
 Rules (the same table is in ``msbatch --help`` and the report):
 
 Kind
-  ``--array`` makes an InferenceSpec (``--kind`` may only repeat ``inference``);
-  ``--kind`` chooses otherwise; without either, every job is a TrainingSpec (``workers=1``
-  for one node) — a multi-node job can only be training, and a single-node sbatch job is a
-  non-preemptible, run-to-completion job, which is what TrainingSpec is. ``--kind=inference``
-  needs ``--array``; inference and evaluation jobs run on one node (``-N 1``).
+  ``--kind`` chooses; without it every job is a TrainingSpec (``workers=1`` for one node) — a
+  multi-node job can only be training, and a single-node sbatch job is a non-preemptible,
+  run-to-completion job, which is what TrainingSpec is. ``--kind=inference`` needs ``--array``
+  (its indexes are the partitions); inference and evaluation jobs run on one node (``-N 1``).
+
+Arrays (``--array`` of a training or evaluation job)
+  ``array`` = the indexes (sorted, unique, as Slurm) and ``%N`` as ``max_parallel``: one job
+  whose tasks are the elements, each of the job's own kind (an array never becomes inference).
 
 Identity
   tenant = ``-A/--account`` (required); name = ``-J/--job-name``, else the script's file name
@@ -25,7 +28,7 @@ Per worker (per node, or per array task)
 Training
   workers = ``-N/--nodes`` (a range only when its ends agree).
 
-Inference (``--array``)
+Inference (``--kind=inference --array``)
   partitions = the array indexes as strings (sorted, unique, as Slurm); ``%N`` → max_parallel;
   output = the directory of ``--output`` (``%x`` expanded; other ``%`` patterns in the directory
   fall back, with a note), else ``<cwd>/msbatch-out/<name>``.
@@ -122,12 +125,8 @@ def _parse_kind(text: str) -> JobKind:
 
 def job_kind(options: Options, nodes: int) -> JobKind:
     """job_kind applies the kind rules of the module docstring."""
-    explicit = parsed(options.get("kind"), _parse_kind)
-    array = options.get("array")
-    if array and explicit not in (None, JobKind.INFERENCE):
-        raise SbatchError([f"{array.where()} makes an inference job; it cannot be --kind={explicit}"])
-    kind = JobKind.INFERENCE if array else explicit or JobKind.TRAINING
-    if kind is JobKind.INFERENCE and not array:
+    kind = parsed(options.get("kind"), _parse_kind) or JobKind.TRAINING
+    if kind is JobKind.INFERENCE and not options.get("array"):
         raise SbatchError(["--kind=inference needs --array (one input partition per array index)"])
     if kind is not JobKind.TRAINING and nodes > 1:
         raise SbatchError([f"--nodes={nodes}: an {kind} job runs on one node; only training spans nodes"])
@@ -300,6 +299,17 @@ def inference_fields(options: Options, name: str, cwd: str) -> tuple[dict[str, A
     return fields, notes
 
 
+def array_fields(options: Options) -> dict[str, Any]:
+    """array_fields is the ``array`` of a training or evaluation job given ``--array`` ({} without it)."""
+    array = parsed(options.get("array"), parse_array)
+    if array is None:
+        return {}
+    fields: dict[str, Any] = {"indexes": list(array.indexes)}
+    if array.max_parallel is not None:
+        fields["max_parallel"] = array.max_parallel
+    return {"array": fields}
+
+
 # --- the whole translation ------------------------------------------------------------------
 
 
@@ -308,10 +318,10 @@ def kind_fields(
 ) -> tuple[dict[str, Any], list[str]]:
     """kind_fields are the fields only one kind has (workers, partitions, output)."""
     if kind is JobKind.TRAINING:
-        return {"workers": nodes}, []
+        return {"workers": nodes, **array_fields(options)}, []
     if kind is JobKind.INFERENCE:
         return inference_fields(options, name, cwd)
-    return {}, []
+    return array_fields(options), []
 
 
 def translate(options: Options, submission: Submission, *, validate: bool = True) -> Translation:

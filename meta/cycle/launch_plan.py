@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from meta.config.paths import default_log_dir
+from meta.cycle.array_launch import array_env, array_output_fields
 from meta.cycle.snapshot import placement_shares
 from meta.model.kinds import JobKind
 from meta.model.resources import ResourceVector
@@ -84,6 +85,7 @@ def launch_request(
     if isinstance(spec, InferenceSpec):
         # scripts written for sbatch arrays read the partition from SLURM_ARRAY_TASK_ID
         env.setdefault("SLURM_ARRAY_TASK_ID", task.name)
+    env.update(array_env(job, task, spec))
     log = f"{settings.log_dir.rstrip('/')}/{job.short_id}/{attempt.id}.out"
     checkpoint = spec.checkpoint if isinstance(spec, TrainingSpec) else None
     common = {
@@ -114,6 +116,7 @@ def launch_request(
         "api_address": settings.api_address,
         "attempt_secret": attempt_secret,
     }
+    common.update(array_output_fields(job, task, spec, common))
     if len(groups) <= 1:
         workers, members = next(iter(groups.items())) if groups else (1, [])
         per_node = members[0][1] if members else spec.worker_resources()

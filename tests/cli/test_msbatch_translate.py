@@ -42,7 +42,9 @@ def _error(tmp_path: Path, directives: list[str], *argv: str) -> str:
         pytest.param(["-A t", "-N 4"], [], TrainingSpec, 4, id="multi-node-is-training"),
         pytest.param(["-A t"], ["--kind=evaluation"], EvaluationSpec, None, id="kind-evaluation"),
         pytest.param(["-A t", "--kind=evaluation"], [], EvaluationSpec, None, id="kind-in-a-directive"),
-        pytest.param(["-A t", "--array=0-3"], [], InferenceSpec, None, id="array-is-inference"),
+        pytest.param(["-A t", "--array=0-3"], [], TrainingSpec, 1, id="array-is-training"),
+        pytest.param(["-A t", "-N 2", "--array=0-3"], [], TrainingSpec, 2, id="array-of-gangs"),
+        pytest.param(["-A t", "--array=0-3"], ["--kind=evaluation"], EvaluationSpec, None, id="array-of-evaluations"),
         pytest.param(
             ["-A t", "--array=0-3"], ["--kind", "inference"], InferenceSpec, None, id="array-kind-agree"
         ),
@@ -61,15 +63,14 @@ def test_kind_rules(
     ("directives", "argv", "want_message"),
     [
         pytest.param(
-            ["-A t", "--array=1-2"], ["--kind=training"], "makes an inference job", id="array-vs-kind"
-        ),
-        pytest.param(
             ["-A t"], ["--kind=inference"], "--kind=inference needs --array", id="inference-no-array"
         ),
         pytest.param(
             ["-A t", "-N 2"], ["--kind=evaluation"], "only training spans nodes", id="multinode-eval"
         ),
-        pytest.param(["-A t", "-N 2", "--array=1-2"], [], "only training spans nodes", id="multinode-array"),
+        pytest.param(
+            ["-A t", "-N 2", "--array=1-2"], ["--kind=inference"], "only training spans nodes", id="multinode-array"
+        ),
         pytest.param(
             ["-A t", "--kind=serving"], [], "invalid --kind=serving (in #SBATCH line 3)", id="bad-kind"
         ),
@@ -193,15 +194,22 @@ def test_time_defaults_to_the_spec_default(tmp_path: Path) -> None:
 def test_inference_output(
     tmp_path: Path, directives: list[str], want_output: str, want_note: str | None
 ) -> None:
-    translation = _run(tmp_path, ["-A t", "--array=0-1", *directives])
+    translation = _run(tmp_path, ["-A t", "--array=0-1", "--kind=inference", *directives])
     assert isinstance(translation.spec, InferenceSpec)
     assert translation.spec.output == want_output
     if want_note:
         assert any(want_note in note for note in translation.notes)
 
 
-def test_array_partitions_and_max_parallel(tmp_path: Path) -> None:
-    spec = _run(tmp_path, ["-A t", "--array=1,3,5%2"]).spec
+def test_an_array_is_one_job_of_its_own_kind_with_one_task_per_index(tmp_path: Path) -> None:
+    spec = _run(tmp_path, ["-A t", "--array=0-5:2,9%2"]).spec
+    assert isinstance(spec, TrainingSpec) and spec.array is not None
+    assert (spec.array.indexes, spec.array.max_parallel) == ((0, 2, 4, 9), 2)
+    assert (spec.task_names(), spec.throttle(), spec.workers_per_task()) == (["0", "2", "4", "9"], 2, 1)
+
+
+def test_inference_array_partitions_and_max_parallel(tmp_path: Path) -> None:
+    spec = _run(tmp_path, ["-A t", "--array=1,3,5%2", "--kind=inference"]).spec
     assert isinstance(spec, InferenceSpec)
     assert (spec.partitions, spec.max_parallel, spec.task_names()) == (("1", "3", "5"), 2, ["1", "3", "5"])
 
