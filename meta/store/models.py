@@ -183,6 +183,22 @@ class Attempt(Base):
         return [share["node"] for share in self.placement]
 
 
+class AdoptedJob(Base):
+    """AdoptedJob links a metasched job to the plain sbatch job it adopted (one row per Slurm job, ever)."""
+
+    __tablename__ = "adopted_jobs"
+    __table_args__ = (
+        UniqueConstraint("slurm_job_id", "slurm_submitted_at", name="uq_adopted_jobs_slurm_job"),
+        Index("ix_adopted_jobs_slurm_job_id", "slurm_job_id"),
+    )
+    job_id: Mapped[str] = mapped_column(String(36), ForeignKey("jobs.id"), primary_key=True)
+    slurm_job_id: Mapped[str] = mapped_column(String(32))
+    # Slurm reuses job ids after its state is wiped: the id and its submit time name one job
+    slurm_submitted_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    partition: Mapped[str] = mapped_column(String(128))
+    adopted_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class Transition(Base):
     """Transition is one append-only line of history: who moved what, from where to where, why."""
 
