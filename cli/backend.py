@@ -51,6 +51,10 @@ class Backend(Protocol):
         """explain is why a job's tasks wait."""
         ...
 
+    def explain_history(self, ref: str, limit: int = 20) -> dict[str, Any]:
+        """explain_history is what ran before a job while it waited."""
+        ...
+
     def outputs(self, ref: str) -> dict[str, Any]:
         """outputs is a job's committed outputs."""
         ...

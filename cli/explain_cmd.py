@@ -1,6 +1,8 @@
-"""``metasched explain JOB``: why each of a job's tasks waits, from the last cycle."""
+"""``metasched explain JOB``: why each of a job's tasks waits, from the last cycle; ``--history``: what ran before it."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import click
 
@@ -11,11 +13,20 @@ from cli.output import echo_json, echo_table, short_time
 
 @click.command()
 @click.argument("job")
+@click.option("--history", is_flag=True, help="What ran before JOB while it waited, and why (the decision log).")
+@click.option("--limit", default=20, show_default=True, type=click.IntRange(1, 200), help="Rows of --history.")
 @click.option("--json", "as_json", is_flag=True)
 @pass_state
 @handle_errors
-def explain(state: CliState, job: str, as_json: bool) -> None:
+def explain(state: CliState, job: str, history: bool, limit: int, as_json: bool) -> None:
     """Explain why JOB's tasks wait: one typed reason each, and what would make them run."""
+    if history:
+        result = state.backend().explain_history(job, limit)
+        if as_json:
+            echo_json(result)
+        else:
+            _print_history(result)
+        return
     result = state.backend().explain(job)
     if as_json:
         echo_json(result)
@@ -28,3 +39,35 @@ def explain(state: CliState, job: str, as_json: bool) -> None:
             for i in result["tasks"]
         ],
     )
+
+
+def _key(key: dict[str, Any] | None) -> str:
+    """_key renders an order key compactly: tier/class, share, age, slack."""
+    if not key:
+        return "-"
+    tier = key["class"] if key["tier"] == "class" else f"{key['tier']} ({key['class']})"
+    slack = f" slack {key['slack_s']:.0f}s" if key.get("slack_s") is not None else ""
+    group = {True: " guaranteed", False: " borrowing"}.get(key.get("guaranteed"), "")
+    return f"{tier}{group} share {key['share']:.3f} age {key['age_s']:.0f}s{slack}"
+
+
+def _print_history(result: dict[str, Any]) -> None:
+    """_print_history prints what ran before the job and what touched it, newest first."""
+    until = "still waiting" if result["waiting"] else f"until {short_time(result['until'])}"
+    shown = len(result["ran_before"])
+    click.echo(f"job {result['job']} ({result['tenant']}): waiting since {short_time(result['since'])}, {until}; "
+               f"{result['placed_while_waiting']} other placements meanwhile (newest {shown} shown)")  # fmt: skip
+    echo_table(
+        ["CYCLE", "AT", "RAN", "TENANT", "ITS KEY", "YOUR KEY", "WHY IT WENT FIRST"],
+        [[r["cycle"], short_time(r["at"]), r["job"], r["tenant"], _key(r["key"]),
+          _key(r["your_key"]) + (" (rebuilt)" if r["your_key_source"] == "rebuilt" else ""), r["why"]]
+         for r in result["ran_before"]],
+    )  # fmt: skip
+    if result["touching"]:
+        click.echo("")
+        echo_table(
+            ["CYCLE", "AT", "DECISION", "WHAT", "OTHER JOB", "REASON"],
+            [[t["cycle"], short_time(t["at"]), t["decision"], t["what"],
+              f"{t['other']['job']} ({t['other']['tenant']})" if t.get("other") else "-", t["reason"]]
+             for t in result["touching"]],
+        )  # fmt: skip

@@ -66,6 +66,10 @@ class ApiBackend:
         """explain is GET /v1/jobs/{ref}/explain."""
         return self._get(f"/v1/jobs/{segment(ref)}/explain")
 
+    def explain_history(self, ref: str, limit: int = 20) -> dict[str, Any]:
+        """explain_history is GET /v1/jobs/{ref}/explain/history."""
+        return self._get(f"/v1/jobs/{segment(ref)}/explain/history?limit={int(limit)}")
+
     def outputs(self, ref: str) -> dict[str, Any]:
         """outputs is GET /v1/jobs/{ref}/outputs."""
         return self._get(f"/v1/jobs/{segment(ref)}/outputs")

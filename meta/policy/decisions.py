@@ -48,7 +48,7 @@ class OrderKey:
     def to_json(self) -> dict[str, Any]:
         """to_json is the key as stored: floats rounded, names short."""
         return {"tier": self.tier, "class": self.priority_class, "rank": self.rank, "guaranteed": self.guaranteed,
-                "position": round(self.position, 4), "submit_key": round(self.submit_key, 1),
+                "position": round(self.position, 6), "submit_key": round(self.submit_key, 3),
                 "share": round(self.share, 4), "usage": round(self.usage, 1), "age_s": round(self.age_s, 1),
                 "slack_s": None if self.slack_s is None else round(self.slack_s, 1)}  # fmt: skip
 
@@ -152,13 +152,14 @@ def why_won(winner: OrderKey, loser: OrderKey, config: SchedulerConfig | None = 
         return (f"higher priority class: {winner.priority_class} ({winner.rank}) vs "
                 f"{loser.priority_class} ({loser.rank})")
     horizon = config.fair_share_horizon_s if config else 0.0
-    if winner.position != loser.position:
-        if horizon is None:
-            return f"lower fair share: {winner.share:.3f} vs {loser.share:.3f}"
-        return (f"earlier in line: submit time + {config.short_job_weight if config else 10:g} x runtime"
-                f"{f' + {horizon:g} s x share' if horizon else ''} is {_s(winner.position - loser.position)}"
-                f" ahead (share {winner.share:.3f} vs {loser.share:.3f})")
-    return "same place in line: it was submitted earlier (or its id sorts first)"
+    if horizon is None and winner.share != loser.share:
+        return f"lower fair share: {winner.share:.3f} vs {loser.share:.3f}"
+    ahead = loser.position - winner.position
+    if horizon is not None and ahead >= 1.0:
+        weight = config.short_job_weight if config else 10.0
+        return (f"earlier in line by {_s(ahead)}: submit time + {weight:g} x runtime"
+                f"{f' + {horizon:g} s x share' if horizon else ''} (share {winner.share:.3f} vs {loser.share:.3f})")
+    return "same place in line: it was submitted first (or its id sorts first)"
 
 
 def _s(seconds: float | None) -> str:

@@ -1,0 +1,105 @@
+"""``explain --history``: two jobs compete under a real daemon period (fake Slurm, real store); the loser's history names the winner and why."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    from fastapi.testclient import TestClient
+
+from cli.main import cli
+from meta.cycle.daemon import Daemon, DaemonConfig
+from meta.cycle.launch_plan import LaunchSettings
+from meta.service.api import Service
+from meta.service.http import create_app
+from meta.store.models import Job, Task
+from tests.api_support import ALICE, BOB, ROOT, TestAuthenticator, principal_for
+from tests.conftest import sqlite_database
+from tests.runtime.fake_slurm import FakeSlurm, sinfo_node
+from tests.runtime.support import submit, training
+
+SECRET_NAME = "bobs-private-model-name"
+
+
+@pytest.fixture
+def api(service: Service, tmp_path: Path) -> Iterator[TestClient]:
+    """api is a TestClient over the app on an empty store (SQLite and PostgreSQL)."""
+    with TestClient(create_app(service, TestAuthenticator(), principal_for, secrets_root=tmp_path / "s")) as client:
+        yield client
+
+
+def _compete(service: Service, tmp_path: Path) -> tuple[str, str]:
+    """_compete submits alice's 2 h job, then bob's 30 min one, for one 2-GPU node; one period: bob's runs.
+
+    The shipped order merges tenants by submit time + 10 x runtime, so the later, shorter job goes first.
+    """
+    loser, _ = submit(service, training("alices-job", tenant="tenant-a", time_limit="2h"))
+    winner, _ = submit(service, training(SECRET_NAME, tenant="tenant-b", time_limit="30m"))
+    config = DaemonConfig(period_s=0.0, leader_lease_s=60.0, holder="history", submit_timeout_s=0.0,
+                          launch=LaunchSettings(log_dir=str(tmp_path / "logs")))  # fmt: skip
+    daemon = Daemon(service.db, FakeSlurm([sinfo_node("node1", gpus=2)]), config)
+    assert daemon.period().placed == 1
+    daemon.period()  # a second cycle: the loser waits again, the winner is no longer pending
+    return _short(service, winner), _short(service, loser)
+
+
+def _short(service: Service, job_id: str) -> str:
+    with service.db.session() as session:
+        return session.get(Job, job_id).short_id
+
+
+def _get(api: TestClient, path: str, who: str) -> Any:
+    return api.get(path, headers={"Authorization": who})
+
+
+def test_losers_history_names_the_winner_and_why(api: TestClient, service: Service, tmp_path: Path) -> None:
+    winner, loser = _compete(service, tmp_path)
+    response = _get(api, f"/v1/jobs/{loser}/explain/history", ALICE)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["job"] == loser and body["waiting"] and body["placed_while_waiting"] == 1
+    (ran,) = body["ran_before"]
+    assert (ran["job"], ran["tenant"], ran["your_key_source"], ran["backfilled"]) == (winner, "tenant-b", "recorded",
+                                                                                       False)
+    assert ran["why"].startswith("earlier in line by 15.0 h: submit time + 10 x runtime")  # 10 x 1.5 h shorter
+    assert ran["key"]["submit_key"] + 15 * 3600 - 1 < ran["your_key"]["submit_key"]
+    assert ran["key"]["class"] == ran["your_key"]["class"] == "training"
+    # other tenants' jobs are named as explain names them: short id and tenant, nothing else
+    with service.db.session() as session:
+        hidden = [session.get(Job, j).id for j in session.scalars(Job.__table__.select().with_only_columns(Job.id))]
+        hidden += list(session.scalars(Task.__table__.select().with_only_columns(Task.id)))
+    text = json.dumps(body)
+    assert SECRET_NAME not in text and not any(h in text for h in hidden)
+
+
+def test_winners_history_and_tenant_isolation(api: TestClient, service: Service, tmp_path: Path) -> None:
+    winner, loser = _compete(service, tmp_path)
+    assert _get(api, f"/v1/jobs/{loser}/explain/history", BOB).status_code == 404  # not bob's tenant
+    assert _get(api, f"/v1/jobs/{winner}/explain/history", ALICE).status_code == 404
+    body = _get(api, f"/v1/jobs/{winner}/explain/history", BOB).json()
+    assert body["ran_before"] == [] and not body["waiting"]
+    (placed,) = [t for t in body["touching"] if t["decision"] == "place"]
+    assert placed["what"] == "placed" and placed["detail"]["nodes"] == ["node1"]
+    admin = _get(api, f"/v1/jobs/{loser}/explain/history?limit=1", ROOT).json()
+    assert [r["job"] for r in admin["ran_before"]] == [winner]
+
+
+def test_cli_history_in_local_mode(tmp_path: Path) -> None:
+    store = tmp_path / "store.sqlite"
+    service = Service(sqlite_database(store))
+    winner, loser = _compete(service, tmp_path)
+    service.db.dispose()
+    env = {"METASCHED_DB": f"sqlite:///{store}", "METASCHED_TENANT": None, "METASCHED_DEBUG": None}
+    result = CliRunner().invoke(cli, ["explain", loser, "--history"], env=env, prog_name="metasched")
+    assert result.exit_code == 0, result.output
+    assert "WHY IT WENT FIRST" in result.stdout and winner in result.stdout and "earlier in line by" in result.stdout
+    result = CliRunner().invoke(cli, ["explain", loser, "--history", "--json"], env=env, prog_name="metasched")
+    assert json.loads(result.stdout)["ran_before"][0]["job"] == winner
