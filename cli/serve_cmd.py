@@ -19,9 +19,11 @@ from cli.state_dir import STATE_ENV, prepare_daemon_files
 from meta.config.paths import default_state_dir
 from meta.config.policy_file import PolicyFileError, load_policy_config
 from meta.cycle.daemon import Daemon, DaemonConfig
+from meta.cycle.decision_log import DecisionLogSettings
 from meta.cycle.launch_plan import LaunchSettings
 from meta.cycle.metrics import Metrics
 from meta.cycle.reconcile import ReconcileSettings
+from meta.model.durations import parse_duration_s
 from meta.policy.config import SchedulerConfig
 from meta.service.server import ApiServer, ApiStartError
 from slurm_bridge.commands import CliSlurmClient
@@ -91,6 +93,12 @@ from tenants.secrets import DEFAULT_ROOT
     help="METASCHED_API given to jobs, for their commit, checkpoint and secret calls (default: this "
     "replica's Unix socket, else its TCP listener; on a multi-node cluster, an address the nodes reach).",
 )
+@click.option("--decision-retention", default="7d", show_default=True,
+              help="How long the decision log keeps rows (e.g. 12h, 7d; 'off' = no age bound).")
+@click.option("--decision-max-rows", default=1_000_000, show_default=True, type=click.IntRange(0),
+              help="Most rows the decision log keeps, newest first (0 = no count bound).")
+@click.option("--decision-alternatives", default=3, show_default=True, type=click.IntRange(0, 20),
+              help="Alternatives recorded per decision, of each kind (0 = no decision log).")
 @click.option("--log-level", default="INFO", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 @pass_state
 @handle_errors
@@ -118,6 +126,9 @@ def serve(
     no_api: bool,
     munge_socket: str | None,
     job_api: str | None,
+    decision_retention: str,
+    decision_max_rows: int,
+    decision_alternatives: int,
     log_level: str,
 ) -> None:
     """Run the scheduler daemon and the API until SIGTERM or SIGINT."""
@@ -143,6 +154,7 @@ def serve(
         ),  # fmt: skip
         reconcile=ReconcileSettings(unknown_window_s=unknown_window, lost_grace_s=lost_grace),
         scheduler=scheduler,
+        decisions=_decision_settings(decision_retention, decision_max_rows, decision_alternatives),
     )
     if holder:
         config.holder = holder
@@ -205,6 +217,18 @@ def _check_job_api(address: str | None) -> None:
         ApiClient(address)
     except BadAddress as exc:
         fail(f"bad --job-api: {exc}", EXIT_USAGE)
+
+
+def _decision_settings(retention: str, max_rows: int, alternatives: int) -> DecisionLogSettings:
+    """_decision_settings reads the decision log's flags (a bad retention is a usage error)."""
+    age: float | None = None
+    if retention.strip().lower() not in ("off", "none", "0"):
+        try:
+            age = parse_duration_s(retention)
+        except ValueError as exc:
+            fail(f"bad --decision-retention: {exc}", EXIT_USAGE)
+    return DecisionLogSettings(enabled=alternatives > 0, alternatives=alternatives, max_age_s=age,
+                               max_rows=max_rows or None)  # fmt: skip
 
 
 def _scheduler_config(path: str | None) -> SchedulerConfig:
