@@ -67,6 +67,14 @@ class Backend(Protocol):
         """cancel stops a job."""
         ...
 
+    def hold(self, ref: str) -> dict[str, Any]:
+        """hold keeps a waiting job from being scheduled."""
+        ...
+
+    def release(self, ref: str) -> dict[str, Any]:
+        """release lets a held job be scheduled."""
+        ...
+
     def retry(self, ref: str, task: int | None = None) -> list[dict[str, Any]]:
         """retry re-queues failed or cancelled tasks."""
         ...

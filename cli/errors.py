@@ -49,10 +49,13 @@ def _prog() -> str:
 
 
 def refuse_submission(exc: BaseException) -> None:
-    """refuse_submission exits with sbatch's line when a submit was refused for its account; returns otherwise."""
+    """refuse_submission exits with sbatch's line when a submit was refused for its account or dependency; returns otherwise."""
     invalid = loaded_class("tenants.identity", "InvalidAccount")  # local mode raises it in this process
     if (isinstance(exc, ApiError) and exc.error == "InvalidAccount") or (invalid and isinstance(exc, invalid)):
         fail(f"{SUBMISSION_FAILED}: {INVALID_ACCOUNT}", EXIT_USAGE)
+    dependency = loaded_class("meta.model.errors", "DependencyProblem")
+    if (isinstance(exc, ApiError) and exc.error == "DependencyProblem") or (dependency and isinstance(exc, dependency)):
+        fail(f"{SUBMISSION_FAILED}: Job dependency problem", EXIT_USAGE)
 
 
 def loaded_class(module: str, name: str) -> type | None:

@@ -17,6 +17,7 @@ from cli.audit_cmd import audit_cmd
 from cli.checkpoint_cmd import checkpoint_group
 from cli.context import CliState
 from cli.explain_cmd import explain
+from cli.hold_cmd import hold, release
 from cli.job_cmd import job_group
 from cli.jobs_cmd import cancel, list_jobs, retry, status, submit
 from cli.outputs_cmd import commit_cmd, outputs
@@ -101,6 +102,8 @@ for command in (
     status,
     list_jobs,
     cancel,
+    hold,
+    release,
     retry,
     explain,
     outputs,

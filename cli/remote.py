@@ -82,6 +82,14 @@ class ApiBackend:
         """cancel is POST /v1/jobs/{ref}/cancel."""
         return self._send("POST", f"/v1/jobs/{segment(ref)}/cancel")
 
+    def hold(self, ref: str) -> dict[str, Any]:
+        """hold is POST /v1/jobs/{ref}/hold."""
+        return self._send("POST", f"/v1/jobs/{segment(ref)}/hold")
+
+    def release(self, ref: str) -> dict[str, Any]:
+        """release is POST /v1/jobs/{ref}/release."""
+        return self._send("POST", f"/v1/jobs/{segment(ref)}/release")
+
     def retry(self, ref: str, task: int | None = None) -> list[dict[str, Any]]:
         """retry is POST /v1/jobs/{ref}/retry."""
         return self._send("POST", f"/v1/jobs/{segment(ref)}/retry", {"task": task})

@@ -43,6 +43,7 @@ from meta.cycle.actuate import SUBMIT_PARALLEL, ActuationResult, Actuator
 from meta.cycle.apply import apply_plan
 from meta.cycle.cancellers import CancellerLookup
 from meta.cycle.decision_log import DecisionLog, DecisionLogSettings
+from meta.cycle.gates import apply_gates, cancel_doomed
 from meta.cycle.health import NodeWatch, evict_from_unusable_nodes
 from meta.cycle.holds import HoldSync, desired_holds
 from meta.cycle.inventory import InventoryReader, effective_nodes, held_per_node
@@ -312,12 +313,20 @@ class Daemon:
                 quarantine=poison,
                 view=self.pending_view,
             )
+            # held, dependent and not-yet-begun jobs wait before the policy, with their reason
+            gated = apply_gates(session, snapshot.pending, self.specs, started_at, self.config.scheduler.kill_invalid_depend)
+        snapshot = replace(snapshot, pending=tuple(gated.open))
         if poison:
             self._quarantine(poison)
+        if gated.doomed:
+            with self.db.session() as session:
+                fence(session, self.leadership)
+                cancel_doomed(session, gated.doomed)
         plan = schedule(snapshot, self.config.scheduler, record=self.decision_log.record)
+        plan.reasons.update(gated.reasons)
         plan.inventory_version = inventory.version
         duration = time.perf_counter() - t0
-        job_of_task = {t.task_id: t.job_id for t in snapshot.pending}
+        job_of_task = {t.task_id: t.job_id for t in snapshot.pending} | gated.job_of_task
         with self.db.session() as session:
             accrue(session, self.config.scheduler, started_at)
             result = apply_plan(

@@ -38,6 +38,13 @@ class InvalidRequest(MetaschedError):
     exit_code = 2
 
 
+class DependencyProblem(InvalidRequest):
+    """DependencyProblem: a --dependency names a job that does not exist or that the caller may not see (sbatch's words)."""
+
+    def __init__(self, message: str = "Job dependency problem") -> None:
+        super().__init__(message)
+
+
 class Unschedulable(MetaschedError):
     """Unschedulable: no node of the cluster could ever run this spec (rejected at submit)."""
 

@@ -31,6 +31,7 @@ from meta.model.limits import clip, printable, submit_dir_problem
 from meta.model.spec import AnySpec, spec_hash
 from meta.model.states import JobState, TaskState
 from meta.service.feasibility import InventoryFeasibility
+from meta.service.job_holds import hold_job, release_job
 from meta.service.submission import NewJob, store_jobs
 from meta.service.submit_gate import SubmitGate
 from meta.service.views import JobStatus, JobSummary, TaskView, TransitionView, task_counts
@@ -212,6 +213,27 @@ class Service:
                 session, principal.name, "job.retry", job.short_id, tenant=job.tenant, tasks=[t.index for t in retried]
             )
             return retried
+
+        return self._unit(work)
+
+    def hold(self, job_ref: str, principal: Principal = ADMIN) -> JobStatus:
+        """hold keeps a waiting job from being scheduled (JobHeldUser; JobHeldAdmin when an admin holds it)."""
+        return self._holding(job_ref, principal, hold_job, "hold")
+
+    def release(self, job_ref: str, principal: Principal = ADMIN) -> JobStatus:
+        """release lets a held job be scheduled again (an admin's hold yields to admins only)."""
+        return self._holding(job_ref, principal, release_job, "release")
+
+    def _holding(
+        self, job_ref: str, principal: Principal, change: Callable[[Session, Job, Principal], None], what: str
+    ) -> JobStatus:
+        """_holding applies a hold or a release for a caller allowed to act on the job (as for cancel)."""
+
+        def work(session: Session) -> JobStatus:
+            job = _find_job(session, job_ref, principal)
+            require_act(principal, job, what)
+            change(session, job, principal)
+            return _status(session, job)
 
         return self._unit(work)
 

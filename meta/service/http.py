@@ -27,7 +27,6 @@ from meta.model.spec import SpecError
 from meta.model.states import IllegalTransition
 from meta.service.api import MAX_BATCH_JOBS, Service
 from meta.service.artifacts import DEFAULT_NODE_MTBF_S
-from meta.service.decision_history import MAX_LIMIT as MAX_HISTORY
 from meta.service.http_errors import describe, error_body
 from meta.service.http_guard import DEFAULT_MAX_BODY_BYTES, ASGIApp, RequestGuard
 from meta.service.http_metrics import ApiMetrics, MetricsMiddleware
@@ -297,11 +296,6 @@ def explain(ref: Ref, ops: Ops) -> JSONResponse:
     """explain is why each task of a job waits."""
     return JSONResponse(ops.explain(ref))
 
-@router.get("/v1/jobs/{ref}/explain/history", tags=["jobs"])
-def explain_history(ref: Ref, ops: Ops, limit: Annotated[int, Query(ge=1, le=MAX_HISTORY)] = 20) -> JSONResponse:
-    """explain_history is what ran before the job while it waited (the decision log), and what held or preempted it."""
-    return JSONResponse(ops.explain_history(ref, limit))
-
 @router.get("/v1/jobs/{ref}/outputs", tags=["jobs"])
 def outputs(ref: Ref, ops: Ops) -> JSONResponse:
     """outputs is an inference job's committed outputs: one manifest per partition."""
@@ -318,6 +312,16 @@ def checkpoints(
 def cancel(ref: Ref, ops: Ops) -> JSONResponse:
     """cancel stops a job (idempotent) and answers its status."""
     return JSONResponse(ops.cancel(ref))
+
+@router.post("/v1/jobs/{ref}/hold", tags=["jobs"])
+def hold(ref: Ref, ops: Ops) -> JSONResponse:
+    """hold keeps a waiting job from being scheduled (JobHeldUser, or JobHeldAdmin by an admin)."""
+    return JSONResponse(ops.hold(ref))
+
+@router.post("/v1/jobs/{ref}/release", tags=["jobs"])
+def release(ref: Ref, ops: Ops) -> JSONResponse:
+    """release lets a held job be scheduled (an admin's hold by admins only)."""
+    return JSONResponse(ops.release(ref))
 
 @router.post("/v1/jobs/{ref}/retry", tags=["jobs"])
 def retry(ref: Ref, ops: Ops, body: RetryRequest | None = None) -> JSONResponse:

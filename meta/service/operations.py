@@ -20,11 +20,9 @@ from meta.model.spec import SpecError, load_spec_text, spec_from_dict
 from meta.model.states import JobState
 from meta.service import artifacts, jobside, secret_admin, tenant_admin
 from meta.service.api import Service
-from meta.service.decision_history import job_history
 from meta.service.explain import explain_job
 from meta.service.queue_view import MAX_QUEUE_ROWS, QueueFilter, parse_codes, queue_rows
 from meta.store import audit
-from meta.store.models import Job
 from tenants.identity import Principal
 from tenants.secrets import DEFAULT_ROOT
 
@@ -146,12 +144,6 @@ class Operations:
         with self.service.db.session() as session:
             return explain_job(session, status.summary.id, status.summary.short_id, status.summary.state)
 
-    def explain_history(self, ref: str, limit: int = 20) -> dict[str, Any]:
-        """explain_history is what ran before the job while it waited, from the decision log."""
-        status = self.service.status(ref, principal=self.principal)  # another tenant's job: not found
-        with self.service.db.session() as session:
-            return job_history(session, session.get(Job, status.summary.id), limit)
-
     def outputs(self, ref: str) -> dict[str, Any]:
         """outputs is the job's committed output manifests, one per partition."""
         status = self.service.status(ref, principal=self.principal)
@@ -170,6 +162,14 @@ class Operations:
     def cancel(self, ref: str) -> dict[str, Any]:
         """cancel stops the job (idempotent) and returns its status."""
         return self.service.cancel(ref, principal=self.principal).to_dict()
+
+    def hold(self, ref: str) -> dict[str, Any]:
+        """hold keeps a waiting job from being scheduled and returns its status."""
+        return self.service.hold(ref, principal=self.principal).to_dict()
+
+    def release(self, ref: str) -> dict[str, Any]:
+        """release lets a held job be scheduled and returns its status."""
+        return self.service.release(ref, principal=self.principal).to_dict()
 
     def retry(self, ref: str, task: int | None = None) -> list[dict[str, Any]]:
         """retry re-queues the failed or cancelled tasks of a job (or only task ``task``)."""

@@ -21,6 +21,7 @@ from meta.model.errors import Conflict
 from meta.model.ids import new_short_job_id, new_uuids
 from meta.model.spec import AnySpec, spec_to_json
 from meta.model.states import TaskState
+from meta.service.dependency_check import check_dependencies
 from meta.service.views import JobSummary, task_counts
 from meta.store.bulk_insert import insert_sharing
 from meta.store.models import Job, JobSpecRow, Queue, Task, Tenant
@@ -87,6 +88,7 @@ def _insert(
     """_insert writes the jobs, their specs and their tasks with one statement per table."""
     if not wanted:
         return []
+    check_dependencies(session, [w.spec for w in wanted], principal)
     for tenant in sorted({w.spec.tenant for w in wanted}):
         insert_ignore(session, Tenant, name=tenant, weight=1.0, guaranteed={}, limits={}, created_at=now)
     for queue in sorted({w.spec.queue for w in wanted}):
@@ -125,4 +127,6 @@ def _job_row(job_id: str, wanted: NewJob, principal: Principal, submit_dir: str 
         "kind": spec.kind.value,
         "priority_class": spec.effective_priority_class().value,
         "idempotency_key": wanted.key,
+        # submitted held (--hold): by an admin it is an admin's hold, as under Slurm
+        "hold": ("admin" if principal.may_admin() else "user") if spec.hold else None,
     }

@@ -455,8 +455,8 @@ def _line(entity: str, entity_id: str, job_id: str, stimulus_id: str, from_state
             "from_state": from_state, "to_state": to_state, "reason": reason, "actor": actor, "at": at}
 
 
-def cancel_job(session: Session, job: Job, actor: str) -> None:
-    """cancel_job marks the job and moves each task toward cancelled (idempotent per job)."""
+def cancel_job(session: Session, job: Job, actor: str, reason: str = "cancelled by user") -> None:
+    """cancel_job marks the job and moves each task toward cancelled (idempotent per job); ``reason`` goes to its waiting tasks."""
     stimulus = f"cancel:{job.id}:{job.version}" if not job.cancel_requested else f"cancel:{job.id}:again"
     if not job.cancel_requested:
         job.cancel_requested = True
@@ -464,7 +464,7 @@ def cancel_job(session: Session, job: Job, actor: str) -> None:
     for task in session.scalars(select(Task).where(Task.job_id == job.id)):
         state = TaskState(task.state)
         if state == TaskState.PENDING:
-            transition_task(session, task.id, TaskState.CANCELLED, stimulus, reason="cancelled by user", actor=actor)
+            transition_task(session, task.id, TaskState.CANCELLED, stimulus, reason=reason, actor=actor)
             continue
         attempt = live_attempt(session, task.id)
         if attempt is None:

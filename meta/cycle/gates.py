@@ -1,0 +1,191 @@
+"""Cycle step 5 (snapshot), the gates: held jobs, unsatisfied dependencies and begin times wait before the policy.
+
+The spec says what a job waits for (``dependency``, ``begin``), the store says whether it is held
+(``jobs.hold``) and how far the jobs it depends on have come. This module reads those few facts
+for the waiting tasks that have a gate at all (most have none: one indexed query for holds and a
+look at each spec), hands them to the pure ``meta.policy.dependencies.gate`` and splits the
+waiting tasks into those the policy may place and those that wait with a typed reason. Jobs whose
+dependency can never be satisfied and that asked for it (``--kill-on-invalid-dep=yes``, or the
+site's ``kill_invalid_depend``) are returned to be cancelled.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Protocol
+
+from sqlalchemy import func, or_, select
+from sqlalchemy.orm import Session
+
+from meta.model.spec import AnySpec
+from meta.model.states import JobState, TaskState, derive_job_state
+from meta.policy.dependencies import Gates, ObservedJob, Phase, gate
+from meta.policy.plan import PendingReason
+from meta.policy.snapshot import PendingTask
+from meta.store import audit
+from meta.store.lifecycle import cancel_job
+from meta.store.models import Attempt, Job, Task
+
+_IN_CHUNK = 500  # references per IN (...) list (each may match the short id or the id)
+_PHASE_OF = {JobState.SUCCEEDED: Phase.SUCCEEDED, JobState.FAILED: Phase.FAILED, JobState.CANCELLED: Phase.CANCELLED}
+_LIVE_OR_WAITING = (TaskState.PENDING.value, TaskState.SCHEDULED.value, TaskState.RUNNING.value)
+
+
+class Specs(Protocol):
+    """Specs is what the gates need of the spec cache: a job's parsed spec by id."""
+
+    def get(self, session: Session, job_id: str) -> AnySpec:
+        """get returns the parsed spec of a job."""
+
+
+@dataclass
+class GateResult:
+    """GateResult splits the waiting tasks: ``open`` go to the policy, the others wait with ``reasons``."""
+
+    open: list[PendingTask] = field(default_factory=list)
+    reasons: dict[str, PendingReason] = field(default_factory=dict)  # task id -> why it waits
+    job_of_task: dict[str, str] = field(default_factory=dict)  # gated task id -> job id
+    doomed: dict[str, str] = field(default_factory=dict)  # job id -> the reason it is cancelled
+
+
+def job_gates(spec: AnySpec, hold: str | None) -> Gates | None:
+    """job_gates is what may keep a job from the policy, or None when nothing can."""
+    dependency = spec.parsed_dependency()
+    if hold is None and dependency is None and spec.begin is None:
+        return None
+    return Gates(hold=hold, dependency=dependency, begin=spec.begin.timestamp() if spec.begin else None)
+
+
+def apply_gates(
+    session: Session, pending: Sequence[PendingTask], specs: Specs, now: datetime, kill_default: bool
+) -> GateResult:
+    """apply_gates keeps held, dependent and not-yet-begun jobs from the policy and says why each waits."""
+    holds = dict(session.execute(select(Job.id, Job.hold).where(Job.hold.is_not(None))).all())
+    gated: dict[str, tuple[Gates, AnySpec]] = {}
+    for job_id in dict.fromkeys(task.job_id for task in pending):
+        spec = specs.get(session, job_id)
+        gates = job_gates(spec, holds.get(job_id))
+        if gates is not None:
+            gated[job_id] = (gates, spec)
+    result = GateResult()
+    if not gated:
+        result.open = list(pending)
+        return result
+    refs = {ref for gates, _ in gated.values() if gates.dependency for ref in gates.dependency.jobs()}
+    observed = observe_jobs(session, refs)
+    singles = [job_id for job_id, (gates, _) in gated.items() if gates.dependency and gates.dependency.singleton()]
+    blocked = singleton_blocked(session, singles)
+    verdicts: dict[str, PendingReason | None] = {}
+    for job_id, (gates, spec) in gated.items():
+        reason, never = gate(gates, observed, now.timestamp(), job_id in blocked)
+        verdicts[job_id] = reason
+        kill = spec.kill_on_invalid_dep if spec.kill_on_invalid_dep is not None else kill_default
+        if never and kill:
+            result.doomed[job_id] = reason.message if reason else "dependency can never be satisfied"
+    for task in pending:
+        reason = verdicts.get(task.job_id)
+        if reason is None:
+            result.open.append(task)
+        else:
+            result.reasons[task.task_id] = reason
+            result.job_of_task[task.task_id] = task.job_id
+    return result
+
+
+def observe_jobs(session: Session, refs: Iterable[str]) -> dict[str, ObservedJob]:
+    """observe_jobs is each referenced job's phase and start, keyed by the reference (short id or id)."""
+    wanted = sorted(set(refs))
+    found: dict[str, ObservedJob] = {}
+    for start in range(0, len(wanted), _IN_CHUNK):
+        chunk = wanted[start : start + _IN_CHUNK]
+        jobs = session.execute(
+            select(Job.id, Job.short_id, Job.cancel_requested).where(or_(Job.short_id.in_(chunk), Job.id.in_(chunk)))
+        ).all()
+        ids = [job_id for job_id, _, _ in jobs]
+        states = _task_states(session, ids)
+        started = dict(
+            session.execute(
+                select(Attempt.job_id, func.min(Attempt.started_at)).where(Attempt.job_id.in_(ids)).group_by(Attempt.job_id)
+            ).all()
+        )
+        for job_id, short_id, cancel_requested in jobs:
+            tasks, ended_at = states.get(job_id, ([], None))
+            observation = observed_job(tasks, cancel_requested, started.get(job_id), ended_at, short_id)
+            found[short_id] = found[job_id] = observation
+    return found
+
+
+def _task_states(session: Session, job_ids: list[str]) -> dict[str, tuple[list[TaskState], datetime | None]]:
+    """_task_states is each job's task states and the last time one of its tasks changed."""
+    grouped: dict[str, tuple[list[TaskState], datetime | None]] = {}
+    rows = session.execute(
+        select(Task.job_id, Task.state, func.count(), func.max(Task.updated_at))
+        .where(Task.job_id.in_(job_ids))
+        .group_by(Task.job_id, Task.state)
+    )
+    for job_id, state, count, updated in rows:
+        states, last = grouped.get(job_id, ([], None))
+        states.extend([TaskState(state)] * min(count, 2))  # the fold needs presence, not the count
+        grouped[job_id] = (states, updated if last is None or (updated and updated > last) else last)
+    return grouped
+
+
+def observed_job(
+    tasks: list[TaskState], cancel_requested: bool, started_at: datetime | None, ended_at: datetime | None,
+    short_id: str = "",
+) -> ObservedJob:
+    """observed_job folds a job's tasks into the phase a dependency reads (ended, started or waiting)."""
+    state = derive_job_state(tasks, cancel_requested)
+    if state in _PHASE_OF:
+        moment = started_at or ended_at  # Slurm's "after": from the start, or the cancel of a job that never started
+        return ObservedJob(_PHASE_OF[state], moment.timestamp() if moment else None, short_id)
+    running = TaskState.RUNNING in tasks
+    if started_at is not None or running:
+        return ObservedJob(Phase.STARTED, started_at.timestamp() if started_at else None, short_id)
+    return ObservedJob(Phase.WAITING, None, short_id)
+
+
+def singleton_blocked(session: Session, job_ids: Sequence[str]) -> set[str]:
+    """singleton_blocked is the jobs another job of the same name and user keeps waiting.
+
+    Slurm's rule: a job of the same name and user that runs, or that waits and was submitted
+    earlier, blocks a singleton. Owners are uids (jobs older than issue 12: the submitter's name).
+    """
+    if not job_ids:
+        return set()
+    mine = session.execute(
+        select(Job.id, Job.name, Job.owner_uid, Job.submitted_by, Job.submitted_at).where(Job.id.in_(list(job_ids)))
+    ).all()
+    names = sorted({row.name for row in mine})
+    rows = session.execute(
+        select(Job.id, Job.name, Job.owner_uid, Job.submitted_by, Job.submitted_at, Task.state)
+        .join(Task, Task.job_id == Job.id)
+        .where(Job.name.in_(names), Job.cancel_requested.is_(False), Task.state.in_(_LIVE_OR_WAITING))
+        .distinct()
+    ).all()
+    others: dict[tuple, list[tuple[tuple, bool]]] = {}
+    for row in rows:
+        key = (row.name, row.owner_uid if row.owner_uid is not None else row.submitted_by)
+        others.setdefault(key, []).append(((row.submitted_at, row.id), row.state != TaskState.PENDING.value))
+    blocked = set()
+    for row in mine:
+        key = (row.name, row.owner_uid if row.owner_uid is not None else row.submitted_by)
+        order = (row.submitted_at, row.id)
+        if any(other != order and (live or other < order) for other, live in others.get(key, [])):
+            blocked.add(row.id)
+    return blocked
+
+
+def cancel_doomed(session: Session, doomed: dict[str, str]) -> int:
+    """cancel_doomed cancels jobs whose dependency can never be satisfied (--kill-on-invalid-dep), audited."""
+    cancelled = 0
+    for job in session.scalars(select(Job).where(Job.id.in_(sorted(doomed)))):
+        if job.cancel_requested:
+            continue
+        reason = f"DependencyNeverSatisfied: {doomed[job.id]} (--kill-on-invalid-dep)"
+        cancel_job(session, job, "scheduler", reason=reason)
+        audit.record(session, "scheduler", "job.cancel", job.short_id, tenant=job.tenant, reason=reason)
+        cancelled += 1
+    return cancelled
