@@ -1,7 +1,8 @@
 """mscancel cancels metasched jobs the way scancel does: by id, name, user, state or account.
 
-Ids are metasched's (``j4k9x2m7``, as msbatch and msqueue print them) or the Slurm id of a
-launched job's attempt. A cancel goes through the API (``POST /v1/jobs/{id}/cancel``): the
+Ids are metasched's (``j4k9x2m7``, as msbatch and msqueue print them), array elements
+(``j4k9x2m7_3``, ``j4k9x2m7_[1-3]``; the array's id alone is every element) or the Slurm id of
+a launched job's attempt. A cancel goes through the API (``POST /v1/jobs/{id}/cancel``): the
 job's owner, a coordinator of its tenant or an admin may cancel it; metasched stops its running
 attempts in Slurm. ``--signal`` goes to the Slurm jobs of running jobs, through Slurm's own
 ``scancel --signal`` run as the caller (Slurm checks who may signal). Messages and exit codes
@@ -21,6 +22,7 @@ from cli.backend import Backend
 from cli.errors import handle_errors
 from cli.slurm_views import error, my_name, split_list, view_backend
 from cli.squeue_format import FormatError, check_states
+from meta.model.arrays import parse_element_ref
 
 PROG = "mscancel"
 EXIT_DENIED, EXIT_NOT_NOW = 210, 228  # scancel's exit codes for these errors (Slurm errno & 0xff)
@@ -44,13 +46,22 @@ def _selected(backend: Backend, ids: list[str], filters: dict[str, Any]) -> tupl
         return rows, 0
     chosen, code = [], 0
     for ref in ids:
-        match = [r for r in rows if ref in (r["job_id"], r["uuid"]) or ref in r["slurm_job_ids"]]
+        match = [r for r in rows if ref in (r["job_id"], r["uuid"]) or ref in r["slurm_job_ids"]] or _array_rows(rows, ref)
         if match:
             chosen += [r for r in match if r not in chosen]
         elif not _known(backend, ref):
             kill_error(ref, "Invalid job id specified")
             code = 1
     return chosen, code
+
+
+def _array_rows(rows: list[dict[str, Any]], ref: str) -> list[dict[str, Any]]:
+    """_array_rows: ``JOB`` of an array is the whole job; ``JOB_3`` or ``JOB_[1-3]`` are those elements wherever they are shown."""
+    element = parse_element_ref(ref)
+    mine = [r for r in rows if element.job in (r.get("array_job_id"), r["uuid"])]
+    if element.indexes is not None:
+        mine = [r for r in mine if set(r.get("array_task_ids") or ()) & set(element.indexes)]
+    return [{**mine[0], "job_id": ref}] if mine else []  # one cancel names them all
 
 
 def _known(backend: Backend, ref: str) -> bool:

@@ -63,6 +63,13 @@ def _submitted(row: Mapping[str, Any]) -> str:
     return datetime.fromisoformat(row["submitted_at"]).strftime("%Y-%m-%dT%H:%M:%S")
 
 
+def _array_task(row: Mapping[str, Any]) -> str:
+    """_array_task is squeue's %K: an element's index (``2-7%2`` for waiting ones), N/A outside arrays."""
+    if not row.get("array_job_id"):
+        return "N/A"
+    return row["job_id"].removeprefix(f"{row['array_job_id']}_").strip("[]")
+
+
 FIELDS: dict[str, tuple[str, Callable[[Mapping[str, Any]], str]]] = {
     "i": ("JOBID", lambda r: r["job_id"]),
     "j": ("NAME", lambda r: r["name"]),
@@ -77,6 +84,8 @@ FIELDS: dict[str, tuple[str, Callable[[Mapping[str, Any]], str]]] = {
     "R": ("NODELIST(REASON)", _reason_or_nodes),
     "N": ("NODELIST", _nodelist),
     "V": ("SUBMIT_TIME", _submitted),
+    "F": ("ARRAY_JOB_ID", lambda r: r.get("array_job_id") or r["job_id"]),
+    "K": ("ARRAY_TASK_ID", _array_task),
 }
 
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 MAX_ARRAY_INDEX = 4_000_000  # Slurm's largest MaxArraySize is 4000001 (indexes 0..4000000)
 _RANGE = re.compile(r"(?P<first>\d{1,7})(?:-(?P<last>\d{1,7})(?::(?P<step>\d{1,7}))?)?")
-_ELEMENT = re.compile(r"(?P<job>[^_\s\[\]]+)_(?:(?P<one>\d{1,7})|\[(?P<set>[0-9,:\-]{1,4096})\]|(?P<all>\*))")
+_ELEMENT = re.compile(r"(?P<job>[^_\s\[\]]+)_(?:(?P<one>\d{1,7})|\[(?P<set>[0-9,:\-]{1,4096})(?:%\d{1,7})?\]|(?P<all>\*))")
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,7 +44,7 @@ def parse_index_set(text: str, limit: int = 20_000) -> tuple[int, ...]:
 
 
 def parse_element_ref(ref: str) -> ElementRef:
-    """parse_element_ref splits ``JOB_3``, ``JOB_[1-3,5]`` or ``JOB_*`` (the whole job) from a plain ``JOB``."""
+    """parse_element_ref splits ``JOB_3``, ``JOB_[1-3,5]`` (squeue's ``JOB_[1-3%2]`` too) or ``JOB_*`` (the whole job) from ``JOB``."""
     text = ref.strip()
     match = _ELEMENT.fullmatch(text)
     if match is None:

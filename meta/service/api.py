@@ -18,6 +18,7 @@ from sqlalchemy import and_, exists, or_, select, true
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session
 
+from meta.model.arrays import parse_element_ref
 from meta.model.durations import utcnow
 from meta.model.errors import (
     ConcurrentModification,
@@ -30,6 +31,7 @@ from meta.model.ids import looks_like_uuid, new_uuid
 from meta.model.limits import clip, printable, submit_dir_problem
 from meta.model.spec import AnySpec, spec_hash
 from meta.model.states import JobState, TaskState
+from meta.service.array_elements import cancel_elements
 from meta.service.feasibility import InventoryFeasibility
 from meta.service.job_holds import hold_job, release_job
 from meta.service.submission import NewJob, store_jobs
@@ -193,6 +195,10 @@ class Service:
         def work(session: Session) -> JobStatus:
             job = _find_job(session, job_ref, principal)
             require_act(principal, job, "cancel")
+            element = parse_element_ref(job_ref)
+            if element.indexes is not None:  # JOB_3, JOB_[1-3]: only those array elements
+                cancel_elements(session, job, element, principal.name)
+                return _status(session, job)
             if not job.cancel_requested:
                 audit.record(session, principal.name, "job.cancel", job.short_id, tenant=job.tenant)
             cancel_job(session, job, principal.name)
@@ -282,8 +288,8 @@ def _submit(
 
 
 def _find_job(session: Session, ref: str, principal: Principal) -> Job:
-    """_find_job resolves a short id or UUID to a job the caller may see."""
-    ref = ref.strip()
+    """_find_job resolves a short id or UUID (or an array element id, ``JOB_3``: its job) to a job the caller may see."""
+    ref = parse_element_ref(ref).job
     column = Job.id if looks_like_uuid(ref) else Job.short_id
     job = session.scalar(select(Job).where(column == ref))
     if job is None or not principal.may_view_job(job.tenant):

@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from meta.model.arrays import parse_element_ref
 from meta.model.durations import parse_instant
 from meta.model.errors import InvalidRequest
 from meta.model.jobfile import JobFileError, decode_job_text
@@ -20,6 +21,7 @@ from meta.model.spec import SpecError, load_spec_text, spec_from_dict
 from meta.model.states import JobState
 from meta.service import artifacts, jobside, secret_admin, tenant_admin
 from meta.service.api import Service
+from meta.service.array_elements import only_elements
 from meta.service.explain import explain_job
 from meta.service.queue_view import MAX_QUEUE_ROWS, QueueFilter, parse_codes, queue_rows
 from meta.store import audit
@@ -135,14 +137,15 @@ class Operations:
             return [row.to_dict() for row in queue_rows(session, visible, wanted)]
 
     def status(self, ref: str) -> dict[str, Any]:
-        """status is a job's spec, tasks, attempts and recent transitions."""
-        return self.service.status(ref, principal=self.principal).to_dict()
+        """status is a job's spec, tasks, attempts and recent transitions (only the named elements for ``JOB_3``)."""
+        return only_elements(self.service.status(ref, principal=self.principal).to_dict(), parse_element_ref(ref))
 
     def explain(self, ref: str) -> dict[str, Any]:
         """explain is why each task of the job waits (the last cycle's typed reason)."""
         status = self.service.status(ref, principal=self.principal)
         with self.service.db.session() as session:
-            return explain_job(session, status.summary.id, status.summary.short_id, status.summary.state)
+            found = explain_job(session, status.summary.id, status.summary.short_id, status.summary.state)
+        return only_elements(found, parse_element_ref(ref))
 
     def outputs(self, ref: str) -> dict[str, Any]:
         """outputs is the job's committed output manifests, one per partition."""

@@ -13,13 +13,14 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Collection
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
 from sqlalchemy import and_, exists, func, select
 from sqlalchemy.orm import Session
 
+from meta.model.arrays import collapsed_id, element_id, parse_element_ref
 from meta.model.durations import utcnow
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, JobState, TaskState, derive_job_state
 from meta.store.models import Attempt, Job, JobSpecRow, Task, TaskReason
@@ -84,6 +85,8 @@ class QueueRow:
     reason: str  # the typed reason of a waiting job; "None" otherwise, as squeue
     submitted_at: str
     tasks: dict[str, int] = field(default_factory=dict)
+    array_job_id: str | None = None  # an array element's row: its job's id (job_id is ``JOB_3`` or ``JOB_[2-7%2]``)
+    array_task_ids: list[int] = field(default_factory=list)  # the indexes the row stands for
 
     def to_dict(self) -> dict[str, Any]:
         """to_dict is the row as JSON."""
@@ -101,6 +104,8 @@ def queue_rows(session: Session, tenants: frozenset[str] | None, wanted: QueueFi
     attempts = _live_attempts(session, ids)
     reasons = _reasons(session, ids)
     rows = [_row(job, spec, counts[job.id], attempts[job.id], reasons.get(job.id), now) for job, spec in jobs]
+    if not wanted.any_age:  # msqueue: an array's elements as squeue shows them (``metasched list``: one row per job)
+        rows = _with_elements(session, rows, {job.id: spec for job, spec in jobs}, attempts, wanted, now)
     return [row for row in rows if row.st in wanted.states and _partition_ok(row, wanted)][: wanted.limit]
 
 
@@ -122,7 +127,8 @@ def _jobs(session: Session, tenants: frozenset[str] | None, wanted: QueueFilter,
     if wanted.users:
         query = query.where(Job.submitted_by.in_(sorted(wanted.users)))
     if wanted.jobs:
-        query = query.where(Job.short_id.in_(sorted(wanted.jobs)) | Job.id.in_(sorted(wanted.jobs)))
+        refs = sorted({parse_element_ref(ref).job for ref in wanted.jobs})  # JOB_3 selects its job's rows
+        query = query.where(Job.short_id.in_(refs) | Job.id.in_(refs))
     if wanted.names:
         query = query.where(Job.name.in_(sorted(wanted.names)))
     query = query.order_by(Job.submitted_at, Job.id).limit(wanted.limit * 2)
@@ -219,3 +225,85 @@ def parse_codes(values: Collection[str]) -> frozenset[str]:
         elif upper:
             raise ValueError(f"Invalid job state specified: {value}")
     return frozenset(codes) or ACTIVE_CODES
+
+
+# --- array elements ---------------------------------------------------------------------------
+
+_ENDED_CODES = {TaskState.SUCCEEDED.value: "CD", TaskState.FAILED.value: "F", TaskState.CANCELLED.value: "CA"}
+
+
+def _with_elements(session: Session, rows: list[QueueRow], specs: dict[str, str], attempts: dict[str, list[Attempt]],
+                   wanted: QueueFilter, now: datetime) -> list[QueueRow]:  # fmt: skip
+    """_with_elements replaces each array job's row by its elements' rows, as squeue shows an array."""
+    parsed = {row.uuid: json.loads(specs[row.uuid]) for row in rows}
+    arrays = {uuid: spec for uuid, spec in parsed.items() if spec.get("array")}
+    if not arrays:
+        return rows
+    tasks: dict[str, list[Task]] = defaultdict(list)
+    for task in session.scalars(select(Task).where(Task.job_id.in_(sorted(arrays))).order_by(Task.index)):
+        tasks[task.job_id].append(task)
+    reasons = dict(session.execute(select(TaskReason.task_id, TaskReason.code).where(TaskReason.job_id.in_(sorted(arrays)))).all())
+    picked = _picked_indexes(wanted)
+    out: list[QueueRow] = []
+    for row in rows:
+        if row.uuid not in arrays:
+            out.append(row)
+            continue
+        elements = _element_rows(row, arrays[row.uuid], tasks[row.uuid], attempts[row.uuid], reasons, now)
+        wanted_here = picked.get(row.job_id)
+        out += [e for e in elements if wanted_here is None or set(e.array_task_ids) & wanted_here]
+    return out
+
+
+def _picked_indexes(wanted: QueueFilter) -> dict[str, set[int]]:
+    """_picked_indexes are the elements ``-j JOB_3`` asks for, per job (a job named alone: all of its elements)."""
+    picked: dict[str, set[int] | None] = {}
+    for ref in wanted.jobs:
+        element = parse_element_ref(ref)
+        if element.indexes is None:
+            picked[element.job] = None
+        elif picked.get(element.job, set()) is not None:
+            picked.setdefault(element.job, set()).update(element.indexes)  # type: ignore[union-attr]
+    return {job: indexes for job, indexes in picked.items() if indexes is not None}
+
+
+def _element_rows(row: QueueRow, spec: dict[str, Any], tasks: list[Task], attempts: list[Attempt],
+                  reasons: dict[str, str], now: datetime) -> list[QueueRow]:  # fmt: skip
+    """_element_rows are one row for the waiting elements (``JOB_[2-7%2]``) and one per launched or ended element."""
+    live = {a.task_id: a for a in attempts}
+    short = row.job_id
+    base = {"array_job_id": short, "tasks": {}, "run_time_s": 0, "slurm_job_ids": [], "nodelist": []}
+    waiting = [t for t in tasks if t.state == TaskState.PENDING.value]
+    out = []
+    if waiting:
+        indexes = [int(t.name) for t in waiting]
+        reason = next((reasons[t.id] for t in waiting if t.id in reasons), "None")
+        out.append(replace(row, **base, job_id=collapsed_id(short, indexes, spec["array"].get("max_parallel")),
+                           array_task_ids=indexes, state=JobState.PENDING.value, st="PD", reason=reason,
+                           nodes=_requested_nodes(spec)))  # fmt: skip
+    for task in tasks:
+        if task.state == TaskState.PENDING.value:
+            continue
+        element = {**base, "job_id": element_id(short, int(task.name)), "array_task_ids": [int(task.name)]}
+        attempt = live.get(task.id)
+        if attempt is not None:
+            out.append(replace(row, **{**element, **_live_fields(attempt, now)}))
+        elif task.state in _ENDED_CODES and task.updated_at >= now - timedelta(seconds=ENDED_SHOWN_S):
+            out.append(replace(row, **element, state=task.state, st=_ENDED_CODES[task.state], reason="None"))
+    return out
+
+
+def _live_fields(attempt: Attempt, now: datetime) -> dict[str, Any]:
+    """_live_fields are a launched element's state, run time, nodes and Slurm id."""
+    running = attempt.state == AttemptState.RUNNING.value and attempt.started_at is not None
+    stopping = attempt.state == AttemptState.STOPPING.value
+    nodes = sorted(set(attempt.nodes()))
+    return {
+        "state": JobState.CANCELLING.value if stopping else JobState.RUNNING.value,
+        "st": "CG" if stopping else "R" if running else "PD",
+        "reason": "None" if running or stopping else "Launching",
+        "run_time_s": int((now - attempt.started_at).total_seconds()) if running and attempt.started_at else 0,
+        "nodelist": nodes,
+        "nodes": len(nodes) or 1,
+        "slurm_job_ids": [attempt.slurm_job_id] if attempt.slurm_job_id else [],
+    }
