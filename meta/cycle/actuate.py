@@ -6,7 +6,8 @@ Launch protocol, safe against crashes and ambiguous outcomes:
 3. record the Slurm job id — or, if sbatch timed out or failed transiently, ``launch_unknown``:
    the reconciler looks the job up by its tag before anything is submitted again.
 Attempts go in batches (one commit per step per batch, a few sbatch calls in flight), so a burst
-of placements costs a handful of transactions rather than several per attempt.
+of placements costs a handful of transactions rather than several per attempt. The daemon runs
+these batches behind the period, in its launch pool (``launch_pool.py``).
 A crash between 1 and 3 leaves ``launching`` without a Slurm id, which the reconciler treats
 exactly like ``launch_unknown``.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -26,7 +27,7 @@ from sqlalchemy.orm import Session
 
 from checkpoint import attempt_secret
 from meta.cycle.launch_plan import LaunchSettings, launch_request, run_as_for
-from meta.cycle.lease import Leadership, NotLeader, fence
+from meta.cycle.lease import Leadership, NotLeader, fence, lock_lease_row
 from meta.cycle.snapshot import SpecCache
 from meta.model.durations import utcnow
 from meta.model.errors import JOB_FAULTS
@@ -112,8 +113,9 @@ class Actuator:
         self.cancel_resend_s = 15.0
         # when scancel was last sent per attempt: only a throttle, never a source of truth
         self._cancel_sent: dict[str, datetime] = {}
-        # called before each launch of a pass: the daemon renews its leader lease there
-        self.keep_lease: Callable[[], None] | None = None
+        # called before each sbatch with the epoch the batch was marked under: the daemon renews
+        # its leader lease there, and raises NotLeader once that epoch is no longer its own
+        self.keep_lease: Callable[[Leadership], None] | None = None
 
     # --- launches -----------------------------------------------------------------------------
 
@@ -130,15 +132,28 @@ class Actuator:
         self.launch_many([attempt_id], leadership, result, from_state=from_state)
 
     def launch_many(
-        self, ids: list[str], leadership: Leadership, result: ActuationResult, *, from_state: AttemptState
+        self,
+        ids: list[str],
+        leadership: Leadership,
+        result: ActuationResult,
+        *,
+        from_state: AttemptState,
+        stop: threading.Event | None = None,
+        executor: Executor | None = None,
     ) -> None:
         """launch_many launches in batches: one fenced commit marks a batch launching, its sbatch
-        calls run a few at a time, one commit records what Slurm answered."""
+        calls run a few at a time (on ``executor`` if given), one commit records what Slurm answered.
+
+        Once ``stop`` is set no further sbatch goes out: the batch's unsent attempts stay
+        ``launching`` without a Slurm id, looked up like unknown launches.
+        """
         for start in range(0, len(ids), LAUNCH_BATCH):
+            if stop is not None and stop.is_set():
+                return
             if self.keep_lease is not None:
-                self.keep_lease()
+                self.keep_lease(leadership)
             prepared = self._mark_launching(ids[start : start + LAUNCH_BATCH], leadership, from_state, result)
-            self._record(self._submit_all(prepared), result)
+            self._record(self._submit_all(prepared, leadership, stop, executor), result)
 
     def _mark_launching(
         self, ids: list[str], leadership: Leadership, from_state: AttemptState, result: ActuationResult
@@ -164,7 +179,11 @@ class Actuator:
         return prepared
 
     def _submit_all(
-        self, prepared: list[Prepared]
+        self,
+        prepared: list[Prepared],
+        leadership: Leadership,
+        stop: threading.Event | None = None,
+        executor: Executor | None = None,
     ) -> list[tuple[str, int, int | SlurmError | None]]:
         """_submit_all runs sbatch for each prepared attempt, ``submit_parallel`` at a time."""
 
@@ -176,10 +195,10 @@ class Actuator:
             with gate:
                 try:
                     if not deposed.is_set() and self.keep_lease is not None:
-                        self.keep_lease()  # slow sbatch calls must not let the leader lease lapse
+                        self.keep_lease(leadership)  # slow sbatch calls must not let the leader lease lapse
                 except NotLeader:
                     deposed.set()
-                if deposed.is_set():
+                if deposed.is_set() or (stop is not None and stop.is_set()):
                     return attempt_id, token, None  # never sent: stays "launching", looked up like an unknown
             try:
                 return attempt_id, token, self.client.submit(script, timeout_s=self.submit_timeout_s, run_as=run_as)
@@ -189,16 +208,28 @@ class Actuator:
                 log.exception("sbatch for attempt %s failed unexpectedly: looked up as an unknown", attempt_id)
                 return attempt_id, token, SlurmUnknownOutcome(f"{type(exc).__name__}: {exc}", command="sbatch")
 
-        with ThreadPoolExecutor(max_workers=self.submit_parallel) as pool:
-            outcomes = list(pool.map(submit, prepared))
+        if executor is not None:
+            outcomes = list(executor.map(submit, prepared))
+        else:
+            with ThreadPoolExecutor(max_workers=self.submit_parallel) as pool:
+                outcomes = list(pool.map(submit, prepared))
         if deposed.is_set():
             self._record(outcomes, ActuationResult())  # what did go out is still recorded
             raise NotLeader("the leader lease was lost while launching")
         return outcomes
 
     def _record(self, outcomes: list[tuple[str, int, int | SlurmError | None]], result: ActuationResult) -> None:
-        """_record stores Slurm ids, rejections and unknown outcomes of one batch in one commit."""
+        """_record stores Slurm ids, rejections and unknown outcomes of one batch in one commit.
+
+        Fenced by each attempt's token, not by the epoch: what went out is recorded even by a
+        replica that just lost the lease. The lease row's lock is still taken first, so this
+        commit (made behind the period, by the launch pool) queues behind the period's fenced
+        transactions on the same attempts instead of deadlocking with them.
+        """
+        if all(outcome is None for _, _, outcome in outcomes):
+            return
         with self.db.session() as session:
+            lock_lease_row(session)
             for attempt_id, token, outcome in outcomes:
                 if outcome is None:
                     continue  # not sent: left "launching" for the reconciler to look up
@@ -272,6 +303,9 @@ class Actuator:
             reason=f"sbatch outcome unknown: {exc}"[:500],
             actor="actuator",
             fencing_token=token,
+            # the look-up window counts from when sbatch gave up, not from when the batch was
+            # marked: in a batch of slow calls the last one may start long after the mark
+            values={"launch_sent_at": utcnow()},
         )
         result.unknown.append(attempt_id)
         log.warning("launch of attempt %s has an unknown outcome: %s", attempt_id, exc)

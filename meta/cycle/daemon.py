@@ -19,8 +19,9 @@ One period, in order:
    leases and fencing tokens, victims marked for stopping, pending reasons stored.
 9. holds (``holds.py``): Slurm reservations for held head-of-line gangs, changed only when the
    wanted set changes.
-10. actuate (``actuate.py``): commit ``launching``, then sbatch, then the Slurm id; USR1 + grace +
-    scancel for attempts being stopped.
+10. actuate (``actuate.py``): new attempts go to the launch pool (``launch_pool.py``), which
+    commits ``launching``, then runs sbatch, then records the Slurm id behind the period (the
+    next period takes its progress); USR1 + grace + scancel for attempts being stopped.
 11. outputs (``outputs.py``): inference partitions that exited 0 are committed during step 3;
     here finished jobs get their manifest.
 Then the leader's gauges of ``metrics.py`` are set (``period_metrics.py``). Nothing that matters
@@ -40,6 +41,7 @@ from sqlalchemy import event, func, select
 
 from meta.config.period import DEFAULT_PERIOD_S
 from meta.cycle.actuate import SUBMIT_PARALLEL, ActuationResult, Actuator
+from meta.cycle.adopt import Adopter
 from meta.cycle.apply import apply_plan
 from meta.cycle.cancellers import CancellerLookup
 from meta.cycle.decision_log import DecisionLog, DecisionLogSettings
@@ -48,6 +50,7 @@ from meta.cycle.health import NodeWatch, evict_from_unusable_nodes
 from meta.cycle.holds import HoldSync, desired_holds
 from meta.cycle.inventory import InventoryReader, effective_nodes, held_per_node
 from meta.cycle.launch_plan import LaunchSettings
+from meta.cycle.launch_pool import LaunchPool
 from meta.cycle.lease import Leadership, NotLeader, fence, release, renew, try_acquire
 from meta.cycle.metrics import Metrics
 from meta.cycle.outputs import commit_on_success, finalize_jobs
@@ -66,7 +69,7 @@ from meta.policy.scheduler import schedule
 from meta.policy.snapshot import Snapshot
 from meta.store.db import Database
 from meta.store.lifecycle import quarantine_task
-from meta.store.models import Task
+from meta.store.models import Attempt, Task
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError
 from slurm_bridge.inventory import Inventory
@@ -90,12 +93,14 @@ class DaemonConfig:
     topology_refresh_s: float = 300.0
     attempt_lease_s: float = 300.0
     submit_timeout_s: float = 30.0
-    submit_parallel: int = SUBMIT_PARALLEL
+    submit_parallel: int = SUBMIT_PARALLEL  # the launch pool's sbatch threads
     unhealthy_grace_s: float = 60.0  # a down/unknown node evicts its work only after this long
     scheduler: SchedulerConfig = field(default_factory=SchedulerConfig)
     launch: LaunchSettings = field(default_factory=LaunchSettings)
     reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)
     decisions: DecisionLogSettings = field(default_factory=DecisionLogSettings)
+    # metasched-managed partitions: held plain sbatch jobs there are adopted (adopt.py)
+    managed_partitions: tuple[str, ...] = ()
 
 
 @dataclass
@@ -106,7 +111,8 @@ class PeriodReport:
     epoch: int = 0
     placed: int = 0
     preempting: int = 0
-    launched: int = 0
+    launched: int = 0  # launches the pool finished since the last period (and relaunches)
+    queued: int = 0  # attempts handed to the launch pool in this period
     reconcile_transitions: int = 0
     slurm_reads: int = 0
     error: str = ""
@@ -162,9 +168,11 @@ class Daemon:
             reconcile,
             on_success=lambda session, a: commit_on_success(session, a, self.specs),
             cancellers=CancellerLookup(client),  # a user's plain scancel cancels the job
+            in_flight=lambda: self.launches.in_flight(),  # this replica's own launches under way
         )
         self._finalized: set[str] = set()
         self.holds = HoldSync(client)
+        self.adopter = Adopter(db, client, config.managed_partitions)
         self.actuator = Actuator(
             db,
             client,
@@ -173,8 +181,11 @@ class Daemon:
             submit_timeout_s=config.submit_timeout_s,
             submit_parallel=config.submit_parallel,
         )
-        # a period with many sbatch calls can outlast the lease: renew it between launches
+        # launches stream behind the period; before each sbatch the pool checks that the epoch it
+        # marked the batch under is still this replica's, renewing the lease when it is due
         self.actuator.keep_lease = self._keep_lease
+        self.launches = LaunchPool(self.actuator, config.submit_parallel)
+        self._lease_lock = threading.Lock()  # the period and the pool both renew the lease
         self._renewed_at = 0.0
         self.leadership: Leadership | None = None
         self.reasons = ReasonMemo()  # what this leader stored as each waiting task's reason
@@ -197,11 +208,20 @@ class Daemon:
                 log.info("no pending or live work left: exiting")
                 break
             stop.wait(max(0.0, self.config.period_s - (time.monotonic() - started)))
+        self.close_launches()  # no sbatch may go out once the lease is released
         if self.leadership is not None:
             try:
                 release(self.db, self.leadership)
             except Exception as exc:  # noqa: BLE001 - shutdown must finish even if the DB is gone
                 log.warning("could not release leadership: %s", exc)
+
+    def close_launches(self, timeout_s: float | None = None) -> None:
+        """close_launches stops the launch pool: queued launches are dropped, running sbatch calls finish."""
+        self.launches.close(self.config.submit_timeout_s + 5.0 if timeout_s is None else timeout_s)
+
+    def settle_launches(self, timeout_s: float) -> bool:
+        """settle_launches waits until the launch pool has nothing queued or in flight (``--once``, tests)."""
+        return self.launches.wait_idle(timeout_s)
 
     def idle(self) -> bool:
         """idle tells whether no task waits and no attempt is live."""
@@ -217,12 +237,15 @@ class Daemon:
         try:
             self._lead(report)
             self.reasons.follow(self.leadership.epoch if self.leadership else None)
+            self._launch_progress(report)
             if self.leadership is None:
+                self.launches.abandon()
                 return report
             inventory = self._inventory(report)
             # reconcile first, every period: a new leader never schedules on a stale picture, and
             # if Slurm cannot be read the period ends here (SlurmError) without scheduling
             self._reconcile(report)
+            self._adopt()
             with self.db.session() as session:
                 bad = self.node_watch.confirmed(inventory.nodes, time.monotonic())
                 evicted = evict_from_unusable_nodes(session, self.leadership, inventory.nodes, bad)
@@ -238,6 +261,7 @@ class Daemon:
         except NotLeader as exc:
             self.reasons.forget()
             log.warning("lost leadership: %s", exc)
+            self.launches.abandon()
             self.leadership = None
             self.metrics.set_leading(None)
             report.error = str(exc)
@@ -253,25 +277,34 @@ class Daemon:
     # --- steps ---------------------------------------------------------------------------------
 
     def _lead(self, report: PeriodReport) -> None:
+        renewing = time.monotonic()
         leadership = try_acquire(self.db, self.config.holder, self.config.leader_lease_s)
-        self.leadership = leadership
-        self._renewed_at = time.monotonic()
+        with self._lease_lock:
+            self.leadership = leadership
+            self._renewed_at = renewing
         self.metrics.set_leading(leadership.epoch if leadership else None)
         if leadership:
             report.leader, report.epoch = True, leadership.epoch
 
-    def _keep_lease(self) -> None:
-        """_keep_lease renews the lease mid-period once a third of it has passed (NotLeader if it lapsed).
+    def _keep_lease(self, leadership: Leadership | None = None) -> None:
+        """_keep_lease renews the lease once a third of it has passed (NotLeader if it lapsed or changed).
 
-        Without it a period longer than the lease (many launches, a slow sbatch) lets the lease
-        expire while this replica still acts: the fence then stops it half-way and a standby or
-        this replica takes a new epoch — leadership churns though nothing failed.
+        Without it a period longer than the lease (a slow step, launches of a pool stuck on slow
+        sbatch calls) lets the lease expire while this replica still acts: the fence then stops it
+        half-way and a standby or this replica takes a new epoch — leadership churns though
+        nothing failed. ``leadership`` is the epoch a launch batch was marked under: once this
+        replica no longer holds it, the pool must send nothing more.
         """
-        if self.leadership is None or time.monotonic() - self._renewed_at < self.config.leader_lease_s / 3:
-            return
-        if not renew(self.db, self.leadership, self.config.leader_lease_s):
-            raise NotLeader(f"lease of epoch {self.leadership.epoch} lapsed during the period")
-        self._renewed_at = time.monotonic()
+        with self._lease_lock:
+            current = self.leadership
+            if leadership is not None and current != leadership:
+                raise NotLeader(f"epoch {leadership.epoch} is no longer this replica's")
+            if current is None or time.monotonic() - self._renewed_at < self.config.leader_lease_s / 3:
+                return
+            renewing = time.monotonic()
+            if not renew(self.db, current, self.config.leader_lease_s):
+                raise NotLeader(f"lease of epoch {current.epoch} lapsed during the period")
+            self._renewed_at = renewing
 
     def _inventory(self, report: PeriodReport) -> Inventory:
         inventory = self.inventory.read()
@@ -285,13 +318,8 @@ class Daemon:
         report.reconcile_transitions = result.transitions
         self.metrics.reconcile_transitions.inc(result.transitions)
         self.metrics.orphans.inc(len(result.orphans_cancelled))
-        actuation = ActuationResult()
-        for attempt_id in result.relaunch:
-            self._keep_lease()
-            self.actuator.launch(
-                attempt_id, self.leadership, actuation, from_state=AttemptState.LAUNCH_UNKNOWN
-            )
-        report.launched += len(actuation.launched)
+        # confirmed absent: the same attempt goes out again, through the pool like any launch
+        report.queued += self.launches.enqueue(result.relaunch, self.leadership, AttemptState.LAUNCH_UNKNOWN)
         self.metrics.reconciled()
 
     def _cycle(self, inventory: Inventory, report: PeriodReport) -> tuple[Snapshot, Plan, set[str]]:
@@ -362,12 +390,26 @@ class Daemon:
                 if quarantine_task(session, task_id, problem, actor="scheduler"):
                     log.warning("task %s quarantined: %s", task_id, invalid_spec_reason(problem))
 
+    def _adopt(self) -> None:
+        """_adopt runs step 3b; Slurm failing there only postpones adoption, never the period."""
+        assert self.leadership is not None
+        try:
+            self.adopter.run(self.leadership)
+        except SlurmError as exc:
+            log.warning("adoption skipped this period: %s", exc)
+
     def _actuate(self, report: PeriodReport) -> None:
         assert self.leadership is not None
-        result = ActuationResult()
-        self.actuator.launch_created(self.leadership, result)
-        self.actuator.stop_requested(self.leadership, result)
-        report.launched += len(result.launched)
+        self.adopter.release_created(self.leadership)  # adopted jobs are released, never sbatch'ed
+        with self.db.session() as session:
+            created = list(session.scalars(select(Attempt.id).where(Attempt.state == AttemptState.CREATED.value)))
+        report.queued += self.launches.enqueue(created, self.leadership, AttemptState.CREATED)
+        self.actuator.stop_requested(self.leadership, ActuationResult())
+
+    def _launch_progress(self, report: PeriodReport) -> None:
+        """_launch_progress takes what the launch pool finished since the last period into the report."""
+        progress = self.launches.progress()
+        report.launched += len(progress.launched)
 
     def _gauges(self, snapshot: Snapshot, plan: Plan, skipped: set[str]) -> None:
         """_gauges sets the leader's gauges: every known tenant, state, reason and GPU type, 0 when empty."""

@@ -141,9 +141,18 @@ def renew(db: Database, leadership: Leadership, lease_s: float) -> bool:
         return result.rowcount == 1
 
 
+def lock_lease_row(session: Session) -> LeaderLease | None:
+    """lock_lease_row locks the lease row for the rest of the transaction and returns it, judging nothing.
+
+    Every fenced transaction takes this lock first; a write that is guarded otherwise (a fencing
+    token) takes it too when it runs beside the period, so both lock rows in the same order.
+    """
+    return session.scalar(select(LeaderLease).where(LeaderLease.name == LEASE_NAME).with_for_update())
+
+
 def fence(session: Session, leadership: Leadership) -> None:
     """fence locks the lease row and raises NotLeader unless this epoch still leads, unexpired."""
-    row = session.scalar(select(LeaderLease).where(LeaderLease.name == LEASE_NAME).with_for_update())
+    row = lock_lease_row(session)
     now = utcnow()
     if row is None or row.epoch != leadership.epoch or row.holder != leadership.holder:
         raise NotLeader(f"epoch {leadership.epoch} was superseded (now {row.epoch if row else 'none'})")

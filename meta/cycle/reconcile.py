@@ -12,7 +12,9 @@ Per live attempt:
 - not seen, launch outcome unknown (``launch_unknown``, or ``launching`` without a Slurm id):
   after ``unknown_window_s`` with no trace in squeue *and* sacct the launch is confirmed absent
   and the *same* attempt is submitted again (same tag: idempotent by tag);
-- not seen but launched before: ``lost`` after ``lost_grace_s`` without a sighting.
+- not seen but launched before: ``lost`` after ``lost_grace_s`` without a sighting;
+- not seen while this replica's launch pool still has it queued or in flight (``in_flight``):
+  nothing is concluded — its sbatch may not have run yet — until the pool recorded the outcome.
 Jobs tagged by metasched with no live attempt are orphans and are cancelled (I2).
 A job cancelled in Slurm that metasched did not ask to stop is a user's cancel when accounting
 names someone allowed to cancel it (``CANCELLED by <uid>``: its owner, a coordinator of its
@@ -24,7 +26,7 @@ nobody can be named for (slurmctld's own, an unknown uid, no accounting record a
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
@@ -231,6 +233,7 @@ class Reconciler:
         settings: ReconcileSettings | None = None,
         on_success: SuccessHook | None = None,
         cancellers: Callable[[int], Canceller | None] | None = None,
+        in_flight: Callable[[], Collection[str]] | None = None,
     ):
         self.db = db
         self.client = client
@@ -242,6 +245,9 @@ class Reconciler:
         self._unattributed: dict[str, datetime] = {}
         # called inside the transaction, before an attempt moves to succeeded (e.g. commit outputs)
         self.on_success = on_success
+        # attempts this replica's launch pool has queued or sending: Slurm's silence says nothing yet
+        self.in_flight = in_flight or frozenset
+        self._sending: Collection[str] = frozenset()  # in_flight, read once per pass
 
     def since(self) -> datetime:
         """since is where the sacct window starts: before the oldest live attempt was launched."""
@@ -258,7 +264,14 @@ class Reconciler:
 
     def run(self, leadership: Leadership) -> ReconcileResult:
         """run observes Slurm once and applies what it saw; a failed read changes nothing."""
-        return self.apply(observe(self.client, self.since, self._live_ids()), leadership)
+        # read before Slurm is: a launch that ends after this read is recorded before it leaves the set
+        self._sending = self.in_flight()
+        # an attempt still being sent is never judged absent, so accounting is not read for it
+        expected = [attempt_id for attempt_id in self._live_ids() if attempt_id not in self._sending]
+        try:
+            return self.apply(observe(self.client, self.since, expected), leadership)
+        finally:
+            self._sending = frozenset()
 
     def apply(self, observation: Observation, leadership: Leadership) -> ReconcileResult:
         """apply follows every live attempt and cancels orphans, from one observation.
@@ -540,8 +553,8 @@ class Reconciler:
     def _unseen(self, session, attempt: Attempt, now: datetime, result: ReconcileResult) -> None:
         """_unseen handles an attempt Slurm shows nothing of: confirm absence, relaunch, or lose it."""
         state = AttemptState(attempt.state)
-        if state == AttemptState.CREATED:
-            return  # not sent yet: the actuator launches it
+        if state == AttemptState.CREATED or attempt.id in self._sending:
+            return  # not sent yet, or this replica's sbatch for it has not returned: no conclusion
         sent = attempt.launch_sent_at or attempt.created_at
         quiet_s = (now - sent).total_seconds()
         if attempt.slurm_job_id is None and state in (AttemptState.LAUNCHING, AttemptState.LAUNCH_UNKNOWN):

@@ -177,7 +177,8 @@ class DaemonHarness:
         return lambda: all(self.state(job) in final for job in jobs)
 
     def close(self) -> None:
-        """close cancels whatever the test left running in Slurm and stops the API."""
+        """close stops the daemon's launch pool, cancels whatever the test left running in Slurm and stops the API."""
+        self.daemon.close_launches()
         self.api.stop()
         ids = [job_id for key, job_id in squeue_keys().items() if key.startswith("ms-")]
         if ids:

@@ -9,6 +9,7 @@ job, ``advance`` moves every job one step, and fault switches make the next call
 from __future__ import annotations
 
 import re
+import threading
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
@@ -176,16 +177,24 @@ class FakeSlurm:
         self.run_ticks = 1  # advance() calls a job stays RUNNING before it ends
         self.auto_advance = False  # advance() at every squeue call (for Daemon.run loops)
         self.on_submit: Callable[[], None] | None = None  # runs at each submit (e.g. to move a clock)
+        # the daemon's launch pool calls submit from its threads while the period reads squeue
+        self._lock = threading.RLock()
 
     # --- SlurmClient ------------------------------------------------------------------------
 
     def submit(self, script: str, *, timeout_s: float | None = None, run_as: RunAs | None = None) -> int:
         """submit records the job (or fails as the next queued fault says) and returns its id."""
-        self.calls["submit"] += 1
-        self.submitted_scripts.append(script)
-        self.submitted_as.append(run_as)
+        with self._lock:
+            self.calls["submit"] += 1
+            self.submitted_scripts.append(script)
+            self.submitted_as.append(run_as)
         if self.on_submit is not None:
-            self.on_submit()
+            self.on_submit()  # outside the lock: a test's hook may wait for another submit
+        with self._lock:
+            return self._submit(script)
+
+    def _submit(self, script: str) -> int:
+        """_submit fails as the next queued fault says, or records the job (under the lock)."""
         fault = self.submit_faults.popleft() if self.submit_faults else None
         if fault == UNKNOWN_BEFORE:
             raise SlurmUnknownOutcome("sbatch timed out", command="sbatch")
@@ -200,6 +209,10 @@ class FakeSlurm:
 
     def cancel(self, job_ids: Sequence[int | str], signal: str | None = None, as_uid: int | None = 0) -> None:
         """cancel signals jobs (``signal``) or cancels them as ``as_uid`` (the daemon: root); ended jobs are no error."""
+        with self._lock:
+            self._cancel(job_ids, signal, as_uid)
+
+    def _cancel(self, job_ids: Sequence[int | str], signal: str | None, as_uid: int | None) -> None:
         self.calls["cancel"] += 1
         if self.cancel_fault is not None:
             raise self.cancel_fault
@@ -216,24 +229,29 @@ class FakeSlurm:
 
     def squeue(self) -> list[SqueueJob]:
         """squeue lists the jobs the controller still knows, het components separately."""
-        self.calls["squeue"] += 1
-        if self.squeue_fault is not None:
-            raise self.squeue_fault
-        if self.auto_advance:
-            self.advance()
-        out: list[SqueueJob] = []
-        for job in self.jobs.values():
-            if job.in_squeue:
-                out.extend(self._squeue_records(job))
-        return out
+        with self._lock:
+            self.calls["squeue"] += 1
+            if self.squeue_fault is not None:
+                raise self.squeue_fault
+            if self.auto_advance:
+                self.advance()
+            out: list[SqueueJob] = []
+            for job in list(self.jobs.values()):
+                if job.in_squeue:
+                    out.extend(self._squeue_records(job))
+            return out
 
     def sacct(self, since: datetime, until: datetime | None = None) -> list[SacctJob]:
         """sacct lists allocation records (and a .batch step) of jobs active in the window."""
+        with self._lock:
+            return self._sacct_jobs(since, until)
+
+    def _sacct_jobs(self, since: datetime, until: datetime | None) -> list[SacctJob]:
         self.calls["sacct"] += 1
         if self.sacct_fault is not None:
             raise self.sacct_fault
         out: list[SacctJob] = []
-        for job in self.jobs.values():
+        for job in list(self.jobs.values()):
             if not job.in_sacct:
                 continue
             if job.ended_at is not None and job.ended_at < since:
@@ -339,7 +357,8 @@ class FakeSlurm:
 
     def jobs_for(self, attempt_id: str) -> list[FakeJob]:
         """jobs_for lists the jobs named for an attempt (ideally exactly one)."""
-        return [job for job in self.jobs.values() if job.key == f"ms-{attempt_id}"]
+        with self._lock:
+            return [job for job in self.jobs.values() if job.key == f"ms-{attempt_id}"]
 
     def job_of(self, attempt_id: str) -> FakeJob:
         """job_of is the one job of an attempt."""
@@ -358,14 +377,15 @@ class FakeSlurm:
 
     def advance(self) -> None:
         """advance moves every job one step: PENDING → RUNNING → (after run_ticks) its outcome."""
-        for job in list(self.jobs.values()):
-            if job.state == "PENDING":
-                self.start(job.job_id)
-            elif job.state == "RUNNING":
-                job.ticks += 1
-                if job.ticks >= self.run_ticks:
-                    state, code = self.outcome(job)
-                    self._end(job, state, code)
+        with self._lock:
+            for job in list(self.jobs.values()):
+                if job.state == "PENDING":
+                    self.start(job.job_id)
+                elif job.state == "RUNNING":
+                    job.ticks += 1
+                    if job.ticks >= self.run_ticks:
+                        state, code = self.outcome(job)
+                        self._end(job, state, code)
 
     def set_node(self, name: str, state: str = "IDLE", flags: Sequence[str] = ()) -> None:
         """set_node changes a node's state (e.g. ``set_node("node2", "IDLE", ["DRAIN"])``)."""
@@ -386,7 +406,8 @@ class FakeSlurm:
 
     def active_jobs(self) -> list[FakeJob]:
         """active_jobs are the jobs that still hold or wait for nodes."""
-        return [job for job in self.jobs.values() if job.active]
+        with self._lock:
+            return [job for job in self.jobs.values() if job.active]
 
     # --- internals --------------------------------------------------------------------------
 
@@ -406,6 +427,10 @@ class FakeSlurm:
         )
 
     def _record(self, script: str) -> FakeJob:
+        with self._lock:
+            return self._add(script)
+
+    def _add(self, script: str) -> FakeJob:
         name, comment, account, components = parse_script(script)
         job_id = self._next_id
         self._next_id += len(components)  # het components take consecutive ids

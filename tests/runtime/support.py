@@ -7,6 +7,7 @@ from typing import Any
 
 from sqlalchemy import select
 
+from meta.cycle.daemon import Daemon, PeriodReport
 from meta.cycle.lease import Leadership, try_acquire
 from meta.model.nodes import NodeState
 from meta.model.resources import ResourceVector
@@ -159,3 +160,15 @@ def node_state(name: str, gpus: int = 8, gpu_type: str = "a100", *, drained: boo
     """node_state is a scheduler NodeState of a GPU node (64 cpus, 512 GiB)."""
     capacity = ResourceVector(cpus=64, memory=512 * 1024, gpus=gpus, gpu_type=gpu_type)
     return NodeState(name, capacity, ("gpu",), None, healthy, drained)
+
+
+def settled(daemon: Daemon, timeout_s: float = 30.0) -> PeriodReport:
+    """settled runs one daemon period and waits for the launches it streamed behind it (their count in ``launched``).
+
+    The period itself never waits for sbatch; tests that look at Slurm or at attempt states right
+    after a period wait here, so what they see does not depend on thread timing.
+    """
+    report = daemon.period()
+    assert daemon.settle_launches(timeout_s), "the launch pool did not finish in time"
+    report.launched += len(daemon.launches.progress().launched)
+    return report

@@ -35,7 +35,7 @@ from tests.runtime.fake_slurm import (
     FakeSlurm,
     small_cluster,
 )
-from tests.runtime.support import checkpointing, evaluation, inference, training
+from tests.runtime.support import checkpointing, evaluation, inference, settled, training
 
 LIVE = [s.value for s in LIVE_ATTEMPT_STATES]
 TRANSIENT_ERROR = SlurmTransient("slurmctld not responding")
@@ -87,7 +87,7 @@ def _invariants(service: Service, fake: FakeSlurm) -> list[str]:
 def _run(service: Service, daemon: Daemon, fake: FakeSlurm, jobs: list[str], periods: int = 60) -> int:
     """_run runs periods (Slurm advancing between them) until every job ended; checks I5 each time."""
     for n in range(1, periods + 1):
-        report = daemon.period()
+        report = settled(daemon)
         assert report.error == "", f"period {n}: {report.error}"
         assert report.leader
         assert _i5(service, fake) == [], f"I5 violated after period {n}"
@@ -205,7 +205,7 @@ def test_cancel_reaches_slurm_and_ends_the_job(service: Service, tmp_path: Path)
     daemon = _daemon(service, fake, tmp_path)
     job = service.submit(training()).job.id
     for _ in range(3):
-        assert daemon.period().error == ""
+        assert settled(daemon).error == ""
         fake.advance()
     (attempt,) = _attempts(service)
     assert attempt.state == AttemptState.RUNNING.value
@@ -222,7 +222,7 @@ def test_drained_node_is_evicted_and_its_work_moves(service: Service, tmp_path: 
     daemon = _daemon(service, fake, tmp_path)
     job = service.submit(checkpointing(ckpt_dir=str(tmp_path / "ckpt"), retry={"backoff": 0})).job.id
     for _ in range(2):
-        assert daemon.period().error == ""
+        assert settled(daemon).error == ""
         fake.advance()
     (first,) = _attempts(service)
     assert first.state == AttemptState.RUNNING.value
@@ -235,7 +235,7 @@ def test_drained_node_is_evicted_and_its_work_moves(service: Service, tmp_path: 
                 fake.finish(j.job_id, "COMPLETED", 0)  # wrote its checkpoint and exited
 
     for _ in range(40):
-        assert daemon.period().error == ""
+        assert settled(daemon).error == ""
         checkpoint_and_exit_on_usr1()
         fake.advance()
         if service.status(job).state == JobState.SUCCEEDED:
@@ -256,7 +256,7 @@ def test_preemption_for_a_training_gang_keeps_i5_and_everything_finishes(service
     whole_node = {"cpus": 8, "memory": "32G", "gpus": 8, "gpu_type": "a100"}
     evals = [service.submit(evaluation(f"e{i}", resources=whole_node)).job.id for i in range(4)]
     for _ in range(3):
-        assert daemon.period().error == ""
+        assert settled(daemon).error == ""
         fake.advance()
     assert len(fake.active_jobs()) == 4
     gang = service.submit(training("gang", workers=2, resources=whole_node)).job.id
@@ -277,12 +277,12 @@ def test_one_task_preempts_only_as_much_as_it_needs(service: Service, tmp_path: 
     for i in range(2):
         service.submit(checkpointing(f"low{i}", ckpt_dir=str(tmp_path / f"c{i}"), resources=node, priority_class="evaluation"))
     for _ in range(3):
-        assert daemon.period().error == ""
+        assert settled(daemon).error == ""
         fake.advance()
     assert [a.state for a in _attempts(service)] == ["running", "running"]
     service.submit(training("high", resources=node))
     for _ in range(4):  # well within the 30 s grace: the first victim is still stopping
-        assert daemon.period().error == ""
+        assert settled(daemon).error == ""
         assert _i5(service, fake) == []
         fake.advance()
     stopping = [a for a in _attempts(service) if a.state == AttemptState.STOPPING.value]
@@ -292,7 +292,7 @@ def test_one_task_preempts_only_as_much_as_it_needs(service: Service, tmp_path: 
 def _failed_period(daemon: Daemon, fake: FakeSlurm, fault: str) -> PeriodReport:
     """_failed_period runs one period with a Slurm read failing (``fault`` of FakeSlurm), then heals it."""
     setattr(fake, fault, TRANSIENT_ERROR)
-    report = daemon.period()
+    report = settled(daemon)
     setattr(fake, fault, None)
     assert report.error.startswith("slurm:"), report
     return report
@@ -312,10 +312,10 @@ def test_sacct_is_read_only_when_squeue_misses_a_live_attempt(service: Service, 
     fake = FakeSlurm()
     daemon = _daemon(service, fake, tmp_path)
     job = service.submit(evaluation()).job.id
-    assert daemon.period().error == ""  # placed and launched
+    assert settled(daemon).error == ""  # placed and launched
     fake.advance()
     calls = fake.calls["sacct"]
-    report = daemon.period()  # the job is in squeue: accounting has nothing to add
+    report = settled(daemon)  # the job is in squeue: accounting has nothing to add
     assert report.error == "" and fake.calls["sacct"] == calls and report.slurm_reads == 2  # sinfo + squeue
     (attempt,) = _attempts(service)
     slurm_job = fake.job_of(attempt.id)
@@ -332,10 +332,10 @@ def test_a_standby_replica_does_nothing(service: Service, tmp_path: Path) -> Non
     fake = FakeSlurm()
     leader = _daemon(service, fake, tmp_path)
     standby = Daemon(service.db, fake, DaemonConfig(period_s=0.0, holder="standby", launch=LaunchSettings(log_dir=str(tmp_path / "l2"))))
-    assert leader.period().leader
+    assert settled(leader).leader
     service.submit(evaluation())
     submits = fake.calls["submit"]
-    report = standby.period()
+    report = settled(standby)
     assert report.leader is False and report.placed == 0 and report.error == ""
     assert _attempts(service) == [] and fake.calls["submit"] == submits
     assert fake.calls["squeue"] == 1  # only the leader read Slurm
@@ -347,14 +347,14 @@ def test_failover_to_a_new_leader_finishes_the_work_without_duplicates(service: 
     first = _daemon(service, fake, tmp_path)
     jobs = [service.submit(training(f"t{i}")).job.id for i in range(3)]
     for _ in range(2):
-        assert first.period().error == ""
+        assert settled(first).error == ""
         fake.advance()
     with service.db.session() as session:  # the first replica freezes past its lease
         session.get(LeaderLease, LEASE_NAME).expires_at = utcnow() - timedelta(seconds=1)
     second = Daemon(service.db, fake, DaemonConfig(period_s=0.0, holder="second", submit_timeout_s=0.0, launch=LaunchSettings(log_dir=str(tmp_path / "l2")), reconcile=ReconcileSettings(unknown_window_s=0.0)))
     _run(service, second, fake, jobs)
     assert second.leadership is not None and second.leadership.epoch == 2
-    stale = first.period()  # the old leader wakes up: it finds the lease taken and writes nothing
+    stale = settled(first)  # the old leader wakes up: it finds the lease taken and writes nothing
     assert stale.leader is False
     attempts = _attempts(service)
     assert len(attempts) == 3 and all(len(fake.jobs_for(a.id)) == 1 for a in attempts)
@@ -369,7 +369,7 @@ def test_cancel_during_an_unknown_launch_leaves_no_slurm_job_running(
     daemon = _daemon(service, fake, tmp_path, unknown_window_s=0.0)
     fake.fail_next_submits(fault)
     job = service.submit(training()).job.id
-    assert daemon.period().error == ""
+    assert settled(daemon).error == ""
     (attempt,) = _attempts(service)
     assert attempt.state == AttemptState.LAUNCH_UNKNOWN.value
     service.cancel(job)
@@ -406,7 +406,7 @@ def test_inference_never_exceeds_max_parallel(service: Service, tmp_path: Path) 
     job = service.submit(inference(str(tmp_path / "out"), partitions=7, max_parallel=2)).job.id
     peak = 0
     for _ in range(60):
-        assert daemon.period().error == ""
+        assert settled(daemon).error == ""
         with service.db.session() as session:
             live = session.scalar(
                 select(func.count()).select_from(Attempt).where(Attempt.job_id == job, Attempt.state.in_(LIVE))

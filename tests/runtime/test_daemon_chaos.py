@@ -22,7 +22,7 @@ from meta.store.models import Attempt
 from slurm_bridge.errors import SlurmTransient
 from slurm_bridge.inventory import build_inventory
 from tests.runtime.fake_slurm import REJECTED, TRANSIENT, UNKNOWN_AFTER, UNKNOWN_BEFORE, FakeSlurm
-from tests.runtime.support import checkpointing, evaluation, inference, training
+from tests.runtime.support import checkpointing, evaluation, inference, settled, training
 
 ENDED = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}
 RETRY = {"on": ["node_failure", "preempted", "lost", "launch_failure", "oom", "user_error"], "max_attempts": 4, "backoff": 0}
@@ -84,7 +84,7 @@ def test_chaos_keeps_invariants_and_finishes(service: Service, tmp_path: Path, s
             fake.squeue_fault = None
             for name in fake.nodes:
                 fake.set_node(name, "IDLE")
-        report = daemon.period()
+        report = settled(daemon)
         assert report.leader
         assert _invariants(service, fake) == [], f"seed {seed} period {period}: {report}"
         fake.advance()

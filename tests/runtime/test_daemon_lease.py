@@ -1,4 +1,4 @@
-"""The daemon keeps its leader lease through a long actuation pass, and stops at once when it loses it."""
+"""The daemon keeps its leader lease through a long launch pass, and stops launching at once when it loses it."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from meta.model.states import AttemptState
 from meta.service.api import Service
 from meta.store.models import Attempt, LeaderLease
 from tests.runtime.fake_slurm import FakeSlurm
-from tests.runtime.support import evaluation
+from tests.runtime.support import evaluation, settled
 
 
 class _Clock:
@@ -64,10 +64,10 @@ def test_long_actuation_pass_renews_the_lease(
         clock.now += 6.0  # each sbatch takes 6 s: four of them outlast the 15 s lease
 
     fake.on_submit = slow_sbatch
-    report = daemon.period()
+    report = settled(daemon)
     assert report.error == "" and report.launched == 4
-    # renewed during the pass (whenever a third of the lease had passed); the four sbatch calls
-    # overlap (the actuator keeps several in flight), so one renewal may cover them all
+    # renewed by the launch pool during its pass (whenever a third of the lease had passed); the
+    # four sbatch calls overlap (the pool keeps several in flight), so one renewal may cover them all
     assert len(renewals) >= 1
     assert _states(service) == ["launching"] * 4
     with service.db.session() as session:
@@ -98,8 +98,7 @@ def test_a_leader_that_loses_its_lease_mid_pass_launches_nothing_more(
             taken_over.wait(10)
 
     fake.on_submit = stolen_after_first
-    report = daemon.period()
-    assert "epoch" in report.error or "lease" in report.error
+    assert settled(daemon).error == ""  # the period itself ended before its launches went out
     # one batch was marked "launching" under the valid epoch; once the lease was found taken, no
     # further sbatch went out: those attempts stay "launching" without a Slurm id, for the new
     # leader to look up by name (absent → the same attempt is submitted once, by the new leader)
@@ -110,4 +109,5 @@ def test_a_leader_that_loses_its_lease_mid_pass_launches_nothing_more(
     assert states.count(AttemptState.LAUNCHING.value) == 12
     with service.db.session() as session:
         assert sum(1 for a in session.query(Attempt) if a.slurm_job_id is not None) == sent
-    assert daemon.leadership is None
+    report = settled(daemon)  # the next period finds the lease taken and sends nothing
+    assert report.leader is False and daemon.leadership is None and fake.calls["submit"] == sent

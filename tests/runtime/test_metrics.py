@@ -21,7 +21,7 @@ from meta.service.api import Service
 from meta.service.http_metrics import ApiMetrics
 from meta.store.models import Tenant
 from tests.runtime.fake_slurm import FakeSlurm, small_cluster
-from tests.runtime.support import checkpointing, inference, training
+from tests.runtime.support import checkpointing, inference, settled, training
 
 # Every family `metasched serve` exports (daemon and API on one registry), with its help text.
 # A new family must be added here (and to README "Metrics"); the dashboard and alert rules are
@@ -118,10 +118,10 @@ def _daemon(service: Service, fake: FakeSlurm, tmp_path: Path, holder: str = "me
 
 def _run_until_done(service: Service, daemon: Daemon, fake: FakeSlurm, jobs: list[str]) -> None:
     for _ in range(60):
-        assert daemon.period().error == ""
+        assert settled(daemon).error == ""
         fake.advance()
         if all(service.status(j).state in {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED} for j in jobs):
-            assert daemon.period().error == ""  # one more period sees the queue empty
+            assert settled(daemon).error == ""  # one more period sees the queue empty
             return
     raise AssertionError("jobs did not finish")
 
@@ -138,7 +138,7 @@ def test_values_after_a_period_and_zero_once_the_queue_empties(service: Service,
         session.get(Tenant, "acme").limits = {"a100": 24}
     daemon = _daemon(service, fake, tmp_path)
     metrics = daemon.metrics
-    assert daemon.period().error == ""
+    assert settled(daemon).error == ""
     assert _value(metrics, "metasched_leader") == 1
     assert _value(metrics, "metasched_cluster_gpus", gpu_type="a100") == 32
     assert _value(metrics, "metasched_free_gpus", gpu_type="a100") == 0
@@ -187,8 +187,8 @@ def test_a_standby_exports_no_cycle_gauges(service: Service, tmp_path: Path) -> 
     service.submit(training("t", tenant="acme"))
     leader = _daemon(service, fake, tmp_path, holder="leader")
     standby = _daemon(service, fake, tmp_path, holder="standby")
-    assert leader.period().error == ""
-    assert standby.period().error == ""
+    assert settled(leader).error == ""
+    assert settled(standby).error == ""
     assert _value(standby.metrics, "metasched_leader") == 0
     assert _series(standby.metrics, "metasched_queue_depth") == {}
     assert _series(standby.metrics, "metasched_tenant_allocated_gpus") == {}
@@ -211,7 +211,7 @@ def test_deadline_outcomes_are_counted_when_the_job_finishes_and_overdue_tasks_m
     soon = utcnow() + timedelta(seconds=1)
     late = service.submit(inference(str(tmp_path / "late"), tenant="acme", partitions=2, deadline=soon.isoformat())).job.id
     time.sleep(1.2)  # past the deadline before it even starts
-    assert daemon.period().error == ""
+    assert settled(daemon).error == ""
     assert _value(daemon.metrics, "metasched_deadline_overdue_tasks", tenant="acme") == 2  # both partitions
     _run_until_done(service, daemon, fake, [late])
     assert _value(daemon.metrics, "metasched_deadline_jobs_total", tenant="acme", outcome="missed") == 1
@@ -263,11 +263,11 @@ def test_a_preemption_counts_its_victim_tenant_and_lost_gpu_seconds(service: Ser
                                      priority_class="evaluation"))  # fmt: skip
     daemon = _daemon(service, fake, tmp_path)
     for _ in range(3):
-        assert daemon.period().error == ""
+        assert settled(daemon).error == ""
         fake.advance()
     assert _value(daemon.metrics, "metasched_preemptions_total", tenant="beta") == 0
     service.submit(training("high", tenant="acme", resources=node))
-    assert daemon.period().error == ""
+    assert settled(daemon).error == ""
     assert _value(daemon.metrics, "metasched_preemptions_total", tenant="beta") == 1
     assert _value(daemon.metrics, "metasched_preemptions_total", tenant="acme") == 0
     lost = _value(daemon.metrics, "metasched_preemption_lost_gpu_seconds_total", tenant="beta")

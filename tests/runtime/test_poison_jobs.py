@@ -32,7 +32,7 @@ from meta.service.api import Service
 from meta.store import audit
 from meta.store.models import Attempt
 from tests.runtime.fake_slurm import FakeSlurm
-from tests.runtime.support import attempts_of, evaluation, place, share, submit, task, training
+from tests.runtime.support import attempts_of, evaluation, place, settled, share, submit, task, training
 from tests.runtime.test_daemon import _daemon
 
 RES = {"cpus": 2, "memory": "8G", "gpus": 1, "gpu_type": "a100"}
@@ -89,7 +89,7 @@ def launched(service: Service, task_id: str) -> bool:
 
 
 def one_period(daemon: Daemon) -> PeriodReport:
-    report = daemon.period()
+    report = settled(daemon)
     assert report.error == "", report.error
     return report
 
