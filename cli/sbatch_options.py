@@ -82,6 +82,10 @@ SUPPORTED: dict[str, OptionDef] = {
         OptionDef("array", "a", help="index list 0-15, 1,3,5, 0-15:2, with %N max in parallel"),
         OptionDef("output", "o", help="stdout pattern, recorded as MSBATCH_OUTPUT"),
         OptionDef("error", "e", help="stderr pattern, recorded as MSBATCH_ERROR"),
+        OptionDef("dependency", "d", help="after|afterany|afterok|afternotok:JOB[+min][:JOB...], singleton; , = all, ? = any"),
+        OptionDef("kill-on-invalid-dep", help="yes | no: cancel the job when its dependency can never be satisfied"),
+        OptionDef("hold", "H", takes_value=False, help="submit held (JobHeldUser); `metasched release JOB` frees it"),
+        OptionDef("begin", "b", help="not before: now+1hour, 16:00, tomorrow, 2026-12-24T10:00, ..."),
         OptionDef("wrap", help="run this command instead of a script"),
         OptionDef("parsable", takes_value=False, help="print only the job id"),
         OptionDef("quiet", "Q", takes_value=False, help="no notes on stderr"),
@@ -100,19 +104,19 @@ SUPPORTED: dict[str, OptionDef] = {
 # sbatch's other options (Slurm 22.05 man page), so that an abbreviation or a short letter is
 # refused under its real name instead of as a mystery.
 _SBATCH_UNSUPPORTED_LONG = (
-    "acctg-freq batch bb bbf begin chdir cluster-constraint clusters constraint container "
-    "contiguous core-spec cores-per-socket cpu-freq cpus-per-gpu deadline delay-boot dependency "
+    "acctg-freq batch bb bbf chdir cluster-constraint clusters constraint container "
+    "contiguous core-spec cores-per-socket cpu-freq cpus-per-gpu deadline delay-boot "
     "distribution exclude exclusive export export-file extra-node-info get-user-env gid gpu-bind "
-    "gpu-freq gpus-per-socket gpus-per-task gres-flags hint hold ignore-pbs input "
-    "kill-on-invalid-dep licenses mail-type mail-user mcs-label mem-bind mincpus network nice "
+    "gpu-freq gpus-per-socket gpus-per-task gres-flags hint ignore-pbs input "
+    "licenses mail-type mail-user mcs-label mem-bind mincpus network nice "
     "no-kill no-requeue nodefile nodelist ntasks-per-core ntasks-per-gpu ntasks-per-socket "
     "open-mode overcommit oversubscribe power prefer priority profile propagate reboot requeue "
     "reservation sockets-per-node spread-job switches thread-spec threads-per-core time-min tmp "
     "tres-per-task uid use-min-nodes verbose wait wait-all-nodes wckey"
 ).split()
 _SBATCH_UNSUPPORTED_SHORT = {
-    "b": "begin", "B": "extra-node-info", "C": "constraint", "d": "dependency", "D": "chdir",
-    "F": "nodefile", "H": "hold", "i": "input", "k": "no-kill", "L": "licenses", "m": "distribution",
+    "B": "extra-node-info", "C": "constraint", "D": "chdir",
+    "F": "nodefile", "i": "input", "k": "no-kill", "L": "licenses", "m": "distribution",
     "M": "clusters", "O": "overcommit", "s": "oversubscribe", "S": "core-spec", "v": "verbose",
     "W": "wait", "w": "nodelist", "x": "exclude",
 }  # fmt: skip

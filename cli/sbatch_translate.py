@@ -54,6 +54,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from cli.sbatch_gates import gate_fields
 from cli.sbatch_options import Options, OptionValue, SbatchError
 from cli.sbatch_values import (
     GpuRequest,
@@ -339,6 +340,7 @@ def translate(options: Options, submission: Submission, *, validate: bool = True
     data["env"] = environment(options, submission.cwd)
     extra, notes = kind_fields(kind, options, name, submission.cwd, nodes)
     data.update(extra)
+    data.update(gate_fields(options))  # --dependency, --kill-on-invalid-dep, --hold, --begin
     spec = validated(data) if validate else None
     return Translation(data, spec, tuple(output_notes(options) + notes))
 
