@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from meta.config.period import DEFAULT_IDLE_CYCLE_S, DEFAULT_PERIOD_S
 from meta.model.kinds import JobKind, Topology
+from meta.policy.admission import SubmitLimits
 
 # Time-limit buckets (s) a user would pick with ``sbatch --time``: 30 min … 30 days.
 TIME_LIMIT_BUCKETS_S = (
@@ -45,6 +46,9 @@ class SimConfig:
     preemption_grace_s: float = 0.0
     strict: bool = True  # an invalid placement raises instead of being dropped and counted
     max_cycles_per_instant: int = 3  # re-run the policy after preemptions, at most this often
+    # the API's submit limits per tenant (meta.policy.admission; issue 16); empty = none
+    submit_limits: dict[str, SubmitLimits] = field(default_factory=dict)
+    submit_retry_s: float = DEFAULT_PERIOD_S  # a client refused for its pending jobs tries again after this
 
 
 def runtime_estimate(duration_s: float, config: SimConfig) -> float:

@@ -24,6 +24,7 @@ from meta.model.resources import ResourceVector
 from meta.policy.fifo import never_fits
 from meta.policy.plan import Placement, Plan, Preemption
 from meta.policy.snapshot import PendingTask, Reservation, Snapshot
+from meta.sim.admission import SimGate
 from meta.sim.cluster import ClusterSpec, gang_shape
 from meta.sim.config import SimConfig, runtime_estimate
 from meta.sim.job import JobState, SimJob
@@ -60,6 +61,7 @@ class EngineResult:
     capacity_gpus: int
     cycles: int = 0
     policy_s: float = 0.0
+    policy_max_s: float = 0.0  # the slowest policy call (what one daemon period would spend on it)
     wall_s: float = 0.0
     invalid_placements: int = 0
     held_reservations: int = 0
@@ -103,6 +105,9 @@ class Engine:
         self.events: list[tuple[float, int, int, int]] = []  # (time, kind, job index, attempt)
         self.samples: list[CycleSample] = []
         self._last_cycle: float | None = None
+        # the API's per-tenant submit limits, when the run sets any (issue 16)
+        limits = self.config.submit_limits
+        self.gate = SimGate(limits, self.config.submit_retry_s) if limits else None
         self.result = EngineResult(self.jobs, self.ledger, self.samples, self.window, self.capacity_gpus, notes=self.notes)
 
     # --- setup --------------------------------------------------------------------------------
@@ -171,12 +176,14 @@ class Engine:
         arrivals = sorted(range(len(self.jobs)), key=lambda i: (self.jobs[i].submit, i))
         cursor = 0
         rejected_shapes: dict[tuple, bool] = {}
-        while cursor < len(arrivals) or self.events:
+        while cursor < len(arrivals) or self.events or (self.gate is not None and self.gate.retries):
             now = self._next_time(arrivals, cursor)
             changed = self._pop_events(now)
             while cursor < len(arrivals) and self.jobs[arrivals[cursor]].submit <= now:
                 changed |= self._arrive(arrivals[cursor], now, rejected_shapes)
                 cursor += 1
+            for index in self.gate.due(now) if self.gate is not None else ():
+                changed |= self._queue(index, now)
             if self.progress and cursor:
                 self.progress(cursor)
             if changed or self._idle_due(now):
@@ -192,6 +199,9 @@ class Engine:
             candidates.append(self.jobs[arrivals[cursor]].submit)
         if self.events:
             candidates.append(self.events[0][0])
+        retry = self.gate.next_retry() if self.gate is not None else None
+        if retry is not None:
+            candidates.append(retry)
         now = min(candidates)
         step = self.config.cycle_interval_s
         now = math.ceil(now / step) * step if step > 0 else now
@@ -239,7 +249,19 @@ class Engine:
         if rejected_shapes[key]:
             job.state = JobState.REJECTED
             return False
-        job.state, job.task, job.pending_since = JobState.PENDING, task, job.submit
+        job.task = task
+        if self.gate is not None and not self.gate.offer(task.tenant, index, now):
+            return False  # refused by its tenant's submit limits: its client retries (SimGate)
+        return self._queue(index)
+
+    def _queue(self, index: int, admitted_at: float | None = None) -> bool:
+        """_queue makes an admitted job pending; its queue delay counts from its submit, refusals included."""
+        job = self.jobs[index]
+        task = job.task
+        assert task is not None
+        if admitted_at is not None:  # out of its client's backlog: the store holds it from now, as the API would
+            task = job.task = dataclasses.replace(task, submit_time=admitted_at)
+        job.state, job.pending_since = JobState.PENDING, job.submit
         self.pending[index] = task
         self.ledger.running_gpus.setdefault(task.tenant, 0)  # a waiting tenant has a fair-share factor too
         return True
@@ -268,7 +290,9 @@ class Engine:
         )
         started = time.perf_counter()
         plan = self.policy(snapshot, self.policy_config)
-        self.result.policy_s += time.perf_counter() - started
+        spent = time.perf_counter() - started
+        self.result.policy_s += spent
+        self.result.policy_max_s = max(self.result.policy_max_s, spent)
         self.result.cycles += 1
         frag = plan.fragmentation
         self.samples.append(CycleSample(now, frag.stranded_gpus, frag.free_gpus, len(plan.held), len(self.pending)))
@@ -375,6 +399,8 @@ class Engine:
         """_complete finishes a job."""
         job = self._release(index, now)
         job.state, job.end_time = JobState.DONE, now
+        if self.gate is not None:
+            self.gate.finished(job.trace.tenant)
 
     def _checkpoint(self, index: int, now: float) -> None:
         """_checkpoint records a checkpoint so the policy can price preempting this attempt."""
