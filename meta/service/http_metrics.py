@@ -1,4 +1,4 @@
-"""The API's Prometheus metrics: requests by route template and status, latency, authentication failures.
+"""The API's Prometheus metrics: requests by route template and status, latency, authentication failures, refused submits.
 
 ``ApiMetrics`` registers its families on the registry the daemon serves (``metasched serve``
 passes the one of ``meta.cycle.metrics.Metrics``). Routes are labelled by their template
@@ -45,10 +45,19 @@ class ApiMetrics:
         )  # fmt: skip
         for code in AUTH_FAILURE_CODES:
             self.auth_failures.labels(code)
+        self.submit_refusals = Counter(
+            "metasched_submit_refusals_total", "Submits refused by a tenant's submit limits, by tenant and reason "
+            "(rate, tenant_pending, user_pending)", ["tenant", "reason"], registry=r,
+        )  # fmt: skip
 
     def auth_failed(self, code: str) -> None:
         """auth_failed counts one refused credential (``code`` outside the known words counts as ``invalid``)."""
         self.auth_failures.labels(code if code in AUTH_FAILURE_CODES else "invalid").inc()
+
+
+    def submit_refused(self, tenant: str, reason: str) -> None:
+        """submit_refused counts one submit refused by the tenant's limits (the submit gate's ``on_refusal``)."""
+        self.submit_refusals.labels(tenant, reason).inc()
 
 
 def route_template(routes: Iterable[BaseRoute], scope: Scope) -> str:

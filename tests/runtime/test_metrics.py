@@ -64,6 +64,8 @@ FAMILIES = {
     "metasched_api_requests_total": "API requests by method, route template and status code",
     "metasched_api_request_seconds": "API request latency by method and route template",
     "metasched_api_auth_failures_total": "API requests refused for their credential, by reason",
+    "metasched_submit_refusals_total": "Submits refused by a tenant's submit limits, by tenant and reason "
+    "(rate, tenant_pending, user_pending)",
 }
 # label names stay bounded: tenants are Slurm accounts, the rest are fixed vocabularies
 BOUNDED_LABELS = {"tenant", "gpu_type", "state", "reason", "kind", "outcome", "command", "method", "route", "status", "le"}
