@@ -1,6 +1,6 @@
 """Exactly-once inference outputs: attempt-private staging, then one atomic manifest commit.
 
-Each partition attempt writes under ``<output>/_attempts/<attempt>/`` and commits a manifest
+Each partition attempt writes under ``<output>/<job id>/_attempts/<attempt>/`` and commits a manifest
 (files, sizes, sha256) carrying its fencing token. The commit table's primary key is the task,
 so a partition has at most one visible output (I1); only the task's current attempt, within its
 lease, may commit. A late or duplicate worker is refused and its staging is garbage-collected.

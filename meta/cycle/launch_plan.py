@@ -46,9 +46,17 @@ def run_as_for(job: Job, settings: LaunchSettings) -> RunAs | None:
     return RunAs(uid=job.owner_uid, gid=gid, chdir=job.submit_dir)
 
 
-def staging_dir(spec: InferenceSpec, attempt_id: str) -> str:
-    """staging_dir is the attempt-private output path ``<output>/_attempts/<attempt>/``."""
-    return str(Path(spec.output) / "_attempts" / attempt_id)
+def job_output_dir(spec: InferenceSpec, job_short_id: str) -> str:
+    """job_output_dir is ``<output>/<job id>/``: everything metasched writes for one inference job (staging, manifest).
+
+    Two jobs given the same ``output`` (two msbatch jobs from one folder) never share a file.
+    """
+    return str(Path(spec.output) / job_short_id)
+
+
+def staging_dir(spec: InferenceSpec, job_short_id: str, attempt_id: str) -> str:
+    """staging_dir is the attempt-private output path ``<output>/<job id>/_attempts/<attempt>/``."""
+    return str(Path(job_output_dir(spec, job_short_id)) / "_attempts" / attempt_id)
 
 
 def _node_groups(attempt: Attempt) -> dict[int, list[tuple[str, ResourceVector]]]:
@@ -108,7 +116,7 @@ def launch_request(
         "checkpoint_dir": checkpoint.dir if checkpoint else None,
         # only a job that declared a checkpoint is sent the checkpoint signal (render caps its grace)
         "checkpoints": checkpoint is not None,
-        "output_dir": staging_dir(spec, attempt.id) if isinstance(spec, InferenceSpec) else None,
+        "output_dir": staging_dir(spec, job.short_id, attempt.id) if isinstance(spec, InferenceSpec) else None,
         "resume_from": resume_from,
         "grace_s": settings.grace_s,
         "stdout": None if as_user else log,

@@ -1,5 +1,8 @@
 """Cycle step 11, outputs: inference partitions committed on success, job manifests written.
 
+Each job writes under its own ``<output>/<job id>/`` (``_attempts/<attempt>/`` staging and the
+job's ``_manifest.json``), so two jobs with the same output folder never overwrite each other.
+
 A partition's program may commit its own manifest (``metasched commit``); when it exits 0
 without doing so, step 3 (reconcile) commits the attempt's staging directory on its behalf —
 before the attempt leaves its live state, so the usual fence (current attempt, token, lease)
@@ -22,7 +25,7 @@ from checkpoint.manifest import (
     job_manifest,
     write_atomically,
 )
-from meta.cycle.launch_plan import staging_dir
+from meta.cycle.launch_plan import job_output_dir, staging_dir
 from meta.cycle.snapshot import SpecCache
 from meta.model.errors import JOB_FAULTS, MetaschedError
 from meta.model.spec import InferenceSpec
@@ -37,7 +40,12 @@ def commit_on_success(session: Session, attempt: Attempt, specs: SpecCache) -> N
     spec = specs.get(session, attempt.job_id)
     if not isinstance(spec, InferenceSpec) or session.get(PartitionCommit, attempt.task_id) is not None:
         return
-    staging = Path(staging_dir(spec, attempt.id))
+    job = session.get(Job, attempt.job_id)
+    assert job is not None
+    staging = Path(staging_dir(spec, job.short_id, attempt.id))
+    legacy = Path(spec.output) / "_attempts" / attempt.id  # launched before per-job folders: staged there
+    if not staging.is_dir() and legacy.is_dir():
+        staging = legacy
     try:
         manifest = build_manifest(staging) if staging.is_dir() else {"root": str(staging), "files": [], "bytes": 0}
         commit(session, attempt.id, attempt.fencing_token, manifest)
@@ -61,11 +69,13 @@ def finalize_jobs(session: Session, specs: SpecCache, done: set[str]) -> list[st
             continue
         assert isinstance(spec, InferenceSpec)
         manifest = job_manifest(session, job.id)
+        folder = Path(job_output_dir(spec, job.short_id))
         try:
-            write_atomically(Path(spec.output) / JOB_MANIFEST, manifest)
-            gc_staging(session, job.id, spec.output)
+            folder.mkdir(parents=True, exist_ok=True)
+            write_atomically(folder / JOB_MANIFEST, manifest)
+            gc_staging(session, job.id, folder)
         except OSError as exc:  # the output dir may live where this host cannot write
-            log.warning("cannot finalize outputs of job %s in %s: %s", job.short_id, spec.output, exc)
+            log.warning("cannot finalize outputs of job %s in %s: %s", job.short_id, folder, exc)
             continue
         done.add(job.id)
         finished.append(job.id)

@@ -85,6 +85,7 @@ def test_late_partition_after_lease_expiry_is_refused(harness: DaemonHarness, tm
     for j in range(jobs_n):
         output = tmp_path / f"out-{j}"
         job = harness.submit(inference(f"late-{j}", output, 2, WRITE + "sleep 4\n"))
+        output = output / job  # metasched writes staging and the manifest in the job's own folder
 
         def running() -> bool:
             attempts = attempts_of(harness.service, job)
@@ -189,6 +190,7 @@ def test_partitions_with_kills_scancels_and_stale_commits(
         # at most 4 partitions at a time: the job runs in waves, so kills and scancels land mid-run
         spec = dict(inference("parts", output, partitions, command), max_parallel=4)
         job = pg_service.submit(spec_from_dict(spec)).job.short_id
+        output = output / job  # metasched writes staging and the manifest in the job's own folder
         since = daemon.start()
         wait_leading(pg_service, daemon, since)
         events = ["kill"] * kills + ["scancel"] * cancels

@@ -63,7 +63,8 @@ def test_inference_gets_staging_output_dir_and_array_task_id(tmp_path) -> None:
     spec = inference(str(tmp_path / "out"), partitions=["shard-a", "shard-b"])
     request = _request(spec, [share("node1", gpus=1)], task_name="shard-b")
     assert request.kind == JobKind.INFERENCE
-    assert request.output_dir == staging_dir(spec, ATTEMPT_ID) == str(tmp_path / "out" / "_attempts" / ATTEMPT_ID)
+    want = str(tmp_path / "out" / "j42" / "_attempts" / ATTEMPT_ID)  # under the job's own folder
+    assert request.output_dir == staging_dir(spec, "j42", ATTEMPT_ID) == want
     assert request.env["SLURM_ARRAY_TASK_ID"] == "shard-b"
     assert request.task_name == "shard-b" and request.checkpoint_dir is None
 

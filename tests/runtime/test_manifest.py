@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from checkpoint.manifest import build_manifest, commit, committed, gc_staging, job_manifest, write_atomically
 from cli.main import cli
-from meta.cycle.launch_plan import staging_dir
+from meta.cycle.launch_plan import job_output_dir
 from meta.model.durations import utcnow
 from meta.model.errors import Conflict, InvalidRequest, StaleFencingToken
 from meta.model.states import AttemptState
@@ -50,6 +50,17 @@ def _partition(service: Service, tmp_path: Path, partitions: int = 2):
     spec = inference(str(tmp_path / "out"), partitions=partitions)
     job, tasks = submit(service, spec)
     return spec, job, tasks
+
+
+def _folder(service: Service, spec, job: str) -> str:
+    """_folder is the job's own output folder, ``<output>/<job id>/``."""
+    with service.db.session() as session:
+        return job_output_dir(spec, session.get(Job, job).short_id)
+
+
+def _staging(service: Service, spec, job: str, attempt_id: str) -> Path:
+    """_staging is an attempt's staging folder inside its job's output folder."""
+    return Path(_folder(service, spec, job)) / "_attempts" / attempt_id
 
 
 MANIFEST = {"root": "/x", "files": [{"path": "part.tsv", "size": 3, "sha256": "ab"}], "bytes": 3}
@@ -156,11 +167,11 @@ def test_gc_staging_removes_only_ended_uncommitted_attempts(service: Service, tm
     with service.db.session() as session:
         attempt_event(session, loser, AttemptState.LOST, "test:lost")
     live = place(service.db, t1, [share("node2", gpus=1)], AttemptState.RUNNING)
-    dirs = {name: Path(staging_dir(spec, name)) for name in (winner, loser, live, "not-an-attempt")}
+    dirs = {name: _staging(service, spec, job, name) for name in (winner, loser, live, "not-an-attempt")}
     for path in dirs.values():
         _write(path / "part.tsv", b"abc")
     with service.db.session() as session:
-        removed = gc_staging(session, job, spec.output)
+        removed = gc_staging(session, job, _folder(service, spec, job))
     assert removed == [loser]
     assert not dirs[loser].exists()
     assert all(dirs[name].exists() for name in (winner, live, "not-an-attempt"))
@@ -169,7 +180,7 @@ def test_gc_staging_removes_only_ended_uncommitted_attempts(service: Service, tm
 def test_gc_staging_without_a_staging_dir_is_a_noop(service: Service, tmp_path: Path) -> None:
     spec, job, _ = _partition(service, tmp_path)
     with service.db.session() as session:
-        assert gc_staging(session, job, spec.output) == []
+        assert gc_staging(session, job, _folder(service, spec, job)) == []
 
 
 def test_write_atomically_leaves_no_temp_files(tmp_path: Path) -> None:
@@ -239,7 +250,7 @@ def test_cli_commit_of_an_output_with_a_symlink_fails_naming_it_and_commits_noth
 ) -> None:
     spec, job, (t, _) = _partition(service, tmp_path)
     a = place(service.db, t, [share("node1", gpus=1)], AttemptState.RUNNING)
-    staging = Path(staging_dir(spec, a))
+    staging = _staging(service, spec, job, a)
     _write(staging / "part.tsv", b"rows")
     (staging / "shadow").symlink_to(_outside_secret(tmp_path))
     result = CliRunner().invoke(
@@ -284,8 +295,8 @@ def test_gc_staging_never_follows_a_symlinked_staging_folder(service: Service, t
         attempt_event(session, loser, AttemptState.LOST, "test:lost")
     elsewhere = tmp_path / "elsewhere"
     _write(elsewhere / loser / "keep.tsv", b"abc")
-    Path(spec.output).mkdir(parents=True)
-    (Path(spec.output) / "_attempts").symlink_to(elsewhere, target_is_directory=True)
+    Path(_folder(service, spec, job)).mkdir(parents=True)
+    (Path(_folder(service, spec, job)) / "_attempts").symlink_to(elsewhere, target_is_directory=True)
     with service.db.session() as session:
-        assert gc_staging(session, job, spec.output) == []
+        assert gc_staging(session, job, _folder(service, spec, job)) == []
     assert (elsewhere / loser / "keep.tsv").read_bytes() == b"abc"

@@ -14,7 +14,7 @@ from meta.cycle.snapshot import SpecCache
 from meta.model.states import AttemptState, TaskState
 from meta.service.api import Service
 from meta.store.lifecycle import attempt_event
-from meta.store.models import Attempt, PartitionCommit
+from meta.store.models import Attempt, Job, PartitionCommit
 from tests.runtime.fake_slurm import FakeSlurm
 from tests.runtime.support import attempt, inference, lead, place, share, submit, task, training
 
@@ -25,6 +25,12 @@ def _running_partition(service: Service, fake: FakeSlurm, spec, task_id: str) ->
     with service.db.session() as session:
         session.get(Attempt, a).slurm_job_id = str(job.job_id)
     return a, job.job_id
+
+
+def _folder(service: Service, job: str, tmp_path: Path) -> Path:
+    """_folder is the job's own output folder, ``<output>/<job id>/``."""
+    with service.db.session() as session:
+        return tmp_path / "out" / session.get(Job, job).short_id
 
 
 def _reconciler(service: Service, fake: FakeSlurm) -> Reconciler:
@@ -42,7 +48,7 @@ def test_succeeded_inference_attempt_is_committed_from_its_staging_dir(service: 
     spec = inference(str(tmp_path / "out"))
     job, (t0, _) = submit(service, spec)
     a, slurm_id = _running_partition(service, fake, spec, t0)
-    staging = tmp_path / "out" / "_attempts" / a
+    staging = _folder(service, job, tmp_path) / "_attempts" / a
     staging.mkdir(parents=True)
     (staging / "part.tsv").write_bytes(b"rows\n")
     fake.finish(slurm_id)
@@ -62,7 +68,7 @@ def test_an_attempt_that_committed_itself_is_not_recommitted(service: Service, t
     own = {"root": "custom", "files": [], "bytes": 0, "note": "committed by the job"}
     with service.db.session() as session:
         commit(session, a, 1, own)
-    staging = tmp_path / "out" / "_attempts" / a
+    staging = _folder(service, job, tmp_path) / "_attempts" / a
     staging.mkdir(parents=True)
     (staging / "extra.tsv").write_text("x")
     fake.finish(slurm_id)
@@ -103,7 +109,7 @@ def test_finalize_writes_the_job_manifest_and_collects_stale_staging(service: Se
     stale = place(service.db, tasks[0], [share("node1", gpus=1)], AttemptState.RUNNING)
     with service.db.session() as session:
         attempt_event(session, stale, AttemptState.LOST, "test:lost")
-    (tmp_path / "out" / "_attempts" / stale).mkdir(parents=True)
+    (_folder(service, job, tmp_path) / "_attempts" / stale).mkdir(parents=True)
     winners = []
     for t in tasks:
         a, slurm_id = _running_partition(service, fake, spec, t)
@@ -113,12 +119,36 @@ def test_finalize_writes_the_job_manifest_and_collects_stale_staging(service: Se
     assert all(task(service.db, t).state == TaskState.SUCCEEDED.value for t in tasks)
     with service.db.session() as session:
         assert finalize_jobs(session, SpecCache(), done) == [job]
-    manifest = json.loads((tmp_path / "out" / "_manifest.json").read_text())
+    manifest = json.loads((_folder(service, job, tmp_path) / "_manifest.json").read_text())
     assert manifest["complete"] is True
     assert [p["attempt"] for p in manifest["partitions"]] == winners
-    assert not (tmp_path / "out" / "_attempts" / stale).exists()
+    assert not (_folder(service, job, tmp_path) / "_attempts" / stale).exists()
     with service.db.session() as session:
         assert finalize_jobs(session, SpecCache(), done) == []  # written once
+
+
+def test_two_jobs_with_one_output_folder_never_share_a_file(service: Service, tmp_path: Path) -> None:
+    # two msbatch jobs from one folder get the same output: each keeps its own staging and manifest
+    fake = FakeSlurm()
+    spec = inference(str(tmp_path / "out"), partitions=1)
+    jobs = []
+    for content in (b"first\n", b"second\n"):
+        job, (t0,) = submit(service, spec)
+        a, slurm_id = _running_partition(service, fake, spec, t0)
+        staging = _folder(service, job, tmp_path) / "_attempts" / a
+        staging.mkdir(parents=True)
+        (staging / "part.tsv").write_bytes(content)
+        fake.finish(slurm_id)
+        _reconcile(service, fake)
+        jobs.append((job, a))
+    with service.db.session() as session:
+        assert sorted(finalize_jobs(session, SpecCache(), set())) == sorted(job for job, _ in jobs)
+    assert not (tmp_path / "out" / "_manifest.json").exists() and not (tmp_path / "out" / "_attempts").exists()
+    for (job, a), content in zip(jobs, (b"first\n", b"second\n"), strict=True):
+        manifest = json.loads((_folder(service, job, tmp_path) / "_manifest.json").read_text())
+        (partition,) = manifest["partitions"]
+        assert partition["attempt"] == a
+        assert (_folder(service, job, tmp_path) / "_attempts" / a / "part.tsv").read_bytes() == content
 
 
 def _committed_partition(service: Service, fake: FakeSlurm, tmp_path: Path) -> tuple[str, str, int]:
