@@ -36,6 +36,7 @@ from benchmarks.replay import collect, predict, serve  # noqa: E402
 from benchmarks.replay.slice import ReplayJob, SliceSpec, cut, offered_load  # noqa: E402
 from benchmarks.replay.submit import MAX_LAG_S, as_user, shape_options, submit_all  # noqa: E402
 from benchmarks.store import open_store  # noqa: E402
+from meta.sim.trace import TraceError  # noqa: E402
 
 LOCK = Path("/tmp/metasched-slurm-tests.lock")
 TRACE = (
@@ -59,7 +60,10 @@ RATIOS = (
 def main() -> None:
     """main runs the rounds and prints the report."""
     args = _arguments()
-    jobs = cut(SliceSpec(args.trace, jobs=args.jobs, span_s=args.span, load=args.load, start_h=args.start_h))
+    try:
+        jobs = cut(SliceSpec(args.trace, jobs=args.jobs, span_s=args.span, load=args.load, start_h=args.start_h))
+    except (TraceError, ValueError) as exc:
+        sys.exit(f"bench_replay: {exc} (--trace names a Philly week CSV)")
     folder = Path(tempfile.mkdtemp(prefix="metasched-replay-", dir="/tmp"))
     folder.chmod(0o777)  # the users' jobs start here (sbatch's default working directory)
     _say(
