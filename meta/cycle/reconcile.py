@@ -43,7 +43,7 @@ from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransiti
 from meta.store import audit
 from meta.store.db import Database
 from meta.store.lifecycle import attempt_event, cancel_job, job_spec, move_attempts, quarantine_attempt
-from meta.store.models import Attempt, Job, PartitionCommit, Transition
+from meta.store.models import Attempt, Job, PartitionCommit, Task, Transition
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError
 from slurm_bridge.parse.sacct import SacctJob
@@ -462,10 +462,10 @@ class Reconciler:
             failure_category=category,
             values=values,
         )
-        if target == AttemptState.CANCELLED and actor != "reconciler":
+        if target == AttemptState.CANCELLED and actor != "reconciler" and not _is_array(session, attempt.job_id):
             job = session.get(Job, attempt.job_id)
             assert job is not None
-            cancel_job(session, job, actor)  # the job's other tasks and attempts follow
+            cancel_job(session, job, actor)  # the job's other tasks and attempts follow (an array's do not)
         result.transitions += 1
 
     def _canceller(
@@ -493,9 +493,17 @@ class Reconciler:
 
     @staticmethod
     def _user_cancel(session: Session, attempt: Attempt, who: Canceller, slurm_job_id: str) -> None:
-        """_user_cancel marks the job cancelled by ``who`` and audits it, as ``metasched cancel`` would."""
+        """_user_cancel marks the job cancelled by ``who`` and audits it, as ``metasched cancel`` would.
+
+        An array element is its own Slurm job: scancel of it cancels that element only, as in Slurm.
+        """
         job = session.get(Job, attempt.job_id)
         assert job is not None
+        if _is_array(session, job.id):
+            task = session.get(Task, attempt.task_id)
+            audit.record(session, who.name, "job.cancel", job.short_id, tenant=job.tenant, via="scancel",
+                         slurm_job_id=slurm_job_id, uid=who.uid, elements=[task.name if task else None])  # fmt: skip
+            return
         if not job.cancel_requested:
             audit.record(session, who.name, "job.cancel", job.short_id, tenant=job.tenant,
                          via="scancel", slurm_job_id=slurm_job_id, uid=who.uid)  # fmt: skip
@@ -639,3 +647,11 @@ class Reconciler:
             self.client.cancel([slurm_job_id])
         except SlurmError as exc:
             log.warning("scancel %s failed: %s", slurm_job_id, exc)
+
+
+def _is_array(session: Session, job_id: str) -> bool:
+    """_is_array tells whether a job is an array (a spec the current rules refuse counts as none)."""
+    try:
+        return job_spec(session, job_id).array is not None
+    except JOB_FAULTS:
+        return False

@@ -13,7 +13,7 @@ from meta.cycle.reconcile import Reconciler, ReconcileSettings, observe
 from meta.model.states import AttemptState, JobState, TaskState
 from meta.service.api import Service
 from meta.store import audit
-from meta.store.models import Attempt, Job, Transition
+from meta.store.models import Attempt, Job, Task, Transition
 from tests.runtime.fake_slurm import FakeSlurm
 from tests.runtime.support import attempt, inference, lead, place, share, submit, task, training
 
@@ -136,3 +136,20 @@ def test_without_a_lookup_every_unrequested_cancel_is_lost(service: Service) -> 
     fake.cancel([slurm_id], as_uid=ALICE)
     Reconciler(service.db, fake, SETTINGS).run(lead(service.db))
     assert attempt(service.db, attempt_id).state == AttemptState.LOST.value
+
+
+def test_a_scancel_of_an_array_elements_slurm_job_cancels_that_element_only(service: Service) -> None:
+    # each element is its own Slurm job: scancel of it is scancel of one element, as in Slurm
+    fake = _fake()
+    job_id, task_id, attempt_id, slurm_id = _running(service, fake, training(array={"indexes": [0, 1, 2]}))
+    fake.cancel([slurm_id], as_uid=ALICE)
+    _reconcile(service, fake)
+    assert attempt(service.db, attempt_id).state == AttemptState.CANCELLED.value
+    with service.db.session() as session:
+        job = session.get(Job, job_id)
+        states = {t.name: t.state for t in session.scalars(select(Task).where(Task.job_id == job_id))}
+        assert job.cancel_requested is False
+        [event] = [e for e in audit.read(session) if e.action == "job.cancel"]
+    assert states == {"0": TaskState.CANCELLED.value, "1": TaskState.PENDING.value, "2": TaskState.PENDING.value}
+    assert (event.actor, event.detail["elements"]) == ("alice", ["0"])
+    assert service.status(job_id).state == JobState.PENDING
