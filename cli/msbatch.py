@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from typing import NoReturn
 
@@ -81,6 +81,7 @@ def prepare(command: CommandLine, environ: dict[str, str], cwd: str, *, validate
     service does when the job is submitted.
     """
     submission, directives = _submission(command, cwd)
+    submission = replace(submission, environ=environ)
     options = merge(directives, read_environment(environ), list(command.options))
     return Prepared(options, translate(options, submission, validate=validate))
 

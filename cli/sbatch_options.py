@@ -82,6 +82,18 @@ SUPPORTED: dict[str, OptionDef] = {
         OptionDef("array", "a", help="index list 0-15, 1,3,5, 0-15:2, with %N max in parallel"),
         OptionDef("output", "o", help="stdout pattern, recorded as MSBATCH_OUTPUT"),
         OptionDef("error", "e", help="stderr pattern, recorded as MSBATCH_ERROR"),
+        OptionDef("open-mode", help="append | truncate: how -o/-e files are opened"),
+        OptionDef("chdir", "D", help="the job's working folder (default: where msbatch runs)"),
+        OptionDef("export", help="ALL (default), NONE, or [ALL,]NAME[=value],... passed to the job"),
+        OptionDef("exclusive", takes_value=False, help="whole nodes, shared with no other job"),
+        OptionDef("constraint", "C", help="node features: a&b, a|b (no counts or brackets)"),
+        OptionDef("nodelist", "w", help="run on exactly these nodes (a hostlist; -N defaults to their count)"),
+        OptionDef("exclude", "x", help="never run on these nodes (a hostlist)"),
+        OptionDef("requeue", takes_value=False, help="retry after node failure or preemption (the default)"),
+        OptionDef("no-requeue", takes_value=False, help="never retry: one attempt only"),
+        OptionDef("mail-type", help="NONE, BEGIN, END, FAIL, ALL, ... passed to Slurm"),
+        OptionDef("mail-user", help="who gets the mail, passed to Slurm"),
+        OptionDef("gpus-per-task", help="[type:]count GPUs per task (GPUs per node = tasks x count)"),
         OptionDef("dependency", "d", help="after|afterany|afterok|afternotok:JOB[+min][:JOB...], singleton; , = all, ? = any"),
         OptionDef("kill-on-invalid-dep", help="yes | no: cancel the job when its dependency can never be satisfied"),
         OptionDef("hold", "H", takes_value=False, help="submit held (JobHeldUser); `metasched release JOB` frees it"),
@@ -130,10 +142,23 @@ ENVIRONMENT = {
     "SBATCH_PARTITION": "partition",
     "SBATCH_QOS": "qos",
     "SBATCH_TIMELIMIT": "time",
+    "SBATCH_EXPORT": "export",
+    "SBATCH_CONSTRAINT": "constraint",
+    "SBATCH_OPEN_MODE": "open-mode",
 }
 
 # Each group is set by one source only; see the module docstring.
-GROUPS = (("mem", "mem-per-cpu", "mem-per-gpu"), ("gres", "gpus", "gpus-per-node"))
+GROUPS = (
+    ("mem", "mem-per-cpu", "mem-per-gpu"),
+    ("gres", "gpus", "gpus-per-node", "gpus-per-task"),
+    ("requeue", "no-requeue"),
+)
+
+# Why some sbatch options stay refused (the README's options table says the same).
+REFUSED_BECAUSE = {
+    "ntasks-per-gpu": "metasched's resource model counts GPUs per node; use --gpus-per-task or --gres",
+    "export-file": "the job's environment is sent with the job; use --export=NAME=value",
+}
 
 
 class Source(StrEnum):
@@ -213,7 +238,8 @@ class Options:
 def _unsupported(name: str, origin: Origin) -> SbatchError:
     known = name in _SBATCH_UNSUPPORTED_LONG
     what = "unsupported sbatch option" if known else "unknown option"
-    return SbatchError([f"{what} --{name} ({origin.describe()})"])
+    because = f": {REFUSED_BECAUSE[name]}" if name in REFUSED_BECAUSE else ""
+    return SbatchError([f"{what} --{name} ({origin.describe()}){because}"])
 
 
 def _resolve_long(name: str, origin: Origin) -> OptionDef:

@@ -39,23 +39,28 @@ Entry point
 
 Environment (``METASCHED_*`` is reserved by the spec; ``SBATCH_*`` are sbatch's *input*
 variables and would change the executor's own sbatch call, so msbatch uses ``MSBATCH_*``)
-  MSBATCH_SUBMIT_DIR (the submission directory, where sbatch would run the script),
-  MSBATCH_COMMENT (``--comment``), MSBATCH_OUTPUT / MSBATCH_ERROR (``-o``/``-e`` patterns made
-  absolute; metasched's launcher owns the job's real log files, so a note says so),
-  MSBATCH_SIGNAL (``--signal`` normalised, e.g. ``B:USR1@90``) and MSBATCH_SIGNAL_GRACE_S.
+  MSBATCH_SUBMIT_DIR (the submission directory), MSBATCH_COMMENT (``--comment``), MSBATCH_SIGNAL
+  (``--signal`` normalised, e.g. ``B:USR1@90``) and MSBATCH_SIGNAL_GRACE_S; the variables
+  ``--export`` sends (``cli.sbatch_semantics``).
+
+sbatch's own settings
+  ``-D``, ``-o/-e``, ``--open-mode``, mail, ``--export``, the task layout and the placement
+  filters go to the spec's ``sbatch:`` section (``cli.sbatch_semantics``); ``-w`` without
+  ``-N`` asks for as many nodes as it names.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cli.sbatch_gates import gate_fields
 from cli.sbatch_options import Options, OptionValue, SbatchError
+from cli.sbatch_semantics import expand_hostlist, retry_fields, sbatch_section
 from cli.sbatch_values import (
     GpuRequest,
     parse_array,
@@ -83,6 +88,7 @@ class Submission:
     cwd: str
     script_path: str | None = None
     script_text: str | None = None
+    environ: Mapping[str, str] = field(default_factory=dict)  # the submitting shell's, for --export
 
 
 @dataclass(frozen=True)
@@ -159,6 +165,9 @@ def gpus_per_node(options: Options, nodes: int) -> GpuRequest | None:
     )
     if per_node:
         return per_node
+    per_task = parsed(options.get("gpus-per-task"), parse_gpu_request)
+    if per_task:
+        return GpuRequest(per_task.count * tasks_per_node(options, nodes), per_task.gpu_type)
     total_option = options.get("gpus")
     total = parsed(total_option, parse_gpu_request)
     if total is None or total_option is None:
@@ -252,9 +261,6 @@ def environment(options: Options, cwd: str) -> dict[str, str]:
     env = {"MSBATCH_SUBMIT_DIR": cwd}
     if options.value("comment"):
         env["MSBATCH_COMMENT"] = options.value("comment") or ""
-    for name, variable in (("output", "MSBATCH_OUTPUT"), ("error", "MSBATCH_ERROR")):
-        if options.value(name):
-            env[variable] = _absolute(options.value(name) or "", cwd)
     requested = parsed(options.get("signal"), parse_signal)
     if requested:
         env["MSBATCH_SIGNAL"] = requested.normalised()
@@ -262,15 +268,14 @@ def environment(options: Options, cwd: str) -> dict[str, str]:
     return env
 
 
-def output_notes(options: Options) -> list[str]:
-    """output_notes tells the user that -o/-e are recorded, not used as the log files."""
-    given = [f"--{name}" for name in ("output", "error") if options.value(name)]
-    if not given:
-        return []
-    return [
-        f"{' and '.join(given)} recorded as MSBATCH_{'/MSBATCH_'.join(g[2:].upper() for g in given)}; "
-        "metasched's launcher decides where the job's logs are written"
-    ]
+def node_count(options: Options) -> int:
+    """node_count is ``-N``, else the number of ``-w`` nodes (as sbatch), else 1; -N and -w must agree."""
+    nodes = parsed(options.get("nodes"), parse_nodes)
+    listed = options.get("nodelist")
+    named = len(set(expand_hostlist(listed.value or ""))) if listed else 0
+    if nodes and named and nodes != named:
+        raise SbatchError([f"{listed.where()} names {named} nodes but --nodes={nodes}: give as many nodes as -N"])  # type: ignore[union-attr]
+    return nodes or named or 1
 
 
 # --- inference ------------------------------------------------------------------------------
@@ -327,7 +332,7 @@ def kind_fields(
 
 def translate(options: Options, submission: Submission, *, validate: bool = True) -> Translation:
     """translate builds the JobSpec's fields for merged options, validated unless ``validate`` is False."""
-    nodes = parsed(options.get("nodes"), parse_nodes) or 1
+    nodes = node_count(options)
     kind = job_kind(options, nodes)
     name = job_name(options, submission)
     data: dict[str, Any] = {"kind": kind.value, "name": name, "tenant": tenant(options)}
@@ -337,12 +342,15 @@ def translate(options: Options, submission: Submission, *, validate: bool = True
         data["time_limit_s"] = time_limit
     data["resources"] = worker_resources(options, nodes)
     data.update(entry_point(options, submission))
-    data["env"] = environment(options, submission.cwd)
+    section, exported = sbatch_section(options, submission.cwd, submission.environ)
+    data["env"] = {**exported, **environment(options, submission.cwd)}
+    data["sbatch"] = section
+    data.update(retry_fields(options))
     extra, notes = kind_fields(kind, options, name, submission.cwd, nodes)
     data.update(extra)
     data.update(gate_fields(options))  # --dependency, --kill-on-invalid-dep, --hold, --begin
     spec = validated(data) if validate else None
-    return Translation(data, spec, tuple(output_notes(options) + notes))
+    return Translation(data, spec, tuple(notes))
 
 
 def validated(data: dict[str, Any]) -> AnySpec:

@@ -17,6 +17,12 @@ _SLURM_TOKEN = re.compile(r"[A-Za-z0-9._:/@%+=,\[\]-]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _ROLE_NAME = re.compile(r"[A-Za-z0-9_.-]+")
 _SECRET = re.compile(r"[A-Za-z0-9_-]{16,256}")  # secrets.token_urlsafe's alphabet
+# the sbatch options a user's job may add (meta/model/sbatch_fields.py checked their values at submit)
+_USER_OPTION = re.compile(
+    r"--(?:open-mode=(?:append|truncate)|mail-type=[A-Z0-9_,]+|mail-user=[A-Za-z0-9._:/@%+=,-]+|export=NONE"
+    r"|exclusive|constraint=[A-Za-z0-9_.&|,-]+)"
+)
+_LAYOUT = re.compile(r"--(?:ntasks|ntasks-per-node|cpus-per-task)=[0-9]{1,7}")
 
 
 class LaunchRequestError(ValueError):
@@ -118,6 +124,12 @@ class LaunchRequest:
     # no --output at all: sbatch's default, slurm-%j.out in the job's working folder (a job that
     # runs as its user, in its submit folder)
     sbatch_default_output: bool = False
+    # an sbatch job's own options (open mode, mail, export, exclusive, constraint), each one
+    # "--name[=value]" of an allow-list
+    user_options: tuple[str, ...] = ()
+    # an sbatch job's task layout as the user wrote it (--ntasks, --ntasks-per-node,
+    # --cpus-per-task; empty: Slurm's defaults); None: metasched's (one task per worker)
+    layout: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         # A private copy: the caller's dict changing later must not change a validated request
@@ -133,6 +145,9 @@ class LaunchRequest:
         _check_shape(self.num_nodes, self.nodes, self.ntasks_per_node)
         self._check_entrypoint()
         self._check_env()
+        for option, pattern in [(o, _USER_OPTION) for o in self.user_options] + [(o, _LAYOUT) for o in self.layout or ()]:
+            if not pattern.fullmatch(option):
+                raise LaunchRequestError(f"sbatch option {option!r} is not one a job may add")
         if self.attempt_secret is not None and not _SECRET.fullmatch(self.attempt_secret):
             raise LaunchRequestError("an attempt secret is 16 to 256 URL-safe characters")
         if self.time_limit_s <= 0 or self.grace_s < 0:

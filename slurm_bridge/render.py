@@ -85,7 +85,7 @@ def _options(request: LaunchRequest) -> list[str]:
         f"--job-name={request.slurm_name or tags.job_name(request.attempt_id)}",
         f"--comment={tags.comment(request.attempt_id)}",
     ]
-    tail = ["--no-requeue", *_signal_option(request), *_io_options(request)]
+    tail = ["--no-requeue", *_signal_option(request), *_io_options(request), *request.user_options]
     first, *others = _components(request)
     options = head + _shape(request, first) + tail
     for role in others:
@@ -131,9 +131,12 @@ def _shape(request: LaunchRequest, role: Role) -> list[str]:
     options += [f"--reservation={request.reservation}"] if request.reservation else []
     options.append(f"--nodes={role.num_nodes}")
     options += [f"--nodelist={hostlist.compress(role.nodes)}"] if role.nodes else []
-    options.append(f"--ntasks-per-node={role.ntasks_per_node}")
-    if role.per_node.cpus:
-        options.append(f"--cpus-per-task={math.ceil(role.per_node.cpus / role.ntasks_per_node)}")
+    if request.layout is not None:
+        options += request.layout  # an sbatch job: the tasks as its user laid them out
+    else:
+        options.append(f"--ntasks-per-node={role.ntasks_per_node}")
+        if role.per_node.cpus:
+            options.append(f"--cpus-per-task={math.ceil(role.per_node.cpus / role.ntasks_per_node)}")
     if role.per_node.memory_mib:
         options.append(f"--mem={format_memory(role.per_node.memory_mib)}")
     gres = gres_option(role.per_node)

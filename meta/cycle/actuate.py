@@ -264,7 +264,7 @@ class Actuator:
         # a relaunch after a confirmed-absent launch gets a new one
         secret, attempt.secret_hash = attempt_secret.new_secret()
         request = launch_request(job, task, attempt, spec, self.settings, resume_from=resume, attempt_secret=secret)
-        run_as = run_as_for(job, self.settings)
+        run_as = run_as_for(job, self.settings, spec)
         if run_as is None:
             # a job of another user makes its own folders, as that user: root creating folders
             # where a user's paths point would follow that user's symlinks with root's rights

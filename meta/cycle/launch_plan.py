@@ -9,6 +9,7 @@ from pathlib import Path
 
 from meta.config.paths import default_log_dir
 from meta.cycle.array_launch import array_env, array_output_fields
+from meta.cycle.sbatch_launch import sbatch_env, sbatch_request_fields, working_dir
 from meta.cycle.snapshot import placement_shares
 from meta.model.kinds import JobKind
 from meta.model.resources import ResourceVector
@@ -34,7 +35,7 @@ class LaunchSettings:
     daemon_uid: int = field(default_factory=os.geteuid)
 
 
-def run_as_for(job: Job, settings: LaunchSettings) -> RunAs | None:
+def run_as_for(job: Job, settings: LaunchSettings, spec: AnySpec | None = None) -> RunAs | None:
     """run_as_for is the user a job runs as (its owner, in its submit folder), None for the daemon's own jobs.
 
     Jobs without an owner (older than issue 12) and jobs the daemon's own user submitted (root's
@@ -43,7 +44,7 @@ def run_as_for(job: Job, settings: LaunchSettings) -> RunAs | None:
     if job.owner_uid is None or job.owner_uid == settings.daemon_uid:
         return None
     gid = job.owner_gid if job.owner_gid is not None else job.owner_uid
-    return RunAs(uid=job.owner_uid, gid=gid, chdir=job.submit_dir)
+    return RunAs(uid=job.owner_uid, gid=gid, chdir=working_dir(job, spec) if spec else job.submit_dir)
 
 
 def job_output_dir(spec: InferenceSpec, job_short_id: str) -> str:
@@ -94,6 +95,7 @@ def launch_request(
         # scripts written for sbatch arrays read the partition from SLURM_ARRAY_TASK_ID
         env.setdefault("SLURM_ARRAY_TASK_ID", task.name)
     env.update(array_env(job, task, spec))
+    env.update(sbatch_env(job, spec))
     log = f"{settings.log_dir.rstrip('/')}/{job.short_id}/{attempt.id}.out"
     checkpoint = spec.checkpoint if isinstance(spec, TrainingSpec) else None
     common = {
@@ -123,6 +125,7 @@ def launch_request(
         "sbatch_default_output": as_user,
         "api_address": settings.api_address,
         "attempt_secret": attempt_secret,
+        **sbatch_request_fields(job, spec, as_user),
     }
     common.update(array_output_fields(job, task, spec, common))
     if len(groups) <= 1:

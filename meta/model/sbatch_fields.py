@@ -103,6 +103,7 @@ class SbatchFields(BaseModel):
     # the list names are in the job's env, resolved at submit
     export: Token | None = None
     # tasks per worker (node) and CPUs per task, as sbatch lays them out (srun starts this many)
+    ntasks: Annotated[int, Strict(), Field(ge=1, le=1_000_000)] | None = None
     ntasks_per_node: Annotated[int, Strict(), Field(ge=1, le=4096)] | None = None
     cpus_per_task: Annotated[int, Strict(), Field(ge=1, le=4096)] | None = None
     # placement: hard filters (constraint on node features, nodes required / excluded, whole nodes)

@@ -92,7 +92,7 @@ def test_test_only_prints_the_spec_and_submits_nothing(db_url: str) -> None:
     ("argv", "want_message"),
     [
         pytest.param(
-            ["--exclusive", str(TRAINING)], "unsupported sbatch option --exclusive", id="unsupported"
+            ["--ntasks-per-gpu=2", str(TRAINING)], "unsupported sbatch option --ntasks-per-gpu", id="unsupported"
         ),
         pytest.param(["-A", "t"], "no script given", id="no-script"),
         pytest.param(["missing.sh"], "script 'missing.sh' not found", id="missing-script"),
@@ -113,10 +113,13 @@ def test_usage_errors_exit_2_without_a_traceback(db_url: str, argv: list[str], w
 
 def test_unsupported_directive_names_its_line(db_url: str, tmp_path: Path) -> None:
     script = tmp_path / "job.sh"
-    script.write_text("#!/bin/bash\n#SBATCH -A t\n#SBATCH -N 1\n#SBATCH --exclusive\nsrun hostname\n")
+    script.write_text("#!/bin/bash\n#SBATCH -A t\n#SBATCH -N 1\n#SBATCH --ntasks-per-gpu=2\nsrun hostname\n")
     result = _msbatch(str(script))
     assert result.exit_code == 2
-    assert result.stderr == "msbatch: error: unsupported sbatch option --exclusive (in #SBATCH line 4)\n"
+    assert result.stderr == (
+        "msbatch: error: unsupported sbatch option --ntasks-per-gpu (in #SBATCH line 4): "
+        "metasched's resource model counts GPUs per node; use --gpus-per-task or --gres\n"
+    )
 
 
 def test_script_without_shebang(db_url: str, tmp_path: Path) -> None:

@@ -1,0 +1,141 @@
+"""sbatch_semantics translates the sbatch options that Slurm acts on into the spec's ``sbatch:`` section.
+
+- ``-D/--chdir``: the job's working folder, made absolute against the submit folder.
+- ``-o/-e``: sbatch's filename patterns, passed to Slurm as given (relative to the working
+  folder, as sbatch does); ``--open-mode``; ``--mail-type``/``--mail-user``.
+- ``--export``: ``ALL`` (the default) sends the submitting shell's environment with the job
+  (its variables in the spec's ``env``, as sbatch sends it with the job), minus variables
+  that are per-shell (``PWD``, ``SHLVL``...), Slurm's and metasched's own, and any that names a
+  store; ``NONE`` and lists without ``ALL`` are Slurm's (the user's login environment plus the
+  named variables), with ``SLURM_EXPORT_ENV`` as sbatch sets it. ``NAME`` takes its value from
+  the submitting shell, ``NAME=value`` sets it.
+- ``--requeue``/``--no-requeue``: metasched's retry (``--no-requeue``: one attempt only).
+- the task layout (``-n``, ``--ntasks-per-node``, ``-c``) as the user gave it, for Slurm.
+- ``-C/--constraint``, ``-w/--nodelist``, ``-x/--exclude``, ``--exclusive``: placement filters
+  for the policy (and ``--exclusive``/``--constraint`` for Slurm too).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from typing import Any
+
+from cli.sbatch_options import Options, SbatchError
+from cli.sbatch_values import parse_count
+
+# variables that belong to the submitting shell, not to the job (bash resets them anyway)
+_SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "PS1", "PS2", "COLUMNS", "LINES"})
+_RESERVED_PREFIXES = ("METASCHED_", "SLURM_", "SBATCH_", "SRUN_", "SALLOC_", "BASH_FUNC_")
+_STORE = frozenset({"METASCHED_DB", "METASCHED_DB_FILE", "DATABASE_URL", "PGPASSWORD", "PGPASSFILE", "PGSERVICE"})
+_DATABASE_URL = re.compile(r"\s*(postgres(ql)?|sqlite|mysql|mariadb|oracle|mssql|cockroachdb)(\+\w+)?://", re.I)
+_ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
+MAX_EXPORTED = 200  # the spec holds at most 256 variables; leave room for the job's own
+_HOSTLIST = re.compile(r"(?P<prefix>[A-Za-z0-9._-]*)\[(?P<ranges>[0-9,-]+)\](?P<suffix>[A-Za-z0-9._-]*)")
+
+
+def _exportable(name: str, value: str) -> bool:
+    """_exportable tells whether a submit-shell variable goes with the job under --export=ALL."""
+    if name in _SHELL_OWN or name in _STORE or name.startswith(_RESERVED_PREFIXES):
+        return False
+    if not _ENV_NAME.fullmatch(name) or "\x00" in value:
+        return False
+    return _DATABASE_URL.match(value) is None
+
+
+def export_env(text: str | None, environ: Mapping[str, str]) -> tuple[dict[str, str], str | None]:
+    """export_env is the job's env for ``--export=text`` and the export mode left for Slurm (None: ALL)."""
+    items = [item for item in (text or "ALL").split(",") if item]
+    everything = not items or items[0].upper() == "ALL"
+    if everything:
+        items = items[1:]
+    elif len(items) == 1 and items[0].upper() == "NONE":
+        return {"SLURM_EXPORT_ENV": "NONE"}, "NONE"
+    env = {name: value for name, value in environ.items() if _exportable(name, value)} if everything else {}
+    if len(env) > MAX_EXPORTED:
+        raise SbatchError([f"--export=ALL: the environment has {len(env)} variables, more than {MAX_EXPORTED}; "
+                           "use --export=NONE or --export=NAME,..."])  # fmt: skip
+    for item in items:
+        name, has_value, value = item.partition("=")
+        if not _ENV_NAME.fullmatch(name) or name.startswith("METASCHED_"):
+            raise SbatchError([f"invalid --export={text}: {name!r} is not a variable name metasched can pass"])
+        if has_value:
+            env[name] = value
+        elif name in environ:
+            env[name] = environ[name]
+    if everything:
+        return env, None
+    env["SLURM_EXPORT_ENV"] = text or ""
+    return env, "NONE"
+
+
+def expand_hostlist(text: str) -> list[str]:
+    """expand_hostlist reads ``a100n[1-2],t4n1`` into node names."""
+    names: list[str] = []
+    for part in re.split(r",(?![^\[]*\])", text.strip()):
+        match = _HOSTLIST.fullmatch(part)
+        if not match:
+            names.append(part)
+            continue
+        for item in match.group("ranges").split(","):
+            first, _, last = item.partition("-")
+            width = len(first)
+            for number in range(int(first), int(last or first) + 1):
+                names.append(f"{match.group('prefix')}{number:0{width}d}{match.group('suffix')}")
+    return [name for name in names if name]
+
+
+def _count(options: Options, name: str) -> int | None:
+    option = options.get(name)
+    if option is None:
+        return None
+    try:
+        return parse_count(option.value or "")
+    except ValueError as exc:
+        raise SbatchError([f"invalid {option.where()}: {exc}"]) from None
+
+
+def _open_mode(options: Options) -> str | None:
+    option = options.get("open-mode")
+    if option is None:
+        return None
+    value = (option.value or "").strip().lower()
+    for mode in ("append", "truncate"):
+        if value and mode.startswith(value):
+            return mode
+    raise SbatchError([f"invalid {option.where()}: expected append or truncate"])
+
+
+def sbatch_section(options: Options, cwd: str, environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
+    """sbatch_section is the spec's ``sbatch:`` fields and the env that --export sends."""
+    section: dict[str, Any] = {}
+    chdir = options.value("chdir")
+    if chdir:
+        section["chdir"] = os.path.normpath(os.path.join(cwd, chdir))
+    for name, key in (("output", "output"), ("error", "error"), ("mail-type", "mail_type"), ("mail-user", "mail_user")):
+        if options.value(name):
+            section[key] = options.value(name)
+    mode = _open_mode(options)
+    if mode:
+        section["open_mode"] = mode
+    for name, key in (("ntasks", "ntasks"), ("ntasks-per-node", "ntasks_per_node"), ("cpus-per-task", "cpus_per_task")):
+        count = _count(options, name)
+        if count is not None:
+            section[key] = count
+    if options.value("constraint"):
+        section["constraint"] = options.value("constraint")
+    for name in ("nodelist", "exclude"):
+        if options.value(name):
+            section[name] = expand_hostlist(options.value(name) or "")
+    if options.flag("exclusive"):
+        section["exclusive"] = True
+    env, export = export_env(options.value("export"), environ)
+    if export:
+        section["export"] = export
+    return section, env
+
+
+def retry_fields(options: Options) -> dict[str, Any]:
+    """retry_fields maps ``--no-requeue`` onto one attempt; ``--requeue`` is metasched's default retry."""
+    return {"retry": {"max_attempts": 1}} if options.flag("no-requeue") else {}
