@@ -119,8 +119,9 @@ def help_text() -> str:
         lines.append(f"  {short}--{definition.name}{value}".ljust(34) + definition.help)
     lines += [
         "",
-        "Kind: --array → inference (one partition per index); otherwise --kind, default training",
-        "(workers = --nodes). Translation rules: pydoc cli.sbatch_translate.",
+        "Kind: --kind, default training (workers = --nodes). --array: one job of that kind, one task",
+        "per index (%N at most N at once; --kind=inference: the indexes are its partitions).",
+        "Translation rules: pydoc cli.sbatch_translate.",
     ]
     return "\n".join(lines)
 
