@@ -43,3 +43,11 @@ def test_the_daemons_own_array_jobs_keep_the_daemons_log() -> None:
 def test_a_job_that_is_not_an_array_gets_no_array_variables() -> None:
     request = _request(training(), 0)
     assert not [k for k in request.env if k.startswith("SLURM_ARRAY")] and request.sbatch_default_output
+
+
+def test_an_elements_own_output_patterns_get_the_array_id_and_index_and_keep_the_rest_for_slurm() -> None:
+    spec = training(array={"indexes": [0, 3]}, sbatch={"output": "/home/alice/proj/logs/%x-%A_%a.out",
+                                                       "error": "/home/alice/proj/logs/%j-%3a.err"})  # fmt: skip
+    request = _request(spec, 3)
+    assert request.stdout == "/home/alice/proj/logs/%x-j42_3.out"
+    assert request.stderr == "/home/alice/proj/logs/%j-003.err"
