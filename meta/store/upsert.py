@@ -16,15 +16,21 @@ def insert_ignore(session: Session, model: type[Any], **values: Any) -> None:
 
 
 def upsert_rows(session: Session, model: type[Any], rows: list[dict[str, Any]], key: tuple[str, ...]) -> None:
-    """upsert_rows inserts rows, replacing every non-key column of rows whose key exists (one statement)."""
+    """upsert_rows inserts rows, replacing every non-key column of rows whose key exists (one executemany).
+
+    One statement with the rows as parameter sets, on the table (Core, not the ORM's bulk path):
+    SQLAlchemy compiles it once and caches it, where a multi-row VALUES of a thousand rows was
+    compiled anew every time (about 0.3 ms per row).
+    """
     if not rows:
         return
     dialect = session.get_bind().dialect.name
     insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
-    statement = insert(model).values(rows)
+    statement = insert(model.__table__)
     columns = [name for name in rows[0] if name not in key]
-    session.execute(
+    session.connection().execute(
         statement.on_conflict_do_update(
             index_elements=list(key), set_={name: statement.excluded[name] for name in columns}
-        )
+        ),
+        rows,
     )

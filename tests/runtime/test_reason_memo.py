@@ -113,3 +113,27 @@ def test_a_forgotten_or_other_epoch_memo_writes_everything_again(service: Servic
     memo.forget()
     assert _apply(db, plan, leadership, memo, jobs).reasons_written == 3
     assert len(_stored(db)) == 3
+
+
+def test_a_reason_whose_figures_moved_is_not_rewritten_but_a_new_blocker_is(service: Service) -> None:
+    db, leadership, memo = service.db, lead(service.db), ReasonMemo()
+    jobs = _waiting(service, 2)
+    tasks = list(jobs)
+
+    def share(ours: str, theirs: str, tenant: str = "tenant-a") -> PendingReason:
+        return PendingReason(
+            ReasonCode.LOWER_FAIR_SHARE, f"{tenant} is ahead in fair share (share {ours} vs yours {theirs})",
+            "would start when capacity frees up", None, tenant,
+        )  # fmt: skip
+
+    first = _apply(db, Plan(reasons=dict.fromkeys(tasks, share("1.00", "0.00"))), leadership, memo, jobs)
+    moved = _apply(db, Plan(reasons=dict.fromkeys(tasks, share("0.40", "0.10"))), leadership, memo, jobs)
+    assert moved.reasons_written == 0
+    stored = _stored(db)  # the figures of the cycle the reason began in; SINCE unchanged
+    assert all(stored[t] == ("LowerFairShare", share("1.00", "0.00").message, first.cycle_id) for t in tasks)
+    other = _apply(
+        db, Plan(reasons={tasks[0]: share("0.40", "0.10", "tenant-b"), tasks[1]: share("0.30", "0.10")}),
+        leadership, memo, jobs,
+    )  # fmt: skip
+    assert other.reasons_written == 1
+    assert _stored(db)[tasks[0]] == ("LowerFairShare", share("0.40", "0.10", "tenant-b").message, other.cycle_id)
