@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
 import click
@@ -48,7 +49,15 @@ def _key(key: dict[str, Any] | None) -> str:
     tier = key["class"] if key["tier"] == "class" else f"{key['tier']} ({key['class']})"
     slack = f" slack {key['slack_s']:.0f}s" if key.get("slack_s") is not None else ""
     group = {True: " guaranteed", False: " borrowing"}.get(key.get("guaranteed"), "")
-    return f"{tier}{group} share {key['share']:.3f} age {key['age_s']:.0f}s{slack}"
+    return f"{tier}{group} {_line(key)} share {key['share']:.3f} age {key['age_s']:.0f}s{slack}"
+
+
+def _line(key: dict[str, Any]) -> str:
+    """_line is the place in line: an instant (submit time + weighted runtime) as UTC, or a share."""
+    position = float(key["position"])
+    if key["tier"] == "class" and position > 1e9:
+        return "line " + datetime.fromtimestamp(position, UTC).strftime("%m-%d %H:%M")
+    return f"line {position:.3f}" if key["tier"] == "class" else ""
 
 
 def _print_history(result: dict[str, Any]) -> None:

@@ -41,9 +41,8 @@ class OrderKey:
 
     def order(self) -> tuple:
         """order is the key as a tuple: a smaller tuple goes first."""
-        group = 0 if self.guaranteed in (True, None) else 1
-        rank = -self.rank if self.tier == CLASS else 0
-        return (group, _TIERS[self.tier], rank, round(self.position, 6), round(self.submit_key, 6))
+        return (self.guaranteed is False, _TIERS[self.tier], -self.rank if self.tier == CLASS else 0, self.position,
+                self.submit_key)  # fmt: skip
 
     def to_json(self) -> dict[str, Any]:
         """to_json is the key as stored: floats rounded, names short."""

@@ -27,7 +27,7 @@ from meta.policy.decisions import (
 from meta.policy.explain import job_label
 from meta.policy.fairshare import FairShare
 from meta.policy.ordering import OrderTrace
-from meta.policy.plan import HeldReservation, PendingReason, Placement, Preemption
+from meta.policy.plan import HeldReservation, PendingReason, Placement, Preemption, ReasonCode
 from meta.policy.quota import QuotaLedger
 from meta.policy.snapshot import PendingTask, Snapshot
 
@@ -41,9 +41,12 @@ class Recorder:
         self.trace = OrderTrace()
         self.usage = {t.name: t.decayed_usage for t in snapshot.tenants}
         # (task, tier, position, guaranteed, code): keys are built only if a decision lists them
-        self.ahead: deque[tuple[PendingTask, str, float, bool | None, str]] = deque(maxlen=k)
+        self.ahead: deque[tuple[PendingTask, str, float, bool | None, ReasonCode]] = deque(maxlen=k)
         self.decisions: list[Decision] = []
         self.blocked: dict[str, list[Alternative]] = {}  # held job -> tasks its hold kept waiting
+        # consecutive placements mostly go past the same few tasks: each is described once per cycle
+        self._ahead_alt: dict[str, Alternative] = {}
+        self._rival_keys: dict[tuple[str, float], OrderKey] = {}
         self.context = self._context(snapshot, quota)
 
     def _context(self, snapshot: Snapshot, quota: QuotaLedger) -> CycleContext:
@@ -78,13 +81,26 @@ class Recorder:
     def _rival_key(self, task: PendingTask, share: float | None) -> OrderKey:
         """_rival_key is a rival's key in the same line, with its tenant's share now (or ``share``)."""
         share = self.fair.share(task.tenant) if share is None else share
-        return key_for(task, self.cfg, self.now, share, self.usage.get(task.tenant, 0.0), self.trace.guaranteed)
+        memo = (task.task_id, share)
+        key = self._rival_keys.get(memo)
+        if key is None:
+            key = self._rival_keys[memo] = key_for(task, self.cfg, self.now, share, self.usage.get(task.tenant, 0.0),
+                                                   self.trace.guaranteed)  # fmt: skip
+        return key
+
+    def _ahead(self, task: PendingTask, tier: str, position: float, guaranteed: bool | None,
+               code: ReasonCode) -> Alternative:
+        """_ahead describes a task ahead in line that did not fit (once per cycle: its key at first use)."""
+        alt = self._ahead_alt.get(task.task_id)
+        if alt is None:
+            alt = self._ahead_alt[task.task_id] = Alternative(
+                task.task_id, task.job_id, job_label(task), task.tenant, self._key_at(task, tier, position, guaranteed),
+                f"ahead in line but did not fit: {code.value}")  # fmt: skip
+        return alt
 
     def _alternatives(self, task: PendingTask, key: OrderKey) -> tuple[Alternative, ...]:
         """_alternatives are the tasks ahead that did not fit, then the rivals next in line, k of each."""
-        out = [Alternative(t.task_id, t.job_id, job_label(t), t.tenant, self._key_at(t, tier, pos, group),
-                           f"ahead in line but did not fit: {code}")
-               for t, tier, pos, group, code in self.ahead]  # fmt: skip
+        out = [self._ahead(*entry) for entry in self.ahead]
         for rival in self.trace.rivals(task.tenant, self.k):
             theirs = self._rival_key(rival, key.share if rival.tenant == task.tenant else None)
             out.append(Alternative(rival.task_id, rival.job_id, job_label(rival), rival.tenant, theirs,
@@ -96,8 +112,8 @@ class Recorder:
     def waited(self, task: PendingTask, reason: PendingReason) -> None:
         """waited notes a task that stays waiting for capacity (a later placement may go past it)."""
         tr = self.trace
-        self.ahead.append((task, tr.tier, tr.position, tr.guaranteed, reason.code.value))
-        if reason.blocking_job and reason.code.value == "BlockedByReservation":
+        self.ahead.append((task, tr.tier, tr.position, tr.guaranteed, reason.code))
+        if reason.blocking_job is not None and reason.code is ReasonCode.BLOCKED_BY_RESERVATION:
             kept = self.blocked.setdefault(reason.blocking_job, [])
             if len(kept) < self.k:
                 kept.append(Alternative(task.task_id, task.job_id, job_label(task), task.tenant, self.key(task),
