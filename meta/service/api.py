@@ -31,7 +31,7 @@ from meta.model.ids import looks_like_uuid, new_uuid
 from meta.model.limits import clip, printable, submit_dir_problem
 from meta.model.spec import AnySpec, spec_hash
 from meta.model.states import JobState, TaskState
-from meta.service.array_elements import cancel_elements
+from meta.service.array_elements import cancel_elements, element_tasks
 from meta.service.feasibility import InventoryFeasibility
 from meta.service.job_holds import hold_job, release_job
 from meta.service.submission import NewJob, store_jobs
@@ -298,7 +298,7 @@ def _find_job(session: Session, ref: str, principal: Principal) -> Job:
 
 
 def _find_tasks(session: Session, ref: str, principal: Principal) -> list[Task]:
-    """_find_tasks resolves ``JOB`` (all its tasks), ``JOB/INDEX`` or a task UUID."""
+    """_find_tasks resolves ``JOB`` (all its tasks), ``JOB/INDEX``, array elements ``JOB_3`` / ``JOB_[1-3]`` or a task UUID."""
     if "/" in ref:
         job_ref, _, index = ref.partition("/")
         job = _find_job(session, job_ref, principal)
@@ -316,6 +316,9 @@ def _find_tasks(session: Session, ref: str, principal: Principal) -> list[Task]:
             principal.require_access(job.tenant, f"task {ref}")
             return [task]
     job = _find_job(session, ref, principal)
+    element = parse_element_ref(ref)
+    if element.indexes is not None:  # JOB_3, JOB_[1-3]: those array elements
+        return element_tasks(session, job, element)
     return list(session.scalars(select(Task).where(Task.job_id == job.id).order_by(Task.index)))
 
 

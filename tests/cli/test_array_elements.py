@@ -107,3 +107,11 @@ def test_mscancel_takes_an_element_a_range_and_the_whole_array(service: Service,
     assert missing.exit_code == 1 and "Invalid job id specified" in missing.stderr
     assert _cli(api, tmp_path, mscancel, job).exit_code == 0
     assert set(_states(service, tasks).values()) == {TaskState.CANCELLED.value}
+
+
+def test_retry_of_an_element_retries_only_it(service: Service) -> None:
+    job, tasks = _array(service, [0, 1, 2])
+    ops = Operations(service, ALICES)
+    ops.cancel(f"{job}_[0-1]")
+    assert [t["name"] for t in ops.retry(f"{job}_1")] == ["1"]
+    assert _states(service, tasks) == {"0": "cancelled", "1": "pending", "2": "pending"}
