@@ -41,6 +41,8 @@ def _delta(sign: str | None, count: str | None, unit: str | None) -> timedelta:
     if name not in _UNITS:
         raise BeginError(f"unknown unit {unit!r} (use seconds, minutes, hours, days or weeks)")
     seconds = int(count or 0) * _UNITS[name]
+    if seconds > _MAX_AHEAD.total_seconds():  # checked before timedelta, which overflows near 10**14 s
+        raise BeginError("the begin time is more than a year away")
     return timedelta(seconds=-seconds if sign == "-" else seconds)
 
 
@@ -68,7 +70,7 @@ def parse_begin(text: str, now: datetime, zone: tzinfo | None = None) -> datetim
     if not source:
         raise BeginError("empty time")
     if source.startswith("uts"):
-        if not source[3:].isdigit() or int(source[3:]) < 1_000_000:
+        if not (source[3:].isascii() and source[3:].isdigit()) or not 1_000_000 <= int(source[3:]) < 10**11:
             raise BeginError("uts needs seconds since the epoch")
         return _bounded(datetime.fromtimestamp(int(source[3:]), UTC), now)
     day: tuple[int | None, int, int] | None = None
