@@ -47,10 +47,11 @@ from meta.cycle.decision_log import DecisionLog, DecisionLogSettings
 from meta.cycle.gates import apply_gates, cancel_doomed
 from meta.cycle.health import NodeWatch, evict_from_unusable_nodes
 from meta.cycle.holds import HoldSync, desired_holds
-from meta.cycle.inventory import InventoryReader, effective_nodes, held_per_node
+from meta.cycle.inventory import InventoryReader, effective_nodes
 from meta.cycle.launch_plan import LaunchSettings
 from meta.cycle.launch_pool import LaunchPool
 from meta.cycle.lease import Leadership, NotLeader, fence, release, renew, try_acquire
+from meta.cycle.live_view import LiveView
 from meta.cycle.metrics import Metrics
 from meta.cycle.outputs import commit_on_success, finalize_jobs
 from meta.cycle.pending_view import PendingView
@@ -186,6 +187,7 @@ class Daemon:
         self.leadership: Leadership | None = None
         self.reasons = ReasonMemo()  # what this leader stored as each waiting task's reason
         self.pending_view = PendingView()  # each waiting task described once, again only when it changes
+        self.live_view = LiveView()  # each live attempt's reservation, likewise
         self.decision_log = DecisionLog(config.decisions)  # what each cycle decided and why, bounded
         self._started_at = utcnow()  # deadline outcomes count jobs that ended since this replica started
 
@@ -321,24 +323,23 @@ class Daemon:
         assert self.leadership is not None
         started_at = utcnow()
         t0 = time.perf_counter()
-        with self.db.session() as session:
-            ours = held_per_node(session)
-        nodes = effective_nodes(inventory, ours)
         poison: list[tuple[str, Exception]] = []
         with self.db.session() as session:
             snapshot = build_snapshot(
                 session,
-                nodes,
+                (),  # the nodes follow from the live attempts it reads: what metasched holds is not foreign
                 self.specs,
                 switch_parent=inventory.switch_parent,
                 inventory_version=inventory.version,
                 now=started_at,
                 quarantine=poison,
                 view=self.pending_view,
+                live=self.live_view,
             )
             # held, dependent and not-yet-begun jobs wait before the policy, with their reason
             gated = apply_gates(session, snapshot.pending, self.specs, started_at, self.config.scheduler.kill_invalid_depend)
-        snapshot = replace(snapshot, pending=tuple(gated.open))
+        nodes = effective_nodes(inventory, self.live_view.held_per_node())
+        snapshot = replace(snapshot, nodes=tuple(nodes), pending=tuple(gated.open))
         if poison:
             self._quarantine(poison)
         if gated.doomed:

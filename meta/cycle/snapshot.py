@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from meta.cycle.live_view import LiveView
 from meta.cycle.pending_view import PendingView
 from meta.model.durations import utcnow
 from meta.model.errors import JOB_FAULTS
@@ -198,15 +199,39 @@ def build_snapshot(
     now: datetime | None = None,
     quarantine: list[tuple[str, Exception]] | None = None,
     view: PendingView | None = None,
+    live: LiveView | None = None,
 ) -> Snapshot:
     """build_snapshot reads one consistent Snapshot of queue and reservations for the policy.
 
     A pending task whose spec cannot be loaded or described (a poison job) is left out, and
     ``(task id, error)`` goes to ``quarantine`` for the caller to fail it: one job's bad data
     never stops the snapshot of everyone else's. With a ``view`` (the leader's), waiting tasks
-    are described only when new or changed.
+    are described only when new or changed; with ``live`` (the leader's), so are live attempts.
     """
     moment = now or utcnow()
+    if live is not None:
+        reservations = live.read(
+            session, lambda job, attempt, ckpt: reservation(job, attempt, _spec_or_none(session, specs, job.id), ckpt)
+        )
+    else:
+        reservations = _reservations(session, specs)
+    if view is not None:
+        candidates = view.read(session, moment, lambda job, task: pending_task(job, task, specs.get(session, job.id)), quarantine)
+    else:
+        candidates = _pending_candidates(session, specs, moment, quarantine)
+    return Snapshot(
+        now=moment.timestamp(),
+        nodes=tuple(nodes),
+        reservations=reservations,
+        tenants=_tenants(session),
+        pending=tuple(candidates),  # the policy applies each job's throttle (meta/policy/throttle.py)
+        switch_parent=dict(switch_parent or {}),
+        inventory_version=inventory_version,
+    )
+
+
+def _reservations(session: Session, specs: SpecCache) -> tuple[Reservation, ...]:
+    """_reservations describes every live attempt (without the leader's view: tools and tests)."""
     jobs: dict[str, Job] = {}
 
     live = list(session.scalars(select(Attempt).where(Attempt.state.in_(_LIVE))))
@@ -220,22 +245,9 @@ def build_snapshot(
         return jobs[job_id]
 
     checkpoints = _last_checkpoints(session, [a.task_id for a in live])
-    reservations = tuple(
+    return tuple(
         reservation(job_of(a.job_id), a, _spec_or_none(session, specs, a.job_id), checkpoints.get(a.task_id))
         for a in live
-    )
-    if view is not None:
-        candidates = view.read(session, moment, lambda job, task: pending_task(job, task, specs.get(session, job.id)), quarantine)
-    else:
-        candidates = _pending_candidates(session, specs, moment, quarantine)
-    return Snapshot(
-        now=moment.timestamp(),
-        nodes=tuple(nodes),
-        reservations=reservations,
-        tenants=_tenants(session),
-        pending=tuple(candidates),  # the policy applies each job's throttle (meta/policy/throttle.py)
-        switch_parent=dict(switch_parent or {}),
-        inventory_version=inventory_version,
     )
 
 
