@@ -70,13 +70,26 @@ class OrderTrace:
 
     def in_line(self, tier: str, line: list[PendingTask], at: int, position: float) -> None:
         """in_line says the task is ``line[at]`` of a sorted line (aged or urgent)."""
-        self.tier, self._line, self._at, self.position = tier, line, at, position
+        # one attribute a statement: a wider unpacking would build a tuple per waiting task
+        self.tier = tier
+        self._line = line
+        self._at = at
+        self.position = position
 
-    def in_turns(self, position: float, heap: list, queues: dict, heads: dict,
-                 where: Callable[[str, tuple], float], key: Callable[[PendingTask], tuple]) -> None:
-        """in_turns says the task came from the tenants' turns of one class, at ``position``."""
-        self.tier, self._line, self.position = "class", None, position
-        self._heap, self._queues, self._heads, self._where, self._key = heap, queues, heads, where, key
+    def turns(self, heap: list, queues: dict, heads: dict, where: Callable[[str, tuple], float],
+              key: Callable[[PendingTask], tuple]) -> None:
+        """turns says the next tasks come from the tenants' turns of one class (set once per class)."""
+        self._heap = heap
+        self._queues = queues
+        self._heads = heads
+        self._where = where
+        self._key = key
+
+    def in_turns(self, position: float) -> None:
+        """in_turns says the task came from the tenants' turns, at ``position``."""
+        self.tier = "class"
+        self._line = None
+        self.position = position
 
     def rivals(self, tenant: str, k: int) -> list[PendingTask]:
         """rivals are up to ``k`` tasks next in the same line: the others' heads and the tenant's own next."""
@@ -187,6 +200,8 @@ def _interleave(
         """key_of is the within-tenant key under this group's config."""
         return _tenant_key(task, config)
 
+    if trace is not None:
+        trace.turns(heap, queues, heads, position, key_of)
     for tenant, tasks in queues.items():
         tasks.sort(key=key_of)
         heads[tenant] = 0
@@ -200,7 +215,7 @@ def _interleave(
         at = heads[tenant]
         heads[tenant] = at + 1
         if trace is not None:
-            trace.in_turns(pos, heap, queues, heads, position, key_of)
+            trace.in_turns(pos)
         yield queues[tenant][at]
         if at + 1 < len(queues[tenant]):
             push(tenant, at + 1)

@@ -8,8 +8,8 @@ with 10,000 waiting tasks costs a tuple per waiting task and a few keys per deci
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
+from typing import Any
 
 from meta.policy.config import SchedulerConfig
 from meta.policy.decisions import (
@@ -40,8 +40,11 @@ class Recorder:
         self.k, self.cfg, self.now, self.fair = k, config, snapshot.now, fair
         self.trace = OrderTrace()
         self.usage = {t.name: t.decayed_usage for t in snapshot.tenants}
-        # (task, tier, position, guaranteed, code): keys are built only if a decision lists them
-        self.ahead: deque[tuple[PendingTask, str, float, bool | None, ReasonCode]] = deque(maxlen=k)
+        # the last k tasks that did not fit, in a ring of k slots per field (no object per waiting
+        # task: at 10,000 waiting tasks a tuple each made the garbage collector run more often);
+        # their keys are built only if a decision lists them
+        self._ring: list[list[Any]] = [[None] * k for _ in range(5)]  # task, tier, position, guaranteed, code
+        self._filled = 0
         self.decisions: list[Decision] = []
         self.blocked: dict[str, list[Alternative]] = {}  # held job -> tasks its hold kept waiting
         # consecutive placements mostly go past the same few tasks: each is described once per cycle
@@ -100,7 +103,7 @@ class Recorder:
 
     def _alternatives(self, task: PendingTask, key: OrderKey) -> tuple[Alternative, ...]:
         """_alternatives are the tasks ahead that did not fit, then the rivals next in line, k of each."""
-        out = [self._ahead(*entry) for entry in self.ahead]
+        out = [self._ahead(*entry) for entry in self._ahead_entries()]
         for rival in self.trace.rivals(task.tenant, self.k):
             theirs = self._rival_key(rival, key.share if rival.tenant == task.tenant else None)
             out.append(Alternative(rival.task_id, rival.job_id, job_label(rival), rival.tenant, theirs,
@@ -109,10 +112,24 @@ class Recorder:
 
     # --- what the scheduler reports -------------------------------------------------------------
 
+    def _ahead_entries(self) -> list[tuple]:
+        """_ahead_entries are the ring's entries, oldest first."""
+        k, n = self.k, self._filled
+        order = range(n) if n <= k else [(n + i) % k for i in range(k)]
+        tasks, tiers, positions, groups, codes = self._ring
+        return [(tasks[i], tiers[i], positions[i], groups[i], codes[i]) for i in order]
+
     def waited(self, task: PendingTask, reason: PendingReason) -> None:
         """waited notes a task that stays waiting for capacity (a later placement may go past it)."""
         tr = self.trace
-        self.ahead.append((task, tr.tier, tr.position, tr.guaranteed, reason.code))
+        at = self._filled % self.k
+        self._filled += 1
+        ring = self._ring
+        ring[0][at] = task
+        ring[1][at] = tr.tier
+        ring[2][at] = tr.position
+        ring[3][at] = tr.guaranteed
+        ring[4][at] = reason.code
         if reason.blocking_job is not None and reason.code is ReasonCode.BLOCKED_BY_RESERVATION:
             kept = self.blocked.setdefault(reason.blocking_job, [])
             if len(kept) < self.k:
