@@ -13,13 +13,14 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
 from meta.cycle.lease import Leadership, fence
 from meta.cycle.reasons import ReasonMemo, store_reasons
-from meta.cycle.snapshot import placement_shares, share_to_json, totals_per_node
+from meta.cycle.snapshot import share_to_json, totals_per_node
 from meta.model.durations import utcnow
 from meta.model.errors import ConcurrentModification, Conflict
 from meta.model.nodes import NodeState
@@ -71,10 +72,25 @@ class NodeLedger:
         return True
 
 
+    def hold(self, placement: Sequence[Mapping[str, Any]]) -> None:
+        """hold records a live attempt's stored placement as taken, straight from its stored shares.
+
+        The same as ``take(placement_shares(placement), force=True)`` without building a
+        ResourceVector per share: the re-check reads every live attempt each period.
+        """
+        for share in placement:
+            free = self._free.setdefault(share["node"], [0.0, 0.0, 0.0, 0.0])
+            free[0] -= float(share.get("cpus", 0))
+            free[1] -= int(share.get("memory_mib", 0))
+            free[2] -= int(share.get("gpus", 0))
+            free[3] -= int(share.get("storage_gib", 0))
+
+
 def _ledger(session: Session, nodes: Sequence[NodeState]) -> NodeLedger:
+    """_ledger is the free capacity per node in the store now, inside the fenced transaction (I5)."""
     ledger = NodeLedger(nodes)
     for placement in session.scalars(select(Attempt.placement).where(Attempt.state.in_(_LIVE))):
-        ledger.take(placement_shares(placement), force=True)
+        ledger.hold(placement)
     return ledger
 
 
