@@ -235,6 +235,9 @@ class Daemon:
         try:
             self._lead(report)
             self.reasons.follow(self.leadership.epoch if self.leadership else None)
+            if self.leadership is not None and not self.reasons.holds(self.leadership.epoch):
+                with self.db.session() as session:  # what the store holds needs no rewrite
+                    self.reasons.load(session, self.leadership.epoch)
             self._launch_progress(report)
             if self.leadership is None:
                 self.launches.abandon()
@@ -342,10 +345,11 @@ class Daemon:
         snapshot = replace(snapshot, nodes=tuple(nodes), pending=tuple(gated.open))
         if poison:
             self._quarantine(poison)
-        if gated.doomed:
+        if gated.doomed or gated.doomed_tasks:
             with self.db.session() as session:
                 fence(session, self.leadership)
                 cancel_doomed(session, gated.doomed)
+                cancel_doomed_tasks(session, gated.doomed_tasks)
         plan = schedule(snapshot, self.config.scheduler, record=self.decision_log.record)
         plan.reasons.update(gated.reasons)
         plan.inventory_version = inventory.version

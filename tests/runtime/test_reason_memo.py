@@ -137,3 +137,21 @@ def test_a_reason_whose_figures_moved_is_not_rewritten_but_a_new_blocker_is(serv
     )  # fmt: skip
     assert other.reasons_written == 1
     assert _stored(db)[tasks[0]] == ("LowerFairShare", share("0.40", "0.10", "tenant-b").message, other.cycle_id)
+
+
+def test_a_new_leader_loads_the_stored_reasons_and_rewrites_none_of_them(service: Service) -> None:
+    db, leadership, memo = service.db, lead(service.db), ReasonMemo()
+    jobs = _waiting(service, 3)
+    tasks = list(jobs)
+    plan = Plan(reasons=dict.fromkeys(tasks, FULL))
+    first = _apply(db, plan, leadership, memo, jobs)
+    successor, epoch = ReasonMemo(), leadership.epoch + 1
+    assert not successor.holds(epoch)
+    with db.session() as session:
+        assert successor.load(session, epoch) == 3
+    assert successor.holds(epoch)
+    quota = PendingReason(ReasonCode.WAITING_FOR_QUOTA, "tenant-a at its limit", "wait", None, "tenant-a")
+    again = _apply(db, Plan(reasons={**plan.reasons, tasks[0]: quota}), Leadership(leadership.holder, leadership.epoch),
+                   successor, jobs)  # fmt: skip
+    assert again.reasons_written == 1  # only the reason that changed
+    assert _stored(db)[tasks[1]] == ("NoFeasibleNode", FULL.message, first.cycle_id)
