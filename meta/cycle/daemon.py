@@ -345,11 +345,10 @@ class Daemon:
         snapshot = replace(snapshot, nodes=tuple(nodes), pending=tuple(gated.open))
         if poison:
             self._quarantine(poison)
-        if gated.doomed or gated.doomed_tasks:
+        if gated.doomed:
             with self.db.session() as session:
                 fence(session, self.leadership)
                 cancel_doomed(session, gated.doomed)
-                cancel_doomed_tasks(session, gated.doomed_tasks)
         plan = schedule(snapshot, self.config.scheduler, record=self.decision_log.record)
         plan.reasons.update(gated.reasons)
         plan.inventory_version = inventory.version
