@@ -44,7 +44,7 @@ from meta.cycle.actuate import SUBMIT_PARALLEL, ActuationResult, Actuator
 from meta.cycle.apply import apply_plan
 from meta.cycle.cancellers import CancellerLookup
 from meta.cycle.decision_log import DecisionLog, DecisionLogSettings
-from meta.cycle.gates import apply_gates, cancel_doomed
+from meta.cycle.gates import apply_gates, cancel_doomed, cancel_doomed_tasks
 from meta.cycle.health import NodeWatch, evict_from_unusable_nodes
 from meta.cycle.holds import HoldSync, desired_holds
 from meta.cycle.inventory import InventoryReader, effective_nodes
@@ -235,9 +235,6 @@ class Daemon:
         try:
             self._lead(report)
             self.reasons.follow(self.leadership.epoch if self.leadership else None)
-            if self.leadership is not None and not self.reasons.holds(self.leadership.epoch):
-                with self.db.session() as session:  # what the store holds needs no rewrite
-                    self.reasons.load(session, self.leadership.epoch)
             self._launch_progress(report)
             if self.leadership is None:
                 self.launches.abandon()
@@ -345,10 +342,11 @@ class Daemon:
         snapshot = replace(snapshot, nodes=tuple(nodes), pending=tuple(gated.open))
         if poison:
             self._quarantine(poison)
-        if gated.doomed:
+        if gated.doomed or gated.doomed_tasks:
             with self.db.session() as session:
                 fence(session, self.leadership)
                 cancel_doomed(session, gated.doomed)
+                cancel_doomed_tasks(session, gated.doomed_tasks)
         plan = schedule(snapshot, self.config.scheduler, record=self.decision_log.record)
         plan.reasons.update(gated.reasons)
         plan.inventory_version = inventory.version

@@ -21,12 +21,13 @@ from sqlalchemy.orm import Session
 
 from meta.model.spec import AnySpec
 from meta.model.states import JobState, TaskState, derive_job_state
-from meta.policy.dependencies import Gates, ObservedJob, Phase, gate
+from meta.policy.dependencies import Gates, ObservedJob, Phase, element_key, gate
 from meta.policy.plan import PendingReason
 from meta.policy.snapshot import PendingTask
 from meta.store import audit
 from meta.store.lifecycle import cancel_job
 from meta.store.models import Attempt, Job, Task
+from meta.store.transitions import transition_task
 
 _IN_CHUNK = 500  # references per IN (...) list (each may match the short id or the id)
 _PHASE_OF = {JobState.SUCCEEDED: Phase.SUCCEEDED, JobState.FAILED: Phase.FAILED, JobState.CANCELLED: Phase.CANCELLED}
@@ -48,6 +49,7 @@ class GateResult:
     reasons: dict[str, PendingReason] = field(default_factory=dict)  # task id -> why it waits
     job_of_task: dict[str, str] = field(default_factory=dict)  # gated task id -> job id
     doomed: dict[str, str] = field(default_factory=dict)  # job id -> the reason it is cancelled
+    doomed_tasks: dict[str, str] = field(default_factory=dict)  # aftercorr: array element (task id) -> reason
 
 
 def job_gates(spec: AnySpec, hold: str | None) -> Gates | None:
@@ -73,25 +75,59 @@ def apply_gates(
     if not gated:
         result.open = list(pending)
         return result
-    refs = {ref for gates, _ in gated.values() if gates.dependency for ref in gates.dependency.jobs()}
-    observed = observe_jobs(session, refs)
-    singles = [job_id for job_id, (gates, _) in gated.items() if gates.dependency and gates.dependency.singleton()]
-    blocked = singleton_blocked(session, singles)
-    verdicts: dict[str, PendingReason | None] = {}
-    for job_id, (gates, spec) in gated.items():
-        reason, never = gate(gates, observed, now.timestamp(), job_id in blocked)
-        verdicts[job_id] = reason
-        kill = spec.kill_on_invalid_dep if spec.kill_on_invalid_dep is not None else kill_default
-        if never and kill:
-            result.doomed[job_id] = reason.message if reason else "dependency can never be satisfied"
+    dependencies = {job_id: gates.dependency for job_id, (gates, _) in gated.items() if gates.dependency}
+    observed = observe_jobs(session, {ref for dep in dependencies.values() for ref in dep.jobs()})
+    corr = {job_id for job_id, dep in dependencies.items() if dep.corresponding()}
+    observed.update(observe_elements(session, {ref for job_id in corr for ref in dependencies[job_id].jobs()}))
+    elements = task_names(session, [task.task_id for task in pending if task.job_id in corr])
+    blocked = singleton_blocked(session, [job_id for job_id, dep in dependencies.items() if dep.singleton()])
+    verdicts: dict[tuple[str, str | None], tuple[PendingReason | None, bool]] = {}
     for task in pending:
-        reason = verdicts.get(task.job_id)
+        if task.job_id not in gated:
+            result.open.append(task)
+            continue
+        gates, spec = gated[task.job_id]
+        element = elements.get(task.task_id) if task.job_id in corr else None  # aftercorr: element by element
+        key = (task.job_id, element)
+        if key not in verdicts:
+            verdicts[key] = gate(gates, observed, now.timestamp(), task.job_id in blocked, element)
+        reason, never = verdicts[key]
         if reason is None:
             result.open.append(task)
-        else:
-            result.reasons[task.task_id] = reason
-            result.job_of_task[task.task_id] = task.job_id
+            continue
+        result.reasons[task.task_id] = reason
+        result.job_of_task[task.task_id] = task.job_id
+        kill = spec.kill_on_invalid_dep if spec.kill_on_invalid_dep is not None else kill_default
+        if never and kill:
+            doomed = result.doomed_tasks if element is not None else result.doomed
+            doomed[task.task_id if element is not None else task.job_id] = reason.message
     return result
+
+
+def task_names(session: Session, task_ids: Sequence[str]) -> dict[str, str]:
+    """task_names is each task's name (an array element's index), by task id."""
+    names: dict[str, str] = {}
+    for start in range(0, len(task_ids), _IN_CHUNK):
+        chunk = list(task_ids[start : start + _IN_CHUNK])
+        names.update(session.execute(select(Task.id, Task.name).where(Task.id.in_(chunk))).all())
+    return names
+
+
+def observe_elements(session: Session, refs: Iterable[str]) -> dict[str, ObservedJob]:
+    """observe_elements is each element (task) of the referenced jobs, keyed ``REF_NAME`` (for aftercorr)."""
+    wanted = sorted(set(refs))
+    found: dict[str, ObservedJob] = {}
+    for start in range(0, len(wanted), _IN_CHUNK):
+        chunk = wanted[start : start + _IN_CHUNK]
+        rows = session.execute(
+            select(Job.id, Job.short_id, Job.cancel_requested, Task.name, Task.state)
+            .join(Task, Task.job_id == Job.id)
+            .where(or_(Job.short_id.in_(chunk), Job.id.in_(chunk)))
+        )
+        for job_id, short_id, cancel_requested, name, state in rows:
+            element = observed_job([TaskState(state)], cancel_requested, None, None, short_id)
+            found[element_key(short_id, name)] = found[element_key(job_id, name)] = element
+    return found
 
 
 def observe_jobs(session: Session, refs: Iterable[str]) -> dict[str, ObservedJob]:
@@ -176,6 +212,20 @@ def singleton_blocked(session: Session, job_ids: Sequence[str]) -> set[str]:
         if any(other != order and (live or other < order) for other, live in others.get(key, [])):
             blocked.add(row.id)
     return blocked
+
+
+def cancel_doomed_tasks(session: Session, doomed: dict[str, str]) -> int:
+    """cancel_doomed_tasks cancels array elements whose aftercorr can never be satisfied (--kill-on-invalid-dep), audited."""
+    cancelled = 0
+    for task in session.scalars(select(Task).where(Task.id.in_(sorted(doomed)), Task.state == TaskState.PENDING.value)):
+        reason = f"DependencyNeverSatisfied: {doomed[task.id]} (--kill-on-invalid-dep)"
+        transition_task(session, task.id, TaskState.CANCELLED, f"kill-invalid-dep:{task.id}:{task.version}",
+                        reason=reason, actor="scheduler")  # fmt: skip
+        job = session.get(Job, task.job_id)
+        assert job is not None
+        audit.record(session, "scheduler", "job.cancel", f"{job.short_id}_{task.name}", tenant=job.tenant, reason=reason)
+        cancelled += 1
+    return cancelled
 
 
 def cancel_doomed(session: Session, doomed: dict[str, str]) -> int:

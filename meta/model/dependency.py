@@ -3,12 +3,13 @@
 The grammar is sbatch's (Slurm 22.05 man page):
 
 - ``TYPE:JOB[:JOB...]`` for ``after`` (``JOB+MINUTES`` waits that long after the start),
-  ``afterany``, ``afterok``, ``afternotok``; ``singleton`` alone;
+  ``afterany``, ``afterok``, ``afternotok``, ``aftercorr`` (array element to array element);
+  ``singleton`` alone;
 - several conditions joined by ``,`` (all must hold) or by ``?`` (any one is enough), never both.
 
 Jobs are metasched job ids as msbatch prints them (``j4k9x2m7``) or full job UUIDs. What
-metasched cannot honour is refused by name: ``afterburstbuffer`` (no burst buffers), ``aftercorr``
-(needs array jobs), ``expand`` (heterogeneous growth), array elements (``JOB_3``). The parsed
+metasched cannot honour is refused by name: ``afterburstbuffer`` (no burst buffers), ``expand``
+(heterogeneous growth), array elements (``JOB_3``). The parsed
 form is plain data (no pydantic), so the thin CLI can use it too; ``normalise`` is the canonical
 text the spec stores.
 """
@@ -36,13 +37,13 @@ class DependencyType(StrEnum):
     AFTER_ANY = "afterany"  # the job ended in any state
     AFTER_OK = "afterok"  # the job completed successfully
     AFTER_NOT_OK = "afternotok"  # the job ended in a failed state (failed, timed out, cancelled)
+    AFTER_CORR = "aftercorr"  # the same-index element of the named array succeeded (else the whole job)
     SINGLETON = "singleton"  # no other job of the same name and user runs or waits ahead
 
 
 # refused types, with the reason the user reads
 _REFUSED = {
     "afterburstbuffer": "metasched has no burst buffers",
-    "aftercorr": "aftercorr needs array jobs, which metasched does not have yet",
     "expand": "metasched jobs cannot grow into other jobs",
 }
 
@@ -73,6 +74,10 @@ class Dependency:
     def jobs(self) -> tuple[str, ...]:
         """jobs lists the job references, each once, in the order written."""
         return tuple(dict.fromkeys(c.job for c in self.conditions if c.job is not None))
+
+    def corresponding(self) -> bool:
+        """corresponding tells whether a condition is ``aftercorr`` (decided element by element)."""
+        return any(c.type is DependencyType.AFTER_CORR for c in self.conditions)
 
     def singleton(self) -> bool:
         """singleton tells whether one of the conditions is ``singleton``."""

@@ -8,6 +8,8 @@ daemon and the simulator share it. The semantics are Slurm 22.05's (``test_job_d
 - ``afterany``: the job ended; ``afterok``: it succeeded; ``afternotok``: it ended otherwise
   (failed, timed out, cancelled) — an ended job that cannot satisfy the condition makes it
   never satisfiable;
+- ``aftercorr``: for an array element, the element of the same index of the named job succeeded
+  (as ``afterok``); where the named job has no such element, the whole job succeeded;
 - ``singleton``: no other job of the same name and user is running, or waiting and submitted
   earlier;
 - ``,``: every condition (one never satisfiable is enough to doom the dependency); ``?``: any one
@@ -65,13 +67,21 @@ class Gates:
     begin: float | None = None  # epoch seconds
 
 
+def element_key(job: str, element: str) -> str:
+    """element_key is how an array element of a named job is keyed among the observed jobs (``JOB_3``)."""
+    return f"{job}_{element}"
+
+
 def condition_outcome(
-    condition: Condition, jobs: Mapping[str, ObservedJob], now: float, singleton_blocked: bool
+    condition: Condition, jobs: Mapping[str, ObservedJob], now: float, singleton_blocked: bool,
+    element: str | None = None,
 ) -> Outcome:
-    """condition_outcome evaluates one condition; a job the store does not know can never satisfy it."""
+    """condition_outcome evaluates one condition (for array element ``element``); an unknown job never satisfies it."""
     if condition.type is DependencyType.SINGLETON:
         return Outcome.WAITING if singleton_blocked else Outcome.SATISFIED
     job = jobs.get(condition.job or "")
+    if condition.type is DependencyType.AFTER_CORR and element is not None:
+        job = jobs.get(element_key(condition.job or "", element), job)
     if job is None:
         return Outcome.NEVER
     if condition.type is DependencyType.AFTER:
@@ -84,15 +94,16 @@ def condition_outcome(
     if condition.type is DependencyType.AFTER_ANY:
         return Outcome.SATISFIED
     ok = job.phase is Phase.SUCCEEDED
-    wanted_ok = condition.type is DependencyType.AFTER_OK
+    wanted_ok = condition.type is not DependencyType.AFTER_NOT_OK  # afterok and aftercorr
     return Outcome.SATISFIED if ok == wanted_ok else Outcome.NEVER
 
 
 def dependency_outcome(
-    dependency: Dependency, jobs: Mapping[str, ObservedJob], now: float, singleton_blocked: bool = False
+    dependency: Dependency, jobs: Mapping[str, ObservedJob], now: float, singleton_blocked: bool = False,
+    element: str | None = None,
 ) -> Outcome:
     """dependency_outcome folds the conditions: all of them with ``,``, any one with ``?``."""
-    outcomes = [condition_outcome(c, jobs, now, singleton_blocked) for c in dependency.conditions]
+    outcomes = [condition_outcome(c, jobs, now, singleton_blocked, element) for c in dependency.conditions]
     if dependency.any_of:
         if Outcome.SATISFIED in outcomes:
             return Outcome.SATISFIED
@@ -103,11 +114,11 @@ def dependency_outcome(
 
 
 def _named(dependency: Dependency, jobs: Mapping[str, ObservedJob], outcome: Outcome, now: float,
-           singleton_blocked: bool) -> str:
+           singleton_blocked: bool, element: str | None) -> str:
     """_named lists the conditions that are in ``outcome`` with the ids users see."""
     shown = []
     for condition in dependency.conditions:
-        if condition_outcome(condition, jobs, now, singleton_blocked) is outcome:
+        if condition_outcome(condition, jobs, now, singleton_blocked, element) is outcome:
             job = jobs.get(condition.job or "")
             label = job.short_id if job is not None and job.short_id else condition.job
             shown.append(condition.type.value if label is None else f"{condition.type.value}:{label}")
@@ -115,17 +126,18 @@ def _named(dependency: Dependency, jobs: Mapping[str, ObservedJob], outcome: Out
 
 
 def gate(
-    gates: Gates, jobs: Mapping[str, ObservedJob], now: float, singleton_blocked: bool = False
+    gates: Gates, jobs: Mapping[str, ObservedJob], now: float, singleton_blocked: bool = False,
+    element: str | None = None,
 ) -> tuple[PendingReason | None, bool]:
-    """gate is (the reason the job may not be scheduled now or None, whether its dependency can never hold)."""
+    """gate is (the reason the job (its array element ``element``) may not be scheduled now or None, whether its dependency can never hold)."""
     outcome = Outcome.SATISFIED
     if gates.dependency is not None:
-        outcome = dependency_outcome(gates.dependency, jobs, now, singleton_blocked)
+        outcome = dependency_outcome(gates.dependency, jobs, now, singleton_blocked, element)
     never = outcome is Outcome.NEVER
     if gates.hold is not None:
         return _held(gates.hold), never
     if gates.dependency is not None and outcome is not Outcome.SATISFIED:
-        return _dependency_reason(gates.dependency, jobs, outcome, now, singleton_blocked), never
+        return _dependency_reason(gates.dependency, jobs, outcome, now, singleton_blocked, element), never
     if gates.begin is not None and now < gates.begin:
         return PendingReason(
             ReasonCode.BEGIN_TIME, "the job's begin time (--begin) has not come",
@@ -143,14 +155,14 @@ def _held(hold: str) -> PendingReason:
 
 
 def _dependency_reason(dependency: Dependency, jobs: Mapping[str, ObservedJob], outcome: Outcome, now: float,
-                       singleton_blocked: bool) -> PendingReason:
+                       singleton_blocked: bool, element: str | None) -> PendingReason:
     if outcome is Outcome.NEVER:
-        failed = _named(dependency, jobs, Outcome.NEVER, now, singleton_blocked)
+        failed = _named(dependency, jobs, Outcome.NEVER, now, singleton_blocked, element)
         return PendingReason(
             ReasonCode.DEPENDENCY_NEVER_SATISFIED,
             f"dependency {failed} can never be satisfied",
             remedy="cancel the job (or retry the job it depends on); --kill-on-invalid-dep=yes cancels it",
         )
-    waiting = _named(dependency, jobs, Outcome.WAITING, now, singleton_blocked)
+    waiting = _named(dependency, jobs, Outcome.WAITING, now, singleton_blocked, element)
     return PendingReason(ReasonCode.DEPENDENCY, f"waiting for dependency {waiting}",
                          remedy="it becomes eligible when the jobs it depends on get there")

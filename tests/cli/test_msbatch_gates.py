@@ -44,7 +44,7 @@ def test_dependency_forms_translate_to_the_canonical_text(tmp_path: Path) -> Non
 @pytest.mark.parametrize(
     ("directive", "message"),
     [
-        (f"--dependency=aftercorr:{A}", "aftercorr needs array jobs"),
+        (f"--dependency=expand:{A}", "cannot grow"),
         (f"--dependency=afterburstbuffer:{A}", "no burst buffers"),
         ("--dependency=afterok:12345", "not a metasched job id"),
         (f"--dependency=afterok:{A},afterok:{B}?singleton", "either ','"),

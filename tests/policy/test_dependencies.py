@@ -12,6 +12,7 @@ from meta.policy.dependencies import (
     Phase,
     condition_outcome,
     dependency_outcome,
+    element_key,
     gate,
 )
 from meta.policy.plan import ReasonCode
@@ -71,6 +72,17 @@ def test_comma_needs_all_and_question_mark_any(a: Phase, b: Phase, all_of: Outco
     assert dependency_outcome(parse_dependency(f"afterok:{A}:{B}"), jobs, NOW) is all_of
     assert dependency_outcome(parse_dependency(f"afterok:{A},afterok:{B}"), jobs, NOW) is all_of
     assert dependency_outcome(parse_dependency(f"afterok:{A}?afterok:{B}"), jobs, NOW) is any_of
+
+
+@pytest.mark.parametrize(("phase", "want"), [(Phase.WAITING, W), (Phase.STARTED, W), (Phase.SUCCEEDED, S),
+                                             (Phase.FAILED, N), (Phase.CANCELLED, N)])  # fmt: skip
+def test_aftercorr_follows_the_same_index_element_else_the_whole_job(phase: Phase, want: Outcome) -> None:
+    dep = parse_dependency(f"aftercorr:{A}")
+    whole = {A: job(Phase.STARTED)}
+    assert dependency_outcome(dep, {**whole, element_key(A, "3"): job(phase)}, NOW, element="3") is want
+    assert dependency_outcome(dep, {**whole, element_key(A, "4"): job(phase)}, NOW, element="3") is W  # no element 3
+    assert dependency_outcome(dep, {A: job(phase)}, NOW, element="3") is want
+    assert dependency_outcome(dep, {A: job(phase)}, NOW) is want  # not an array element: the whole job
 
 
 def test_mixed_types_in_one_dependency() -> None:

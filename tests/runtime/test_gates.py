@@ -147,3 +147,25 @@ def test_the_daemon_stores_gate_reasons_and_cancels_doomed_jobs(service: Service
     assert states[td] == TaskState.CANCELLED.value and states[tw] == states[th] == TaskState.PENDING.value
     assert [(e.actor, e.subject) for e in audit] == [("scheduler", short(service, doomed))]
     assert "DependencyNeverSatisfied" in audit[0].detail["reason"]
+
+
+def test_aftercorr_gates_each_array_element_on_the_same_index(service: Service, tmp_path: Path) -> None:
+    first, (f0, f1, f2) = submit(service, training("x", retry=ONE_TRY, array={"indexes": [0, 1, 2]}))
+    then, (t0, t1, t2, t3) = submit(service, training("y", array={"indexes": [0, 1, 2, 3]}, kill_on_invalid_dep=True,
+                                                      dependency=f"aftercorr:{short(service, first)}"))  # fmt: skip
+    finish(service, f0, True)
+    finish(service, f1, False)
+    place(service.db, f2, state=AttemptState.RUNNING)
+    result = gates_now(service)
+    assert t0 in {t.task_id for t in result.open}
+    # element 1 failed: never; element 2 runs; element 3 has no counterpart: the whole job, still running
+    assert codes(result, [t1, t2, t3]) == ["DependencyNeverSatisfied", "Dependency", "Dependency"]
+    assert list(result.doomed_tasks) == [t1] and result.doomed == {}
+    config = DaemonConfig(period_s=0.0, leader_lease_s=60.0, holder="corr", submit_timeout_s=0.0,
+                          launch=LaunchSettings(log_dir=str(tmp_path / "logs"), grace_s=30))  # fmt: skip
+    assert Daemon(service.db, FakeSlurm(), config).period().error == ""
+    with service.db.session() as session:
+        states = dict(session.execute(select(Task.id, Task.state).where(Task.job_id == then)).all())
+        audit = [e.subject for e in session.scalars(select(AuditEvent).where(AuditEvent.action == "job.cancel"))]
+    assert states[t1] == TaskState.CANCELLED.value and states[t2] == states[t3] == TaskState.PENDING.value
+    assert audit == [f"{short(service, then)}_1"]

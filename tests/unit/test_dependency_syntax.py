@@ -49,7 +49,6 @@ def test_normalise_is_canonical_and_stable() -> None:
         ("afterok", "needs at least one job id"),
         (f"afterbogus:{A}", "unknown dependency type"),
         (f"afterburstbuffer:{A}", "no burst buffers"),
-        (f"aftercorr:{A}", "aftercorr needs array jobs"),
         (f"expand:{A}", "cannot grow"),
         (f"singleton:{A}", "singleton takes no job ids"),
         (f"afterok:{A}+5", r"\+time is for 'after' only"),
@@ -75,7 +74,9 @@ def test_spec_fields_validate_normalise_and_keep_old_hashes() -> None:
     stored = spec_to_json(plain)
     assert all(name not in stored for name in ("dependency", "begin", "hold", "kill_on_invalid_dep"))
     assert spec_hash(plain) == spec_hash(spec_from_dict({**BASE, "hold": False, "dependency": None}))
-    with pytest.raises(SpecError, match="dependency: .*aftercorr"):
-        spec_from_dict({**BASE, "dependency": f"aftercorr:{A}"})
+    with pytest.raises(SpecError, match="dependency: .*burst buffers"):
+        spec_from_dict({**BASE, "dependency": f"afterburstbuffer:{A}"})
+    corr = parse_dependency(f"aftercorr:{A}:{B}")
+    assert corr.corresponding() and corr.normalise() == f"aftercorr:{A},aftercorr:{B}"
     with pytest.raises(SpecError, match="begin"):
         spec_from_dict({**BASE, "begin": "soon"})
