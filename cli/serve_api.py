@@ -45,17 +45,21 @@ def is_socket(path: str) -> bool:
 def start_api(
     db_url: str, listen: Listen, *, secrets_root: str, slurm_bin_dir: str | None, munge_socket: str | None = None,
     registry: Any = None, web_key_file: Path | None = None, log_dir: str | None = None,
+    submit_rate: float | None = None, submit_burst: int | None = None,
 ) -> ApiServer:
     """start_api opens the API's own store connection and serves it on ``listen`` (raises ApiStartError).
 
     ``munge_socket`` is the munged that decodes callers' credentials (None: libmunge's default);
     ``registry`` is the Prometheus registry the API's metrics join (the daemon's), None for none;
     ``web_key_file`` holds the web view's signing key (created 0600 when missing; None: a random key
-    per process), ``log_dir`` is where jobs of the daemon's user log (the web view shows the path).
+    per process), ``log_dir`` is where jobs of the daemon's user log (the web view shows the path);
+    ``submit_rate``/``submit_burst`` are each tenant's submit-rate bucket unless the tenant sets its own
+    (None: meta.policy.admission's defaults).
     """
     from meta.service.api import Service
     from meta.service.http import create_app
     from meta.service.http_metrics import ApiMetrics
+    from meta.service.submit_gate import gate_for
     from meta.service.web.auth import WebSettings, load_key
     from slurm_bridge.commands import CliSlurmClient
     from slurm_bridge.runner import CommandRunner
@@ -66,6 +70,8 @@ def start_api(
     associations = AssociationCache(CliSlurmClient(CommandRunner(bin_dir=slurm_bin_dir)))
     authenticator = MungeAuthenticator(socket=munge_socket)
     metrics = ApiMetrics(registry) if registry is not None else None
+    # per-tenant submit limits (issue 16): every submit through this API passes them
+    service.gate = gate_for(service.db, submit_rate, submit_burst, metrics.submit_refused if metrics else None)
     try:
         web = WebSettings(key=load_key(web_key_file), log_dir=log_dir) if web_key_file else WebSettings.ephemeral()
         web.log_dir = log_dir
