@@ -72,6 +72,7 @@ from cli.sbatch_values import (
     parse_size_mib,
     parse_time_s,
 )
+from meta.model.arrays import text_step
 from meta.model.kinds import JobKind
 
 if TYPE_CHECKING:  # the spec models (pydantic) load only where a spec is validated here
@@ -307,12 +308,15 @@ def inference_fields(options: Options, name: str, cwd: str) -> tuple[dict[str, A
 
 def array_fields(options: Options) -> dict[str, Any]:
     """array_fields is the ``array`` of a training or evaluation job given ``--array`` ({} without it)."""
-    array = parsed(options.get("array"), parse_array)
-    if array is None:
+    option = options.get("array")
+    array = parsed(option, parse_array)
+    if array is None or option is None:
         return {}
     fields: dict[str, Any] = {"indexes": list(array.indexes)}
     if array.max_parallel is not None:
         fields["max_parallel"] = array.max_parallel
+    if text_step(option.value or "") > 1:
+        fields["step"] = text_step(option.value or "")
     return {"array": fields}
 
 

@@ -29,7 +29,7 @@ def array_env(job: Job, task: Task, spec: AnySpec) -> dict[str, str]:
     """array_env is the SLURM_ARRAY_* variables of an array element ({} for a job that is not an array)."""
     if spec.array is None:
         return {}
-    return array_variables(job.short_id, array_index(task), spec.array.indexes)
+    return array_variables(job.short_id, array_index(task), spec.array.indexes, spec.array.step)
 
 
 def array_output_fields(job: Job, task: Task, spec: AnySpec, fields: dict[str, Any]) -> dict[str, Any]:

@@ -84,13 +84,17 @@ def collapsed_id(job: str, indexes: Sequence[int], throttle: int | None) -> str:
     return f"{job}_[{compress_indexes(indexes)}{suffix}]"
 
 
-def array_step(indexes: Sequence[int]) -> int:
-    """array_step is the indexes' common stride (1 when they have none), SLURM_ARRAY_TASK_STEP's value."""
-    strides = {b - a for a, b in zip(indexes, indexes[1:], strict=False)}
-    return strides.pop() if len(strides) == 1 else 1
+def text_step(text: str) -> int:
+    """text_step is SLURM_ARRAY_TASK_STEP as sbatch 22.05 sets it: the last ``:step`` written in ``--array``, else 1.
+
+    Measured on the dev cluster: ``0-6:2`` and ``0-6:2,10`` give 2, ``1,20-26:3`` gives 3, and
+    ``2,4,6`` gives 1 (the text's step, not the indexes' stride).
+    """
+    steps = re.findall(r":(\d{1,7})", text.partition("%")[0])
+    return max(int(steps[-1]), 1) if steps else 1
 
 
-def array_variables(array_id: str, index: int, indexes: Sequence[int]) -> dict[str, str]:
+def array_variables(array_id: str, index: int, indexes: Sequence[int], step: int = 1) -> dict[str, str]:
     """array_variables are the SLURM_ARRAY_* variables sbatch gives element ``index`` of an array."""
     return {
         "SLURM_ARRAY_JOB_ID": array_id,
@@ -98,5 +102,5 @@ def array_variables(array_id: str, index: int, indexes: Sequence[int]) -> dict[s
         "SLURM_ARRAY_TASK_COUNT": str(len(indexes)),
         "SLURM_ARRAY_TASK_MIN": str(min(indexes)),
         "SLURM_ARRAY_TASK_MAX": str(max(indexes)),
-        "SLURM_ARRAY_TASK_STEP": str(array_step(indexes)),
+        "SLURM_ARRAY_TASK_STEP": str(step),
     }

@@ -150,6 +150,7 @@ class ArraySpec(_Frozen):
         Field(min_length=1, max_length=MAX_TASKS_PER_JOB),
     ]
     max_parallel: StrictCount | None = Field(default=None, ge=1, le=MAX_TASKS_PER_JOB)
+    step: StrictCount = Field(default=1, ge=1, le=MAX_ARRAY_INDEX)  # SLURM_ARRAY_TASK_STEP (sbatch's text step)
 
     @field_validator("indexes")
     @classmethod

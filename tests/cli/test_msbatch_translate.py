@@ -204,7 +204,7 @@ def test_inference_output(
 def test_an_array_is_one_job_of_its_own_kind_with_one_task_per_index(tmp_path: Path) -> None:
     spec = _run(tmp_path, ["-A t", "--array=0-5:2,9%2"]).spec
     assert isinstance(spec, TrainingSpec) and spec.array is not None
-    assert (spec.array.indexes, spec.array.max_parallel) == ((0, 2, 4, 9), 2)
+    assert (spec.array.indexes, spec.array.max_parallel, spec.array.step) == ((0, 2, 4, 9), 2, 2)
     assert (spec.task_names(), spec.throttle(), spec.workers_per_task()) == (["0", "2", "4", "9"], 2, 1)
 
 

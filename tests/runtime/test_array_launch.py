@@ -21,7 +21,7 @@ def _request(spec: AnySpec, index: int, owner_uid: int | None = 2001):
 
 
 def test_an_element_gets_sbatchs_array_variables_with_the_jobs_id() -> None:
-    request = _request(training(array={"indexes": [0, 2, 4, 6], "max_parallel": 2}), 4)
+    request = _request(training(array={"indexes": [0, 2, 4, 6], "max_parallel": 2, "step": 2}), 4)
     assert {k: v for k, v in request.env.items() if k.startswith("SLURM_ARRAY")} == {
         "SLURM_ARRAY_JOB_ID": "j42", "SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_COUNT": "4",
         "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "6", "SLURM_ARRAY_TASK_STEP": "2",

@@ -11,6 +11,7 @@ from meta.model.arrays import (
     compress_indexes,
     parse_element_ref,
     parse_index_set,
+    text_step,
 )
 from meta.model.spec import SpecError, TrainingSpec, spec_from_dict, spec_hash, spec_to_json
 
@@ -71,8 +72,14 @@ def test_squeue_collapses_waiting_elements() -> None:
     assert collapsed_id("j1", [4, 6], None) == "j1_[4,6]"
 
 
+@pytest.mark.parametrize(("text", "step"), [("0-6:2", 2), ("0-6:2,10", 2), ("1,20-26:3", 3), ("2,4,6", 1),
+                                           ("0-6:2%2", 2), ("0-5%3", 1)])  # fmt: skip
+def test_the_step_is_the_texts_as_sbatch_sets_it(text: str, step: int) -> None:
+    assert text_step(text) == step
+
+
 def test_array_variables_follow_sbatch() -> None:
-    env = array_variables("j1", 4, [0, 2, 4, 6])
+    env = array_variables("j1", 4, [0, 2, 4, 6], 2)
     assert env == {
         "SLURM_ARRAY_JOB_ID": "j1", "SLURM_ARRAY_TASK_ID": "4", "SLURM_ARRAY_TASK_COUNT": "4",
         "SLURM_ARRAY_TASK_MIN": "0", "SLURM_ARRAY_TASK_MAX": "6", "SLURM_ARRAY_TASK_STEP": "2",
