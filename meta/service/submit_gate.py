@@ -287,3 +287,11 @@ class SubmitGate:
                              refused_since_last_line=quiet, message=refusal.message)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - the refusal stands even when its audit line cannot be written
             log.warning("cannot audit a refused submit of %s in %s: %s", user, tenant, exc)
+
+
+def gate_for(
+    db: Database, rate: float | None, burst: int | None, on_refusal: Callable[[str, str], None] | None
+) -> SubmitGate:
+    """gate_for is the API's gate with the service's default bucket (None: admission's defaults)."""
+    return SubmitGate(db, rate=DEFAULT_RATE if rate is None else rate, burst=DEFAULT_BURST if burst is None else burst,
+                      on_refusal=on_refusal)  # fmt: skip
