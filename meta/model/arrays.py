@@ -85,13 +85,13 @@ def collapsed_id(job: str, indexes: Sequence[int], throttle: int | None) -> str:
 
 
 def text_step(text: str) -> int:
-    """text_step is SLURM_ARRAY_TASK_STEP as sbatch 22.05 sets it: the last ``:step`` written in ``--array``, else 1.
+    """text_step is SLURM_ARRAY_TASK_STEP as sbatch 22.05 sets it: the first ``:step`` written in ``--array``, else 1.
 
-    Measured on the dev cluster: ``0-6:2`` and ``0-6:2,10`` give 2, ``1,20-26:3`` gives 3, and
-    ``2,4,6`` gives 1 (the text's step, not the indexes' stride).
+    Measured on the dev cluster: ``0-6:2`` and ``0-6:2,10`` give 2, ``1,20-26:3`` gives 3,
+    ``0-4:2,10-30:5`` gives 2 and ``2,4,6`` gives 1 (the text's step, not the indexes' stride).
     """
     steps = re.findall(r":(\d{1,7})", text.partition("%")[0])
-    return max(int(steps[-1]), 1) if steps else 1
+    return max(int(steps[0]), 1) if steps else 1
 
 
 def array_variables(array_id: str, index: int, indexes: Sequence[int], step: int = 1) -> dict[str, str]:

@@ -73,7 +73,7 @@ def test_squeue_collapses_waiting_elements() -> None:
 
 
 @pytest.mark.parametrize(("text", "step"), [("0-6:2", 2), ("0-6:2,10", 2), ("1,20-26:3", 3), ("2,4,6", 1),
-                                           ("0-6:2%2", 2), ("0-5%3", 1)])  # fmt: skip
+                                           ("0-6:2%2", 2), ("0-5%3", 1), ("0-4:2,10-30:5", 2), ("0-20:5,30-34:2", 5)])  # fmt: skip
 def test_the_step_is_the_texts_as_sbatch_sets_it(text: str, step: int) -> None:
     assert text_step(text) == step
 
