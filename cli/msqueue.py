@@ -15,6 +15,7 @@ from cli.errors import handle_errors
 from cli.output import echo_json
 from cli.slurm_views import default_partition, error, my_name, split_list, view_backend
 from cli.squeue_format import DEFAULT_FORMAT, FormatError, check_states, parse_format, render_line
+from cli.squeue_long_format import parse_long_format
 
 PROG = "msqueue"
 
@@ -39,13 +40,14 @@ def rows_for(backend, *, users, accounts, partitions, states, jobs, names) -> li
 @click.option("--me", is_flag=True, help="Only my jobs (as -u $USER).")
 @click.option("-h", "--noheader", is_flag=True, help="Print no header line.")
 @click.option("-o", "--format", "fmt", default=None, help=f"Output format (default {DEFAULT_FORMAT!r}).")
+@click.option("-O", "--Format", "long_fmt", default=None, help="squeue's -O: Field[:[.][size][suffix]],...")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON (the API's fields).")
 @click.option("--api", default=None, help="metasched API address (default: METASCHED_API or the local socket).")
 @handle_errors
-def main(users, accounts, partitions, states, jobs, names, me, noheader, fmt, as_json, api) -> None:  # type: ignore[no-untyped-def]
+def main(users, accounts, partitions, states, jobs, names, me, noheader, fmt, long_fmt, as_json, api) -> None:  # type: ignore[no-untyped-def]
     """msqueue lists metasched's waiting and running jobs like squeue (see README "msqueue")."""
     try:
-        parts = parse_format(fmt if fmt is not None else DEFAULT_FORMAT)
+        parts = parse_long_format(long_fmt) if long_fmt else parse_format(fmt if fmt is not None else DEFAULT_FORMAT)
         wanted_states = check_states(split_list(states))
     except FormatError as exc:
         error(PROG, str(exc))
