@@ -14,8 +14,8 @@ Arrays (``--array`` of a training or evaluation job)
 
 Identity
   tenant = ``-A/--account`` (required); name = ``-J/--job-name``, else the script's file name
-  stem (``wrap`` for ``--wrap``), sanitised to the spec's name pattern (other characters
-  become ``-``); ``--qos`` and ``--partition`` are carried; ``--time`` becomes ``time_limit``
+  as sbatch takes it (``job.sh``; ``wrap`` for ``--wrap``), sanitised to the spec's name pattern
+  (other characters become ``-``); ``--qos`` and ``--partition`` are carried; ``--time`` becomes ``time_limit``
   (left out: the spec's default, one hour).
 
 Per worker (per node, or per array task)
@@ -214,12 +214,12 @@ def worker_resources(options: Options, nodes: int) -> dict[str, Any]:
 
 
 def job_name(options: Options, submission: Submission) -> str:
-    """job_name is ``--job-name``, else the script's stem (``wrap`` for ``--wrap``), sanitised."""
+    """job_name is ``--job-name``, else the script's file name (``wrap`` for ``--wrap``), sanitised."""
     given = options.value("job-name")
     if given:
         return sanitise_name(given)
     if submission.script_path:
-        return sanitise_name(PurePosixPath(submission.script_path).stem)
+        return sanitise_name(PurePosixPath(submission.script_path).name)  # sbatch: the file name, .sh and all
     return "wrap"
 
 
