@@ -9,6 +9,7 @@ import click
 
 from cli.context import CliState, pass_state
 from cli.errors import handle_errors, refuse_submission
+from cli.log_paths import attempt_logs
 from cli.output import echo_json, echo_table, short_time
 from cli.squeue_format import duration
 from meta.model.errors import InvalidRequest
@@ -106,6 +107,7 @@ def _print_status(s: dict[str, Any]) -> None:
         )
     click.echo("")
     echo_table(["TASK", "NAME", "STATE", "ATTEMPTS", "LAST", "TOKEN", "SLURM", "NODES", "EXIT", "REASON"], rows)
+    _print_logs(s)
     if s["recent_transitions"]:
         click.echo("\nrecent transitions:")
         for t in s["recent_transitions"][:8]:
@@ -113,6 +115,22 @@ def _print_status(s: dict[str, Any]) -> None:
             click.echo(
                 f"  {short_time(t['at'])}  {t['entity']} {t['entity_id'][:8]}  {t['from_state']} -> {t['to_state']}{why}"
             )
+
+
+def _print_logs(s: dict[str, Any]) -> None:
+    """_print_logs lists where each launched attempt wrote its stdout and stderr."""
+    lines = []
+    for task in s["task_list"]:
+        for attempt in task["attempts"]:
+            if attempt.get("slurm_job_id"):
+                stdout, stderr = attempt_logs(s, attempt)
+                err = "same file" if stderr == stdout else stderr
+                lines.append(f"  task {task['index']} attempt {attempt['number']} (Slurm {attempt['slurm_job_id']}): "
+                             f"stdout {stdout}  stderr {err}")  # fmt: skip
+    if lines:
+        click.echo("\nlogs:")
+        for line in lines:
+            click.echo(line)
 
 
 @click.command(name="list")

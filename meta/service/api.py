@@ -8,6 +8,7 @@ it. Another tenant's job is NotFound, never Forbidden: its existence does not le
 
 from __future__ import annotations
 
+import pwd
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -336,7 +337,19 @@ def _status(session: Session, job: Job) -> JobStatus:
         cancel_requested=job.cancel_requested,
         tasks=[TaskView.of(t, attempts.get(t.id, [])) for t in tasks],
         recent=[TransitionView.of(t) for t in recent],
+        submit_dir=job.submit_dir,
+        owner=_user_name(job.owner_uid),
     )
+
+
+def _user_name(uid: int | None) -> str | None:
+    """_user_name is the passwd name of a job's owner (its uid as text when the host does not know it)."""
+    if uid is None:
+        return None
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def _list(

@@ -162,6 +162,8 @@ class JobStatus:
     cancel_requested: bool
     tasks: list[TaskView]
     recent: list[TransitionView]
+    submit_dir: str | None = None  # where its attempts' relative log paths start (metasched status)
+    owner: str | None = None  # the user it runs as (None: the daemon's own job)
 
     @property
     def state(self) -> JobState:
@@ -176,6 +178,8 @@ class JobStatus:
             "spec": self.spec,
             "task_list": [asdict(task) for task in self.tasks],
             "recent_transitions": [asdict(t) for t in self.recent],
+            "submit_dir": self.submit_dir,
+            "owner": self.owner,
         }
 
 
