@@ -88,6 +88,9 @@ def _print_status(s: dict[str, Any]) -> None:
     click.echo(f"job {s['short_id']} ({s['id']})")
     click.echo(f"  name {s['name']}  kind {s['kind']}  tenant {s['tenant']}  queue {s['queue']}  class {s['priority_class']}")
     click.echo(f"  state {s['state']}  tasks: {tasks_text(s['tasks'])}  submitted {short_time(s['submitted_at'])}")
+    if s.get("hold"):
+        reason = "JobHeldAdmin" if s["hold"] == "admin" else "JobHeldUser"
+        click.echo(f"  held ({reason}): `metasched release {s['short_id']}` lets it be scheduled")
     rows = []
     for task in s["task_list"]:
         last = task["attempts"][-1] if task["attempts"] else None

@@ -93,6 +93,7 @@ class JobSummary:
     state: str
     tasks: dict[str, int]
     submitted_at: str | None
+    hold: str | None = None  # "user" (JobHeldUser) or "admin" (JobHeldAdmin) while the job is held
 
     @classmethod
     def of(cls, job: Job, task_states: list[TaskState]) -> JobSummary:
@@ -118,6 +119,7 @@ class JobSummary:
             state=derive_job_state(task_states, job.cancel_requested).value,
             tasks=counts,
             submitted_at=_iso(job.submitted_at),
+            hold=job.hold,
         )
 
     def to_dict(self) -> dict[str, Any]:

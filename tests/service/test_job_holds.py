@@ -53,7 +53,7 @@ def test_hold_and_release_follow_cancels_rights_and_admin_holds_yield_to_admins(
         service.hold(job, principal=CAROL)
     with pytest.raises(NotFound):
         service.hold(job, principal=BOB)
-    service.hold(job, principal=ALICE)
+    assert service.hold(job, principal=ALICE).summary.hold == "user"
     assert hold_of(service, job) == "user"
     service.hold(job, principal=ALICE)  # again: nothing changes
     service.release(job, principal=DAVE)  # a coordinator releases a user's hold
