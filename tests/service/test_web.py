@@ -27,6 +27,7 @@ from meta.model.states import AttemptState
 from meta.service.api import Service
 from meta.service.http import create_app
 from meta.service.web.auth import COOKIE, WebAuth, WebSettings
+from meta.service.web.pages import decision_record
 from meta.service.web.render import esc, table
 from meta.service.web.tokens import LOGIN, Claims, sign
 from meta.store.inventory import save_inventory
@@ -155,6 +156,7 @@ def test_alice_sees_her_jobs_and_gets_404_for_bobs(client: TestClient, service: 
     sign_in(client, ALICE)
     mine = client.get(f"/web/jobs/{alices}")
     assert mine.status_code == 200 and alices in mine.text and "Why it waits" in mine.text
+    assert "Decision record" in mine.text and f"metasched explain {alices} --history" in mine.text
     theirs = client.get(f"/web/jobs/{bobs}")
     assert theirs.status_code == 404 and bobs in theirs.text and "tenant-b" not in theirs.text
     listing = client.get("/web/jobs").text
@@ -186,6 +188,19 @@ def test_cluster_map_shows_holders_but_not_other_tenants_jobs(client: TestClient
     assert "tenant-a" in queues and "tenant-b" in queues and "<svg" in queues
     admin = client.get("/web/admin")
     assert admin.status_code == 200 and "web.login" in admin.text and "Audit trail" in admin.text
+
+
+def test_decision_record_links_only_jobs_the_caller_may_open() -> None:
+    history = {"job": "jmine", "tenant": "tenant-a", "waiting": True, "since": "2026-12-03T10:00:00", "until": None,
+               "placed_while_waiting": 7, "touching": [],
+               "ran_before": [{"cycle": 3, "at": "2026-12-03T10:01:00", "job": "jtheirs", "tenant": "tenant-b",
+                               "why": "lower usage share", "backfilled": False},
+                              {"cycle": 4, "at": "2026-12-03T10:02:00", "job": "jours", "tenant": "tenant-a",
+                               "why": "older", "backfilled": True}]}  # fmt: skip
+    record = decision_record(history, frozenset({"tenant-a"}))
+    assert "7 other placements" in record and "lower usage share" in record and "backfilled" in record
+    assert 'href="/web/jobs/jours"' in record and "jtheirs" in record and 'href="/web/jobs/jtheirs"' not in record
+    assert 'href="/web/jobs/jtheirs"' in decision_record(history, None)  # an admin opens every job
 
 
 def test_every_value_is_escaped() -> None:

@@ -217,3 +217,16 @@ def log_path(job: Job, attempt: dict[str, Any], log_dir: str | None, daemon_uid:
         return f"{job.submit_dir.rstrip('/')}/slurm-{slurm_id}.out"
     folder = (log_dir or "<serve --log-dir>").rstrip("/")
     return f"{folder}/{job.short_id}/{attempt['id']}.out"
+
+
+def sbatch_log_patterns(status: dict[str, Any]) -> str | None:
+    """sbatch_log_patterns is an msbatch job's ``-o`` pattern, made absolute from its --chdir or submit folder (None: none given).
+
+    Only ``%j`` is filled in (per attempt, by the caller); ``metasched status`` expands every pattern.
+    """
+    sbatch = (status.get("spec") or {}).get("sbatch") or {}
+    pattern = sbatch.get("output")
+    if not pattern:
+        return None
+    base = sbatch.get("chdir") or status.get("submit_dir") or ""
+    return pattern if pattern.startswith("/") or not base else f"{base.rstrip('/')}/{pattern}"

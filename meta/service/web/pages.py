@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from meta.service.web.data import ClusterMap, History, NodeView, TenantRow
+from meta.service.web.data import ClusterMap, History, NodeView, TenantRow, Visible, sees
 from meta.service.web.render import badge, bar, color_of, esc, link, sparkline, state_badge, table, when
 
 
@@ -19,11 +19,24 @@ def _node(node: NodeView, tenants: Sequence[str], stranded: bool) -> str:
     free_class = "gpu stranded" if stranded else "gpu"
     squares += [f'<span class="{free_class}" title="free"></span>'] * node.free
     squares += ['<span class="gpu" style="background:#999" title="unavailable"></span>'] * (node.gpus - node.held - node.free)
-    jobs = ", ".join(link(f"/web/jobs/{h.job}", h.job) if h.job else esc(h.tenant) for h in node.holdings) or "-"
+    jobs = ", ".join(_holder(key, gpus) for key, gpus in _by_holder(node).items()) or "-"
     state = "" if node.state == "up" else " " + badge(node.state, "bad" if node.state == "down" else "warn")
     return (f'<div class="node {esc(node.state)}"><strong>{esc(node.name)}</strong>{state}'
             f'<span class="muted"> {node.held}/{node.gpus} held</span>'
             f'<div class="gpus">{"".join(squares)}</div><div class="muted">{jobs}</div></div>')  # fmt: skip
+
+
+def _by_holder(node: NodeView) -> dict[tuple[str, str | None], int]:
+    """_by_holder is GPUs held per (tenant, job) on one node: a job visible to the caller, else its tenant only."""
+    held: dict[tuple[str, str | None], int] = {}
+    for h in node.holdings:
+        held[(h.tenant, h.job)] = held.get((h.tenant, h.job), 0) + h.gpus
+    return held
+
+
+def _holder(key: tuple[str, str | None], gpus: int) -> str:
+    tenant, job = key
+    return f"{link(f'/web/jobs/{job}', job) if job else esc(tenant)} ({gpus})"
 
 
 def cluster_body(cmap: ClusterMap, tenants: Sequence[str]) -> str:
@@ -50,7 +63,7 @@ def cluster_body(cmap: ClusterMap, tenants: Sequence[str]) -> str:
         parts.append('<p class="muted">no inventory yet: no daemon has read Slurm\'s nodes (is `metasched serve` running?)</p>')
     largest = frag.get("largest_placeable_gang_gpus")
     parts.append("<h2>Fragmentation (last cycle)</h2>" + table(
-        ["free GPUs", "stranded GPUs", "largest gang placeable now (GPUs)", "free by type", "cycle at", "inventory at"],
+        ["free GPUs", "stranded GPUs", "largest gang placeable now (GPUs)", "free by type (Slurm jobs of others taken out)", "cycle at", "inventory at"],
         [[esc(frag.get("free_gpus", "-")), esc(frag.get("stranded_gpus", "-")),
           esc(largest if not isinstance(largest, dict) else ", ".join(f"{k}: {v}" for k, v in largest.items())),
           esc(", ".join(f"{k}: {v}" for k, v in (frag.get("free_by_type") or {}).items()) or "-"),
@@ -97,7 +110,7 @@ def jobs_body(jobs: Sequence[dict[str, Any]]) -> str:
 
 
 def job_body(status: dict[str, Any], explain: dict[str, Any], logs: dict[str, str], ahead: int,
-             decisions: str | None) -> str:  # fmt: skip
+             history: dict[str, Any] | None, visible: Visible) -> str:  # fmt: skip
     """job_body is one job: summary, why it waits and what would help, its tasks' attempts with log paths, history."""
     spec = status["spec"]
     summary = table(["", ""], [
@@ -114,9 +127,7 @@ def job_body(status: dict[str, Any], explain: dict[str, Any], logs: dict[str, st
            for t in explain["tasks"]]  # fmt: skip
     ahead_line = (f'<p>{ahead} job(s) of {esc(status["tenant"])} with a waiting task were submitted before this one.</p>'
                   if status["state"] == "pending" else "")
-    record = (f"<p>{decisions}</p>" if decisions else
-              '<p class="muted">No decision log in this version: the typed reason above is the last cycle\'s '
-              "verdict (<code>metasched explain</code>).</p>")
+    record = decision_record(history, visible)
     attempts = [[esc(task["index"]), esc(a["number"]), state_badge(a["state"]), esc(a["slurm_job_id"] or "-"),
                  esc(", ".join(a["nodes"]) or "-"), when(a["started_at"]), when(a["ended_at"]),
                  esc("-" if a["exit_code"] is None else a["exit_code"]), esc(a["failure_category"] or a["reason"] or ""),
@@ -127,11 +138,40 @@ def job_body(status: dict[str, Any], explain: dict[str, Any], logs: dict[str, st
     return (f'<div class="box kv">{summary}</div>'
             "<h2>Why it waits, and what would make it run</h2>"
             + table(["task", "name", "state", "reason", "message", "what would help", "ahead of it", "since"], why)
-            + ahead_line + record
+            + ahead_line
             + "<h2>Attempts</h2>"
             + table(["task", "#", "state", "Slurm id", "nodes", "started", "ended", "exit", "why", "log"], attempts,
                     empty="no attempt yet")
+            + record
             + "<h2>Recent transitions</h2>" + table(["at (UTC)", "entity", "move", "reason", "actor"], recent))  # fmt: skip
+
+
+def _job_link(job: str | None, tenant: str | None, visible: Visible) -> str:
+    """_job_link links a job the caller may open; another tenant's job is named only (its page would be 404)."""
+    if job and tenant and sees(visible, tenant):
+        return link(f"/web/jobs/{job}", job)
+    return esc(job or "-")
+
+
+def decision_record(history: dict[str, Any] | None, visible: Visible) -> str:
+    """decision_record is the decision log's answer to "why did X run before my job" (explain --history)."""
+    if history is None:
+        return ""
+    until = "still waiting" if history["waiting"] else f"until {when(history['until'])}"
+    ran = [[esc(r["cycle"]), when(r["at"]), _job_link(r["job"], r["tenant"], visible), esc(r["tenant"]),
+            esc(r["why"]) + (" " + badge("backfilled") if r.get("backfilled") else "")]
+           for r in history["ran_before"]]  # fmt: skip
+    touching = [[esc(t["cycle"]), when(t["at"]), esc(t["decision"]), esc(t["what"]),
+                 _job_link(t["other"]["job"], t["other"]["tenant"], visible) + f" ({esc(t['other']['tenant'])})"
+                 if t.get("other") else "-", esc(t["reason"])] for t in history["touching"]]  # fmt: skip
+    return ("<h2>Decision record</h2>"
+            f'<p class="muted">From the decision log (<code>metasched explain {esc(history["job"])} --history</code>): '
+            f"waiting since {when(history['since'])}, {esc(until)}; {esc(history['placed_while_waiting'])} other "
+            f"placements meanwhile, the newest {len(ran)} shown.</p>"
+            + table(["cycle", "at (UTC)", "ran before it", "tenant", "why it went first"], ran,
+                    empty="nothing was placed before it while it waited")
+            + table(["cycle", "at (UTC)", "decision", "what", "other job", "reason"], touching,
+                    empty="no placement, hold or preemption of this job on record"))  # fmt: skip
 
 
 def _resources(spec: dict[str, Any]) -> str:

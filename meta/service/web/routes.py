@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Annotated
+from typing import Annotated, Any
 from urllib.parse import quote
 
 from fastapi import APIRouter, Path, Query, Request
@@ -41,6 +41,16 @@ SECURITY_HEADERS = {
 MAX_REF = 128
 AUDIT_TAIL = 100
 JOBS_SHOWN = 200
+HISTORY_ROWS = 10
+
+
+def _slurm_id(status: dict[str, Any], attempt_id: str) -> str:
+    """_slurm_id is an attempt's Slurm job id, or a placeholder before it was launched."""
+    for task in status["task_list"]:
+        for attempt in task["attempts"]:
+            if attempt["id"] == attempt_id:
+                return attempt["slurm_job_id"] or "<slurm id>"
+    return "<slurm id>"
 
 
 @router.post("/v1/web/link", tags=["web"])
@@ -171,7 +181,11 @@ def job(request: Request, ref: Annotated[str, Path(min_length=1, max_length=MAX_
             logs = {a["id"]: data.log_path(row, a, log_dir, ops.daemon_uid)
                     for task in status["task_list"] for a in task["attempts"]}  # fmt: skip
             ahead = data.waiting_ahead(session, row.tenant, row.submitted_at)
-        return pages.job_body(status, explain, logs, ahead, decisions=None)
+            spec_logs = data.sbatch_log_patterns(status)
+        history = ops.explain_history(ref, limit=HISTORY_ROWS)
+        if spec_logs:
+            logs = {a: spec_logs.replace("%j", _slurm_id(status, a)) for a in logs}
+        return pages.job_body(status, explain, logs, ahead, history, ops.principal.visible_tenants())
 
     return _serve(request, f"Job {ref}", "jobs", build)
 
