@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import socket
+from urllib.parse import urlsplit
+
 import click
 
 from cli.context import CliState, pass_state
@@ -24,4 +27,7 @@ def web(state: CliState, as_json: bool) -> None:
         return
     click.echo(f"Open this link in a browser within 10 minutes (it works once, and signs you in as {link['user']}):")
     click.echo(f"    {link['url']}")
-    click.echo("From another machine: ssh -L PORT:HOST:PORT to this host first, then open the link with localhost:PORT.")
+    where = urlsplit(link["url"])
+    if where.hostname in ("127.0.0.1", "localhost", "::1"):
+        port = where.port or 80
+        click.echo(f"From another machine: ssh -L {port}:127.0.0.1:{port} {socket.gethostname()} first, then open it there.")
