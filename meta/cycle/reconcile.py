@@ -30,7 +30,7 @@ from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
-from sqlalchemy import Row, func, select, update
+from sqlalchemy import Row, func, or_, select, update
 from sqlalchemy.orm import Session
 
 from meta.cycle.cancellers import Canceller
@@ -85,6 +85,10 @@ class ReconcileSettings:
     unknown_window_s: float = 15.0  # sacct is asynchronous: give a just-submitted job time to show
     lost_grace_s: float = 120.0
     lease_s: float = 300.0
+    # a steady attempt's sighting and lease are written at most this often (not every period:
+    # at 10,000 running jobs that UPDATE was a large part of a period); the reconciler remembers
+    # the sightings in between, so "lost" still counts from the last one
+    renew_every_s: float = 30.0
     sacct_lookback_s: float = 6 * 3600.0
     # slurmdbd is asynchronous: how long a cancel seen in squeue waits for sacct to say who
     cancel_attribution_s: float = 30.0
@@ -243,6 +247,9 @@ class Reconciler:
         # when an unrequested cancel was first seen without its canceller (waiting for slurmdbd);
         # only a wait: a restart waits again
         self._unattributed: dict[str, datetime] = {}
+        # when each live attempt was last seen, where the store's last_seen_at may be up to
+        # renew_every_s older; only memory: a new leader counts from the stored sighting
+        self._sighted_at: dict[str, datetime] = {}
         # called inside the transaction, before an attempt moves to succeeded (e.g. commit outputs)
         self.on_success = on_success
         # attempts this replica's launch pool has queued or sending: Slurm's silence says nothing yet
@@ -295,6 +302,8 @@ class Reconciler:
                     if attempt_id not in done and self._can_judge(attempt_id, observation):
                         self._follow(session, attempt_id, observation, result)
                 self._renew(session, steady, observation.at)
+        still = set(live_ids)
+        self._sighted_at = {a: at for a, at in self._sighted_at.items() if a in still}
         self._cancel_orphans(observation, set(live_ids), result)
         return result
 
@@ -365,13 +374,21 @@ class Reconciler:
         return observation.accounting_read or attempt_id in observation.squeue
 
     def _renew(self, session: Session, attempt_ids: list[str], now: datetime) -> None:
-        """_renew records a sighting and renews the lease of steady attempts in one statement."""
-        if attempt_ids:
-            session.execute(
-                update(Attempt)
-                .where(Attempt.id.in_(attempt_ids), Attempt.state.in_(_LIVE))
-                .values(**self._sighted(now))
+        """_renew records a sighting and renews the lease of steady attempts whose stored one is due, in one statement."""
+        if not attempt_ids:
+            return
+        for attempt_id in attempt_ids:
+            self._sighted_at[attempt_id] = now
+        due = now - timedelta(seconds=min(self.settings.renew_every_s, self.settings.lease_s / 3))
+        session.execute(
+            update(Attempt)
+            .where(
+                Attempt.id.in_(attempt_ids),
+                Attempt.state.in_(_LIVE),
+                or_(Attempt.last_seen_at.is_(None), Attempt.last_seen_at <= due),
             )
+            .values(**self._sighted(now))
+        )
 
     def _sighted(self, now: datetime) -> dict[str, datetime]:
         """_sighted are the columns a sighting sets: when it was seen, and the lease it renews."""
@@ -599,7 +616,9 @@ class Reconciler:
             )
             result.transitions += 1
             return
-        last = attempt.last_seen_at or sent
+        remembered = self._sighted_at.get(attempt.id)
+        stored = attempt.last_seen_at or sent
+        last = max(stored, remembered) if remembered is not None else stored
         if (now - last).total_seconds() >= self.settings.lost_grace_s and committed_its_output(session, attempt):
             attempt_event(
                 session,

@@ -493,3 +493,26 @@ def test_a_running_attempt_has_no_exit_code_until_it_ends(service: Service) -> N
     fake.finish(job.job_id, "FAILED", 3)
     _reconcile(service, fake, leadership)
     assert attempt(service.db, attempt_id).exit_code == 3
+
+
+def test_a_steady_sighting_is_stored_only_when_due_and_lost_counts_from_the_last_one(service: Service) -> None:
+    fake = FakeSlurm()
+    leadership = lead(service.db)
+    t, attempt_id, job = _launched(service, fake)
+    reconciler = Reconciler(service.db, fake, SETTINGS)
+
+    def run(later_s: float):
+        observation = observe(fake, reconciler.since())
+        return reconciler.apply(dataclasses.replace(observation, at=observation.at + timedelta(seconds=later_s)), leadership)
+
+    run(0)  # seen: running, sighting stored
+    first = attempt(service.db, attempt_id).last_seen_at
+    run(10)  # steady, within renew_every_s: the stored sighting stays, the lease too
+    assert attempt(service.db, attempt_id).last_seen_at == first
+    run(SETTINGS.renew_every_s + 1)  # due: written
+    assert attempt(service.db, attempt_id).last_seen_at > first
+    run(SETTINGS.renew_every_s + 20)  # remembered, not stored
+    del fake.jobs[job.job_id]  # Slurm forgot it
+    # the store's sighting is 19 s older than the remembered one: lost counts from the remembered one
+    assert run(SETTINGS.renew_every_s + 20 + SETTINGS.lost_grace_s - 5).lost == []
+    assert run(SETTINGS.renew_every_s + 20 + SETTINGS.lost_grace_s + 1).lost == [attempt_id]
