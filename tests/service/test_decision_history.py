@@ -24,7 +24,7 @@ from meta.store.models import Job, Task
 from tests.api_support import ALICE, BOB, ROOT, TestAuthenticator, principal_for
 from tests.conftest import sqlite_database
 from tests.runtime.fake_slurm import FakeSlurm, sinfo_node
-from tests.runtime.support import submit, training
+from tests.runtime.support import checkpointing, settled, submit, training
 
 SECRET_NAME = "bobs-private-model-name"
 
@@ -103,3 +103,28 @@ def test_cli_history_in_local_mode(tmp_path: Path) -> None:
     assert "WHY IT WENT FIRST" in result.stdout and winner in result.stdout and "earlier in line by" in result.stdout
     result = CliRunner().invoke(cli, ["explain", loser, "--history", "--json"], env=env, prog_name="metasched")
     assert json.loads(result.stdout)["ran_before"][0]["job"] == winner
+
+
+def test_preemption_is_on_both_jobs_records(api: TestClient, service: Service, tmp_path: Path) -> None:
+    node = {"cpus": 8, "memory": "32G", "gpus": 8, "gpu_type": "a100"}
+    fake = FakeSlurm([sinfo_node("node1", gpus=8)])
+    fake.run_ticks = 1000  # the victim never ends on its own
+    config = DaemonConfig(period_s=0.0, leader_lease_s=60.0, holder="history", submit_timeout_s=0.0,
+                          launch=LaunchSettings(log_dir=str(tmp_path / "logs"), grace_s=30))  # fmt: skip
+    daemon = Daemon(service.db, fake, config)
+    low, _ = submit(service, checkpointing("low", tenant="tenant-b", ckpt_dir=str(tmp_path / "c"), resources=node,
+                                           priority_class="evaluation"))  # fmt: skip
+    for _ in range(3):
+        assert settled(daemon).error == ""
+        fake.advance()
+    high, _ = submit(service, training("high", tenant="tenant-a", resources=node))
+    assert settled(daemon).preempting == 1
+    victim = _get(api, f"/v1/jobs/{_short(service, low)}/explain/history", BOB).json()
+    (hit,) = [t for t in victim["touching"] if t["decision"] == "preempt"]
+    assert hit["what"].startswith("preempted") and hit["other"] == {"job": _short(service, high), "tenant": "tenant-a"}
+    assert hit["detail"]["lost_gpu_seconds"] >= 0 and hit["reason"]
+    winner = _get(api, f"/v1/jobs/{_short(service, high)}/explain/history", ALICE).json()
+    (done,) = [t for t in winner["touching"] if t["decision"] == "preempt"]
+    assert done["what"] == "a job was preempted for it" and done["other"] == {"job": _short(service, low),
+                                                                             "tenant": "tenant-b"}
+    assert done["key"]["class"] == "training"

@@ -92,6 +92,7 @@ ROUTES = [
     ("GET", "/v1/jobs"),
     ("GET", "/v1/jobs/{ref}"),
     ("GET", "/v1/jobs/{ref}/explain"),
+    ("GET", "/v1/jobs/{ref}/explain/history"),
     ("GET", "/v1/jobs/{ref}/outputs"),
     ("GET", "/v1/jobs/{ref}/checkpoints"),
     ("POST", "/v1/jobs/{ref}/cancel"),
