@@ -14,7 +14,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from sqlalchemy import select
+from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
 from checkpoint.manifest import (
@@ -56,11 +56,17 @@ def commit_on_success(session: Session, attempt: Attempt, specs: SpecCache) -> N
 def finalize_jobs(session: Session, specs: SpecCache, done: set[str]) -> list[str]:
     """finalize_jobs writes the job manifest of succeeded inference jobs and removes stale staging."""
     finished = []
-    jobs = session.scalars(select(Job).where(Job.kind == "inference", Job.id.not_in(done) if done else True))
-    for job in jobs:
-        states = set(session.scalars(select(Task.state).where(Task.job_id == job.id)))
-        if states != {TaskState.SUCCEEDED.value}:
-            continue
+    # the inference jobs whose every task succeeded, in one grouped query (not one query per job,
+    # each reading all of its tasks, every period)
+    unfinished = func.sum(case((Task.state == TaskState.SUCCEEDED.value, 0), else_=1))
+    succeeded = (
+        select(Task.job_id)
+        .join(Job, Job.id == Task.job_id)
+        .where(Job.kind == "inference", Job.id.not_in(done) if done else True)
+        .group_by(Task.job_id)
+        .having(unfinished == 0)
+    )
+    for job in session.scalars(select(Job).where(Job.id.in_(succeeded))):
         try:
             spec = specs.get(session, job.id)
         except JOB_FAULTS as exc:  # stored under older rules and refused now: nothing to write it by
