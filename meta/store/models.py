@@ -334,6 +334,7 @@ class DecisionRow(Base):
     __tablename__ = "decisions"
     __table_args__ = (
         Index("ix_decisions_kind_at", "kind", "at"),
+        Index("ix_decisions_at", "at"),
         Index("ix_decisions_job", "job_id"),
         Index("ix_decisions_other_job", "other_job"),
     )

@@ -31,6 +31,7 @@ def upgrade() -> None:
         sa.PrimaryKeyConstraint("id"),
     )
     op.create_index("ix_decisions_kind_at", "decisions", ["kind", "at"])
+    op.create_index("ix_decisions_at", "decisions", ["at"])  # the leader's prune by age, every minute
     op.create_index("ix_decisions_job", "decisions", ["job_id"])
     op.create_index("ix_decisions_other_job", "decisions", ["other_job"])
     if op.get_bind().dialect.name == "postgresql":
