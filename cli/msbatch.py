@@ -25,7 +25,7 @@ import click
 from cli.backend import Backend
 from cli.client import API_ENV, DEFAULT_API, ApiClient, ApiError
 from cli.context import DB_FILE_ENV
-from cli.errors import EXIT_USAGE, handle_errors, loaded_class, refuse_submission
+from cli.errors import EXIT_USAGE, SUBMISSION_FAILED, fail, handle_errors, loaded_class, refuse_submission
 from cli.sbatch_options import (
     SUPPORTED,
     CommandLine,
@@ -160,6 +160,17 @@ def backend(options: Options) -> Backend:
     return ApiBackend(ApiClient(address))
 
 
+# what sbatch says for a partition or QOS Slurm does not have (the service names them in these words)
+UNKNOWN_NAMES = ("Invalid partition name specified", "Invalid qos specification")
+
+
+def refuse_unknown_name(message: str) -> None:
+    """refuse_unknown_name exits with sbatch's line when the service refused an unknown partition or QOS."""
+    for words in UNKNOWN_NAMES:
+        if words in message:
+            fail(f"{SUBMISSION_FAILED}: {words}", EXIT_USAGE)
+
+
 def submit(prepared: Prepared, cwd: str) -> None:
     """submit sends the spec to the service and prints the job id the way sbatch does.
 
@@ -171,11 +182,13 @@ def submit(prepared: Prepared, cwd: str) -> None:
         result = backend(options).submit_spec(prepared.translation.data, key=key, submit_dir=cwd)
     except ApiError as exc:
         refuse_submission(exc)
+        refuse_unknown_name(exc.message)
         if exc.error != "SpecError":
             raise
         _usage_error(spec_refusal(exc.problems or [exc.message]))
     except Exception as exc:
         refuse_submission(exc)
+        refuse_unknown_name(str(exc))
         spec_error = loaded_class("meta.model.spec", "SpecError")  # local mode validated in this process
         if spec_error is None or not isinstance(exc, spec_error):
             raise

@@ -31,7 +31,8 @@ _RESERVED_PREFIXES = ("METASCHED_", "SLURM_", "SBATCH_", "SRUN_", "SALLOC_", "BA
 _STORE = frozenset({"METASCHED_DB", "METASCHED_DB_FILE", "DATABASE_URL", "PGPASSWORD", "PGPASSFILE", "PGSERVICE"})
 _DATABASE_URL = re.compile(r"\s*(postgres(ql)?|sqlite|mysql|mariadb|oracle|mssql|cockroachdb)(\+\w+)?://", re.I)
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
-MAX_EXPORTED = 200  # the spec holds at most 256 variables; leave room for the job's own
+MAX_EXPORTED = 240  # the spec holds at most 256 variables; leave room for the job's own
+MAX_VALUE_BYTES = 32 * 1024  # the spec's bound on one value: a longer one stays behind
 _HOSTLIST = re.compile(r"(?P<prefix>[A-Za-z0-9._-]*)\[(?P<ranges>[0-9,-]+)\](?P<suffix>[A-Za-z0-9._-]*)")
 
 
@@ -39,7 +40,7 @@ def _exportable(name: str, value: str) -> bool:
     """_exportable tells whether a submit-shell variable goes with the job under --export=ALL."""
     if name in _SHELL_OWN or name in _STORE or name.startswith(_RESERVED_PREFIXES):
         return False
-    if not _ENV_NAME.fullmatch(name) or "\x00" in value:
+    if not _ENV_NAME.fullmatch(name) or "\x00" in value or len(value.encode(errors="replace")) > MAX_VALUE_BYTES:
         return False
     return _DATABASE_URL.match(value) is None
 

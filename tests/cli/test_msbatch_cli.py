@@ -152,3 +152,23 @@ def test_help(flag: str) -> None:
 def test_version() -> None:
     result = _msbatch("-V")
     assert result.exit_code == 0 and result.stdout.startswith("msbatch (metasched ")
+
+
+@pytest.mark.parametrize(
+    ("option", "words"),
+    [("--partition=nosuch", "Invalid partition name specified"), ("--qos=nosuch", "Invalid qos specification")],
+)
+def test_unknown_partition_and_qos_are_refused_in_sbatchs_line(db_url: str, option: str, words: str) -> None:
+    from meta.model.nodes import NodeState
+    from meta.model.resources import ResourceVector
+    from meta.store.db import Database
+    from meta.store.inventory import save_inventory
+
+    assert _msbatch("-A", "t", "--wrap", "true").exit_code == 0  # the store exists
+    db = Database(db_url)
+    node = NodeState("a100n1", ResourceVector(cpus=32, memory="256G", gpus=8, gpu_type="a100"), ("gpu", "a100"))
+    with db.session() as session:
+        save_inventory(session, [node], 1, {}, ["normal"])
+    db.engine.dispose()
+    result = _msbatch("-A", "t", option, "--wrap", "true")
+    assert (result.exit_code, result.stderr) == (2, f"msbatch: error: Batch job submission failed: {words}\n")
