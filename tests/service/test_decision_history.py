@@ -128,3 +128,20 @@ def test_preemption_is_on_both_jobs_records(api: TestClient, service: Service, t
     assert done["what"] == "a job was preempted for it" and done["other"] == {"job": _short(service, low),
                                                                              "tenant": "tenant-b"}
     assert done["key"]["class"] == "training"
+
+
+def test_a_job_not_listed_gets_its_key_rebuilt(api: TestClient, service: Service, tmp_path: Path) -> None:
+    # four of alice's 2 h jobs, then bob's 30 min one: the decision lists only the next in line, so
+    # alice's last job's key in that cycle is rebuilt from the cycle's context
+    alices = [submit(service, training(f"a{i}", tenant="tenant-a", time_limit="2h"))[0] for i in range(4)]
+    winner, _ = submit(service, training("b", tenant="tenant-b", time_limit="30m"))
+    config = DaemonConfig(period_s=0.0, leader_lease_s=60.0, holder="history", submit_timeout_s=0.0,
+                          launch=LaunchSettings(log_dir=str(tmp_path / "logs")))  # fmt: skip
+    daemon = Daemon(service.db, FakeSlurm([sinfo_node("node1", gpus=2)]), config)
+    assert daemon.period().placed == 1
+    body = _get(api, f"/v1/jobs/{_short(service, alices[-1])}/explain/history", ALICE).json()
+    (ran,) = body["ran_before"]
+    assert ran["job"] == _short(service, winner) and ran["your_key_source"] == "rebuilt"
+    assert ran["why"].startswith("earlier in line by 15.0 h") and ran["your_key"]["class"] == "training"
+    listed = _get(api, f"/v1/jobs/{_short(service, alices[0])}/explain/history", ALICE).json()
+    assert listed["ran_before"][0]["your_key_source"] == "recorded"
