@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -12,6 +13,8 @@ import click
 from cli.backend import Backend
 from cli.client import API_ENV, DEFAULT_API, ApiClient
 from cli.context import DB_FILE_ENV
+
+_LIST_ITEM = re.compile(r"(?:[^,\[]|\[[^\]]*\])+")  # items between commas outside brackets
 
 
 def view_backend(api: str | None) -> Backend:
@@ -32,8 +35,11 @@ def my_name(backend: Backend) -> str:
 
 
 def split_list(values: Iterable[str]) -> list[str]:
-    """split_list reads repeated and comma-separated values (``-u a,b -u c``) in order, without blanks."""
-    return [item.strip() for value in values for item in value.split(",") if item.strip()]
+    """split_list reads repeated and comma-separated values (``-u a,b -u c``) in order, without blanks.
+
+    A comma inside brackets belongs to an array element id (``j1_[1,3],j2`` is two ids).
+    """
+    return [item.strip() for value in values for item in _LIST_ITEM.findall(value) if item.strip()]
 
 
 def default_partition() -> str | None:

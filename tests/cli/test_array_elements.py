@@ -115,3 +115,9 @@ def test_retry_of_an_element_retries_only_it(service: Service) -> None:
     ops.cancel(f"{job}_[0-1]")
     assert [t["name"] for t in ops.retry(f"{job}_1")] == ["1"]
     assert _states(service, tasks) == {"0": "cancelled", "1": "pending", "2": "pending"}
+
+
+def test_mscancel_takes_an_element_list_with_commas(service: Service, api: RunningApi, tmp_path: Path) -> None:
+    job, tasks = _array(service, [0, 1, 2, 3])
+    assert _cli(api, tmp_path, mscancel, f"{job}_[0,3]").exit_code == 0
+    assert [n for n, s in _states(service, tasks).items() if s == TaskState.CANCELLED.value] == ["0", "3"]
