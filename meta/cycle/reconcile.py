@@ -53,7 +53,7 @@ from slurm_bridge.states import Observed, Outcome, killed_by, map_state
 from slurm_bridge.tags import parse_tag
 
 log = logging.getLogger("metasched.reconciler")
-_CHUNK = 200  # attempts per reconcile transaction
+_CHUNK = 1000  # attempts per reconcile transaction (steady ones cost a row read each)
 SuccessHook = Callable[[Session, Attempt], None]
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
 _WAIT = object()  # a cancel whose canceller accounting may still name: decide next period
@@ -247,9 +247,10 @@ class Reconciler:
         # when an unrequested cancel was first seen without its canceller (waiting for slurmdbd);
         # only a wait: a restart waits again
         self._unattributed: dict[str, datetime] = {}
-        # when each live attempt was last seen, where the store's last_seen_at may be up to
+        # when each live attempt was last seen, where the store's last_seen_at may be up to twice
         # renew_every_s older; only memory: a new leader counts from the stored sighting
         self._sighted_at: dict[str, datetime] = {}
+        self._stored_at: dict[str, datetime] = {}  # when this reconciler last wrote each one's sighting
         # called inside the transaction, before an attempt moves to succeeded (e.g. commit outputs)
         self.on_success = on_success
         # attempts this replica's launch pool has queued or sending: Slurm's silence says nothing yet
@@ -304,6 +305,7 @@ class Reconciler:
                 self._renew(session, steady, observation.at)
         still = set(live_ids)
         self._sighted_at = {a: at for a, at in self._sighted_at.items() if a in still}
+        self._stored_at = {a: at for a, at in self._stored_at.items() if a in still}
         self._cancel_orphans(observation, set(live_ids), result)
         return result
 
@@ -357,6 +359,7 @@ class Reconciler:
             log.info("bulk move of %d attempts to %s fell back to one by one: %s", len(stimuli), target.value, exc)
             return False
         result.transitions += len(stimuli)
+        self._stored_at.update(dict.fromkeys(stimuli, now))
         return True
 
     def _live_ids(self) -> list[str]:
@@ -377,18 +380,25 @@ class Reconciler:
         """_renew records a sighting and renews the lease of steady attempts whose stored one is due, in one statement."""
         if not attempt_ids:
             return
+        due = now - timedelta(seconds=min(self.settings.renew_every_s, self.settings.lease_s / 3))
+        stored = self._stored_at
+        # only those this reconciler has not written lately are sent (the WHERE re-checks the store)
+        candidates = [a for a in attempt_ids if (at := stored.get(a)) is None or at <= due]
         for attempt_id in attempt_ids:
             self._sighted_at[attempt_id] = now
-        due = now - timedelta(seconds=min(self.settings.renew_every_s, self.settings.lease_s / 3))
+        if not candidates:
+            return
         session.execute(
             update(Attempt)
             .where(
-                Attempt.id.in_(attempt_ids),
+                Attempt.id.in_(candidates),
                 Attempt.state.in_(_LIVE),
                 or_(Attempt.last_seen_at.is_(None), Attempt.last_seen_at <= due),
             )
             .values(**self._sighted(now))
         )
+        for attempt_id in candidates:
+            stored[attempt_id] = now  # written now, or found written within the interval
 
     def _sighted(self, now: datetime) -> dict[str, datetime]:
         """_sighted are the columns a sighting sets: when it was seen, and the lease it renews."""
@@ -443,6 +453,7 @@ class Reconciler:
             .where(Attempt.id == attempt.id, Attempt.fencing_token == attempt.fencing_token)
             .values(slurm_job_id=attempt.slurm_job_id or sighting.slurm_job_id, **self._sighted(now))
         )
+        self._stored_at[attempt.id] = now
         session.refresh(attempt)
         target, category, reason = self._target(attempt, sighting.observed)
         if target is None or target.value == attempt.state:
