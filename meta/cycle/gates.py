@@ -12,7 +12,7 @@ site's ``kill_invalid_depend``) are returned to be cancelled.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Protocol
 
@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from meta.model.spec import AnySpec
 from meta.model.states import JobState, TaskState, derive_job_state
-from meta.policy.dependencies import Gates, ObservedJob, Phase, element_key, gate
+from meta.policy.dependencies import Gates, ObservedJob, Phase, element_key, eligible_since, gate
 from meta.policy.plan import PendingReason
 from meta.policy.snapshot import PendingTask
 from meta.store import audit
@@ -93,7 +93,9 @@ def apply_gates(
             verdicts[key] = gate(gates, observed, now.timestamp(), task.job_id in blocked, element)
         reason, never = verdicts[key]
         if reason is None:
-            result.open.append(task)
+            # its age counts from when it became eligible, as Slurm's (begin time, dependency satisfied)
+            since = eligible_since(gates, observed, now.timestamp(), element)
+            result.open.append(task if since is None or since <= task.submit_time else replace(task, submit_time=since))
             continue
         result.reasons[task.task_id] = reason
         result.job_of_task[task.task_id] = task.job_id
@@ -120,12 +122,12 @@ def observe_elements(session: Session, refs: Iterable[str]) -> dict[str, Observe
     for start in range(0, len(wanted), _IN_CHUNK):
         chunk = wanted[start : start + _IN_CHUNK]
         rows = session.execute(
-            select(Job.id, Job.short_id, Job.cancel_requested, Task.name, Task.state)
+            select(Job.id, Job.short_id, Job.cancel_requested, Task.name, Task.state, Task.updated_at)
             .join(Task, Task.job_id == Job.id)
             .where(or_(Job.short_id.in_(chunk), Job.id.in_(chunk)))
         )
-        for job_id, short_id, cancel_requested, name, state in rows:
-            element = observed_job([TaskState(state)], cancel_requested, None, None, short_id)
+        for job_id, short_id, cancel_requested, name, state, updated_at in rows:
+            element = observed_job([TaskState(state)], cancel_requested, None, updated_at, short_id)
             found[element_key(short_id, name)] = found[element_key(job_id, name)] = element
     return found
 
@@ -176,7 +178,8 @@ def observed_job(
     state = derive_job_state(tasks, cancel_requested)
     if state in _PHASE_OF:
         moment = started_at or ended_at  # Slurm's "after": from the start, or the cancel of a job that never started
-        return ObservedJob(_PHASE_OF[state], moment.timestamp() if moment else None, short_id)
+        end = ended_at.timestamp() if ended_at else None
+        return ObservedJob(_PHASE_OF[state], moment.timestamp() if moment else None, short_id, end)
     running = TaskState.RUNNING in tasks
     if started_at is not None or running:
         return ObservedJob(Phase.STARTED, started_at.timestamp() if started_at else None, short_id)

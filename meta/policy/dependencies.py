@@ -48,6 +48,7 @@ class ObservedJob:
     phase: Phase
     started_at: float | None = None  # its first attempt's start; for a job that ended unstarted, the end
     short_id: str = ""
+    ended_at: float | None = None  # when it ended (an ended job)
 
 
 class Outcome(StrEnum):
@@ -111,6 +112,44 @@ def dependency_outcome(
     if Outcome.NEVER in outcomes:
         return Outcome.NEVER
     return Outcome.WAITING if Outcome.WAITING in outcomes else Outcome.SATISFIED
+
+
+def satisfied_since(
+    dependency: Dependency, jobs: Mapping[str, ObservedJob], now: float, element: str | None = None
+) -> float | None:
+    """satisfied_since is when a satisfied dependency became satisfied (None when no time is known).
+
+    Slurm counts a job's age from when it became eligible; the policy's aging does the same with
+    this. ``after`` holds from the start (plus its delay), the others from the named job's end; with
+    ``,`` the last of them, with ``?`` the first that holds. ``singleton`` has no time of its own.
+    """
+    times = []
+    for condition in dependency.conditions:
+        if condition.type is DependencyType.SINGLETON:
+            continue
+        if condition_outcome(condition, jobs, now, False, element) is not Outcome.SATISFIED:
+            continue
+        job = jobs.get(condition.job or "")
+        if condition.type is DependencyType.AFTER_CORR and element is not None:
+            job = jobs.get(element_key(condition.job or "", element), job)
+        if job is None:
+            continue
+        moment = (job.started_at or 0.0) + condition.delay_s if condition.type is DependencyType.AFTER else job.ended_at
+        if moment is not None:
+            times.append(moment)
+    if not times:
+        return None
+    return min(times) if dependency.any_of else max(times)
+
+
+def eligible_since(gates: Gates, jobs: Mapping[str, ObservedJob], now: float, element: str | None = None) -> float | None:
+    """eligible_since is when an open gated job became eligible: its begin time, its dependency's (the later)."""
+    moments = [gates.begin] if gates.begin is not None else []
+    if gates.dependency is not None:
+        since = satisfied_since(gates.dependency, jobs, now, element)
+        if since is not None:
+            moments.append(since)
+    return max(moments) if moments else None
 
 
 def _named(dependency: Dependency, jobs: Mapping[str, ObservedJob], outcome: Outcome, now: float,

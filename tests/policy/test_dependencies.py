@@ -13,7 +13,9 @@ from meta.policy.dependencies import (
     condition_outcome,
     dependency_outcome,
     element_key,
+    eligible_since,
     gate,
+    satisfied_since,
 )
 from meta.policy.plan import ReasonCode
 
@@ -122,3 +124,17 @@ def test_gate_reasons_and_their_precedence() -> None:
     reason, _ = gate(Gates(dependency=dep, begin=NOW + 60), {A: job(Phase.SUCCEEDED)}, NOW)
     assert reason is not None and reason.code is ReasonCode.BEGIN_TIME
     assert gate(Gates(dependency=dep, begin=NOW), {A: job(Phase.SUCCEEDED)}, NOW) == (None, False)
+
+
+def test_eligibility_counts_from_when_the_dependency_held_and_the_begin_time() -> None:
+    ended_a = ObservedJob(Phase.SUCCEEDED, 100.0, "a", ended_at=500.0)
+    ended_b = ObservedJob(Phase.FAILED, 200.0, "b", ended_at=900.0)
+    jobs = {A: ended_a, B: ended_b}
+    assert satisfied_since(parse_dependency(f"afterany:{A}:{B}"), jobs, NOW) == 900.0  # ',': the last
+    assert satisfied_since(parse_dependency(f"afterok:{A}?afternotok:{B}"), jobs, NOW) == 500.0  # '?': the first
+    assert satisfied_since(parse_dependency(f"afterok:{A}?afterok:{B}"), jobs, NOW) == 500.0  # b never holds
+    assert satisfied_since(parse_dependency(f"after:{A}+2"), jobs, NOW) == 220.0
+    assert satisfied_since(parse_dependency("singleton"), {}, NOW) is None
+    gates = Gates(dependency=parse_dependency(f"afterany:{A}"), begin=700.0)
+    assert eligible_since(gates, jobs, NOW) == 700.0
+    assert eligible_since(Gates(begin=300.0), {}, NOW) == 300.0 and eligible_since(Gates(), {}, NOW) is None

@@ -85,6 +85,9 @@ def test_a_chain_opens_step_by_step_and_a_doomed_dependency_is_cancelled_only_wh
     finish(service, ta, True)
     result = gates_now(service)
     assert [t.task_id for t in result.open] == [tb]
+    with service.db.session() as session:
+        a_ended = session.scalar(select(Task.updated_at).where(Task.id == ta))
+    assert a_ended is not None and result.open[0].submit_time == a_ended.timestamp()  # age from eligibility
     assert codes(result, [tc, td, te]) == ["Dependency", "DependencyNeverSatisfied", "DependencyNeverSatisfied"]
     assert sorted(result.doomed) == [e]  # the site default (no) keeps d waiting
     assert "afternotok:" + short(service, a) in result.reasons[td].message
