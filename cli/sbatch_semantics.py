@@ -65,10 +65,13 @@ def export_env(text: str | None, environ: Mapping[str, str]) -> tuple[dict[str, 
             env[name] = value
         elif name in environ:
             env[name] = environ[name]
-    if everything:
-        return env, None
-    env["SLURM_EXPORT_ENV"] = text or ""
-    return env, "NONE"
+    if text is not None:
+        env["SLURM_EXPORT_ENV"] = text  # sbatch sets it whenever --export is given (srun in the job reads it)
+    if everything and items:
+        # sbatch loads the login environment under any --export but a bare ALL (measured: ALL,X=1 sets
+        # it); the job's environment here is already the user's login one beneath the shell's variables
+        env["SLURM_GET_USER_ENV"] = "1"
+    return env, None if everything else "NONE"
 
 
 def expand_hostlist(text: str) -> list[str]:

@@ -26,6 +26,7 @@ def test_export_all_sends_the_shell_minus_its_own_slurms_and_stores() -> None:
     assert (env, mode) == ({"FOO": "from-shell", "PATH": "/opt/bin:/usr/bin"}, None)
     env, mode = export_env("ALL,EXTRA=1,FOO", SHELL)
     assert mode is None and env["EXTRA"] == "1" and env["FOO"] == "from-shell"
+    assert env["SLURM_EXPORT_ENV"] == "ALL,EXTRA=1,FOO"  # as sbatch sets it
 
 
 def test_export_none_and_lists_are_slurms_with_the_named_values() -> None:
