@@ -89,9 +89,9 @@ class Backend(Protocol):
 
     def set_tenant(
         self, name: str, *, weight: float | None = None, guaranteed: list[str] | None = None,
-        limits: list[str] | None = None,
+        limits: list[str] | None = None, submit: dict[str, float | None] | None = None,
     ) -> dict[str, Any]:
-        """set_tenant changes a tenant."""
+        """set_tenant changes a tenant (``submit``: its submit limits, None values unset)."""
         ...
 
     def secret_names(self, tenant: str) -> list[str]:

@@ -104,10 +104,10 @@ class ApiBackend:
 
     def set_tenant(
         self, name: str, *, weight: float | None = None, guaranteed: list[str] | None = None,
-        limits: list[str] | None = None,
+        limits: list[str] | None = None, submit: dict[str, float | None] | None = None,
     ) -> dict[str, Any]:
         """set_tenant is PUT /v1/tenants/{name}."""
-        body = {"weight": weight, "guaranteed": guaranteed, "limits": limits}
+        body = {"weight": weight, "guaranteed": guaranteed, "limits": limits, **({"submit": submit} if submit else {})}
         return self._send("PUT", f"/v1/tenants/{segment(name)}", body)
 
     def secret_names(self, tenant: str) -> list[str]:

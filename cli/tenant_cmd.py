@@ -23,6 +23,12 @@ def tenant_group() -> None:
 @click.option("--weight", type=float, default=None, help="Fair-share weight (default 1).")
 @click.option("--guaranteed", multiple=True, help="GPU_TYPE=COUNT guaranteed (repeat; '*' = any type).")
 @click.option("--limit", "limits", multiple=True, help="GPU_TYPE=COUNT upper limit (repeat; '*' = any type).")
+@click.option("--max-pending", type=int, default=None,
+              help="Pending or running jobs of the tenant, all users (-1: none). Slurm's GrpSubmitJobs wins.")
+@click.option("--max-pending-per-user", type=int, default=None,
+              help="Pending or running jobs of each user (-1: none). Slurm's MaxSubmitJobs wins.")
+@click.option("--submit-rate", type=float, default=None, help="Jobs per second the tenant may submit (-1: default).")
+@click.option("--submit-burst", type=int, default=None, help="Jobs the tenant may submit at once (-1: default).")
 @click.option("--json", "as_json", is_flag=True)
 @pass_state
 @handle_errors
@@ -32,19 +38,32 @@ def set_cmd(
     weight: float | None,
     guaranteed: tuple[str, ...],
     limits: tuple[str, ...],
+    max_pending: int | None,
+    max_pending_per_user: int | None,
+    submit_rate: float | None,
+    submit_burst: int | None,
     as_json: bool,
 ) -> None:
     """Create or update a tenant (admins only)."""
+    given = {"max_pending": max_pending, "max_pending_per_user": max_pending_per_user, "rate": submit_rate,
+             "burst": submit_burst}  # fmt: skip
+    submit = {key: (None if value == -1 else value) for key, value in given.items() if value is not None}
     view = state.backend().set_tenant(
-        name, weight=weight, guaranteed=list(guaranteed) or None, limits=list(limits) or None
+        name, weight=weight, guaranteed=list(guaranteed) or None, limits=list(limits) or None, submit=submit or None
     )
     if as_json:
         echo_json(view)
         return
     click.echo(
         f"tenant {view['name']}: weight {view['weight']:g}, guaranteed {_quota_text(view['guaranteed'])}, "
-        f"limit {_quota_text(view['limits'])}"
+        f"limit {_quota_text(view['limits'])}" + _submit_text(view.get("submit_limits") or {})
     )
+
+
+def _submit_text(limits: dict) -> str:
+    """_submit_text is the submit limits a tenant sets, for ``tenant set``'s line (empty when none)."""
+    shown = [f"{key} {limits[key]:g}" for key in ("max_pending", "max_pending_per_user", "rate", "burst") if key in limits]
+    return f", submit {', '.join(shown)}" if shown else ""
 
 
 @tenant_group.command(name="list")

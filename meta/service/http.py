@@ -27,7 +27,7 @@ from meta.model.spec import SpecError
 from meta.model.states import IllegalTransition
 from meta.service.api import MAX_BATCH_JOBS, Service
 from meta.service.artifacts import DEFAULT_NODE_MTBF_S
-from meta.service.http_errors import describe, error_body
+from meta.service.http_errors import describe, error_body, error_headers
 from meta.service.http_guard import DEFAULT_MAX_BODY_BYTES, ASGIApp, RequestGuard
 from meta.service.http_metrics import ApiMetrics, MetricsMiddleware
 from meta.service.operations import MAX_LIST, Operations
@@ -98,6 +98,10 @@ class TenantUpdate(_Body):
     weight: float | None = None
     guaranteed: list[Annotated[str, Field(max_length=MAX_NAME)]] | None = Field(default=None, max_length=MAX_QUOTA_ITEMS)
     limits: list[Annotated[str, Field(max_length=MAX_NAME)]] | None = Field(default=None, max_length=MAX_QUOTA_ITEMS)
+    submit: dict[Annotated[str, Field(max_length=64)], float | None] | None = Field(
+        default=None, max_length=8,
+        description="submit limits: max_pending, max_pending_per_user, rate, burst (null: unset)",
+    )  # fmt: skip
 
 
 class SecretValue(_Body):
@@ -143,11 +147,12 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     for code, what in (
         (400, "invalid request or job spec"),
         (401, "no valid credential"),
-        (403, "forbidden"),
+        (403, "forbidden, or over the tenant's pending-job limit (SubmitLimitExceeded)"),
         (404, "not found (also another tenant's job)"),
         (409, "conflict with stored state"),
         (413, "request body too large"),
         (422, "unschedulable on this cluster"),
+        (429, "over the tenant's submit rate (SubmitRateLimited; Retry-After)"),
     )
 }
 
@@ -251,6 +256,10 @@ def submit(request: Request, body: SubmitRequest, as_tenant: AsTenant = None) ->
 def submit_batch(request: Request, body: BatchRequest, as_tenant: AsTenant = None) -> JSONResponse:
     """submit_batch stores several jobs in one transaction: 201 when any was created, 200 when the key named them all."""
     ops = operations_for(request, body.tenant or as_tenant)
+    gate = ops.service.gate
+    tenant = body.tenant or as_tenant or ops.principal.default_account
+    if gate is not None and tenant:  # a tenant over its limits is refused before its job files are parsed
+        gate.precheck(ops.principal.name, tenant, len(body.jobs))
     files = [(item.source or f"<job {i}>", item.spec_text) for i, item in enumerate(body.jobs)]
     results = ops.submit_texts(files, key=body.key, submit_dir=body.submit_dir)
     return JSONResponse({"jobs": results}, status_code=201 if any(r["created"] for r in results) else 200)
@@ -344,7 +353,7 @@ def tenant(name: Name, ops: Ops) -> JSONResponse:
 def set_tenant(name: Name, body: TenantUpdate, ops: Ops) -> JSONResponse:
     """set_tenant sets a tenant's guaranteed GPUs (admins; weights and limits are Slurm's)."""
     return JSONResponse(
-        ops.set_tenant(name, weight=body.weight, guaranteed=body.guaranteed, limits=body.limits)
+        ops.set_tenant(name, weight=body.weight, guaranteed=body.guaranteed, limits=body.limits, submit=body.submit)
     )
 
 @router.get("/v1/tenants/{tenant}/secrets", tags=["secrets"])
@@ -406,7 +415,7 @@ def _install_error_handlers(app: FastAPI) -> None:
 
     async def domain_error(_request: Request, exc: Exception) -> JSONResponse:
         status, body = describe(exc)
-        return JSONResponse(body, status_code=status)
+        return JSONResponse(body, status_code=status, headers=error_headers(exc))
 
     async def validation_error(_request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)

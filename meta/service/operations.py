@@ -201,11 +201,12 @@ class Operations:
         weight: float | None = None,
         guaranteed: list[str] | None = None,
         limits: list[str] | None = None,
+        submit: dict[str, float | None] | None = None,
     ) -> dict[str, Any]:
-        """set_tenant sets a tenant's guarantees (admins; weights and limits are Slurm's: refused with the command)."""
+        """set_tenant sets a tenant's guarantees and submit limits (admins; Slurm's settings are refused with the command)."""
         with self.service.db.session() as session:
             return tenant_admin.change_tenant(
-                session, self.principal, name, weight=weight, guaranteed=guaranteed, limits=limits
+                session, self.principal, name, weight=weight, guaranteed=guaranteed, limits=limits, submit=submit
             )
 
     def secret_names(self, tenant: str) -> list[str]:

@@ -37,10 +37,14 @@ def change_tenant(
     weight: float | None = None,
     guaranteed: list[str] | None = None,
     limits: list[str] | None = None,
+    submit: dict[str, float | None] | None = None,
 ) -> dict[str, Any]:
-    """change_tenant sets a tenant's guaranteed GPUs (admins only); quotas are ``TYPE=COUNT`` items."""
+    """change_tenant sets a tenant's guaranteed GPUs and submit limits (admins only); quotas are ``TYPE=COUNT`` items.
+
+    ``submit`` maps max_pending / max_pending_per_user / rate / burst to a value, or None to unset it.
+    """
     view = admin_set_tenant(
-        session, principal, name, guaranteed=_quotas(guaranteed), weight=weight, limits=_quotas(limits)
+        session, principal, name, guaranteed=_quotas(guaranteed), weight=weight, limits=_quotas(limits), submit=submit
     )
     return asdict(view)
 

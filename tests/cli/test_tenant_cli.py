@@ -103,3 +103,16 @@ def test_tenant_names_with_a_trailing_newline_or_junk_are_refused(run, name: str
 def test_quota_items_must_match_in_full(run, item: str) -> None:
     result = run("tenant", "set", "research", "--guaranteed", item)
     assert result.exit_code == 2 and "GPU_TYPE=COUNT" in result.output
+
+
+def test_submit_limits_are_set_shown_and_unset(run) -> None:
+    result = run("tenant", "set", "research", "--max-pending", "500", "--submit-rate", "20", "--submit-burst", "100")
+    assert result.exit_code == 0, result.output
+    assert "submit max_pending 500, rate 20, burst 100" in result.output
+    shown = json.loads(run("tenant", "show", "research").output)
+    assert shown["submit_limits"] == {"max_pending": 500, "rate": 20.0, "burst": 100,
+                                      "sources": {"max_pending": "metasched"}}  # fmt: skip
+    assert run("tenant", "set", "research", "--max-pending", "-1").exit_code == 0
+    assert json.loads(run("tenant", "show", "research").output)["submit_limits"] == {"rate": 20.0, "burst": 100}
+    bad = run("tenant", "set", "research", "--submit-burst", "0")
+    assert bad.exit_code == 2 and "whole number" in bad.output
