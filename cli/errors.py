@@ -56,6 +56,11 @@ def refuse_submission(exc: BaseException) -> None:
     dependency = loaded_class("meta.model.errors", "DependencyProblem")
     if (isinstance(exc, ApiError) and exc.error == "DependencyProblem") or (dependency and isinstance(exc, dependency)):
         fail(f"{SUBMISSION_FAILED}: Job dependency problem", EXIT_USAGE)
+    if isinstance(exc, ApiError) and exc.error in _SUBMIT_LIMITS:  # a tenant's submit limits (issue 16): exit 1, as sbatch
+        fail(f"{SUBMISSION_FAILED}: {exc.message}", EXIT_ERROR)
+
+
+_SUBMIT_LIMITS = ("SubmitLimitExceeded", "SubmitRateLimited")
 
 
 def loaded_class(module: str, name: str) -> type | None:
