@@ -6,7 +6,9 @@ for the waiting tasks that have a gate at all (most have none: one indexed query
 look at each spec), hands them to the pure ``meta.policy.dependencies.gate`` and splits the
 waiting tasks into those the policy may place and those that wait with a typed reason. Jobs whose
 dependency can never be satisfied and that asked for it (``--kill-on-invalid-dep=yes``, or the
-site's ``kill_invalid_depend``) are returned to be cancelled.
+site's ``kill_invalid_depend``) are returned to be cancelled. ``aftercorr`` is decided per array
+element (task), everything else per job. A task that may go ages from when it became eligible
+(its submit time as the policy sees it moves to the begin time or when its dependency held).
 """
 
 from __future__ import annotations
