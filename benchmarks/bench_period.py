@@ -3,20 +3,37 @@
 Usage (from the repo root)::
 
     python benchmarks/bench_period.py                                   # small sizes, SQLite
-    python benchmarks/bench_period.py --db postgresql+psycopg://... --sizes 10000x1000x2500
+    python benchmarks/bench_period.py --db postgresql+psycopg://... --sizes 50000x4000x10000
 
-Each size ``WxNxR`` is W waiting tasks, N nodes of 8 A100 and R running attempts. The store is
-filled through the Service (inference jobs of up to 1,000 shards, 10 tenants); Slurm is the
-in-memory FakeSlurm, so the figures are the daemon's own work: its store reads and writes and
-the policy. The first periods place and launch the R running attempts (the "first" column is
-the slowest of them); the waiting tasks each want a whole 8-GPU node while the running ones
-leave none free, so the measured periods are steady ones where nothing changes. Every step of
-``Daemon.period`` is timed; RSS is the process's peak.
+Each size ``WxNxR`` is W waiting tasks, N nodes and R running attempts. The store is filled
+through the Service (inference jobs of up to 1,000 shards, 10 tenants); Slurm is the in-memory
+FakeSlurm, so the figures are the daemon's own work: its store reads and writes and the policy.
+Every task (running or waiting) wants one A100, and the nodes have R GPUs between them (R/N
+each, rounded), so the running attempts fill them and a waiting task fits only where a running
+one ended. Per size:
+
+* first: the period that places the R running attempts (their launches stream behind it);
+* view: the first period after the W waiting tasks arrive (the leader describes each once);
+* idle: a period with nothing changed (median of ``--periods``);
+* steady: a period after 1% of the running jobs ended and as many new tasks were submitted: it
+  reconciles the ends and places as many waiting tasks (median of ``--periods``);
+* burst: a period after 2,000 one-GPU nodes joined the cluster: it places 2,000 new attempts;
+  ``stream`` is how long the launch pool then takes to send them behind it;
+* ends: a period after 2,000 running jobs ended: it follows the ends (each commits its inference
+  partition's output) and places 2,000 waiting tasks where they ran;
+* failover: the first period of a new leader (empty memory: it rebuilds its view of every
+  waiting task and rewrites no reason it finds stored).
+
+The launch pool is drained between periods (the daemon's period leaves it the rest of its
+2 s); its time is not in a period's. Every step of ``Daemon.period`` is timed for the steady
+periods; RSS is the process's (peak, and current after the last period).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
 import resource
 import statistics
 import sys
@@ -24,6 +41,7 @@ import tempfile
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -34,15 +52,20 @@ import meta.cycle.daemon as daemon_module  # noqa: E402
 from benchmarks.store import open_store  # noqa: E402
 from meta.cycle.daemon import Daemon, DaemonConfig  # noqa: E402
 from meta.cycle.launch_plan import LaunchSettings  # noqa: E402
+from meta.cycle.lease import LEASE_NAME  # noqa: E402
+from meta.model.durations import utcnow  # noqa: E402
 from meta.model.spec import spec_from_dict  # noqa: E402
 from meta.service.api import Service  # noqa: E402
+from meta.store.db import Database  # noqa: E402
+from meta.store.models import LeaderLease  # noqa: E402
 from tests.runtime.fake_slurm import FakeSlurm, sinfo_node  # noqa: E402
 
-GPUS_PER_NODE = 8
 TENANTS = [f"tenant-{i}" for i in range(10)]
 SHARDS_PER_JOB = 1000
+BURST = 2000
 STEPS = ("_inventory", "_reconcile", "_cycle", "_actuate")
 INNER = ("build_snapshot", "schedule", "apply_plan")
+SETTLE_S = 600.0
 
 
 def shards(service: Service, count: int, gpus: int, tag: str) -> None:
@@ -64,10 +87,14 @@ class StepClock:
 
     def __init__(self, daemon: Daemon) -> None:
         self.last: dict[str, float] = defaultdict(float)
-        for name in STEPS:
-            setattr(daemon, name, self._timed(name, getattr(daemon, name)))
+        self.wrap(daemon)
         for name in INNER:
             setattr(daemon_module, name, self._timed(name, getattr(daemon_module, name)))
+
+    def wrap(self, daemon: Daemon) -> None:
+        """wrap times a daemon's steps (a new leader's too)."""
+        for name in STEPS:
+            setattr(daemon, name, self._timed(name, getattr(daemon, name)))
 
     def _timed(self, name: str, call: Callable[..., Any]) -> Callable[..., Any]:
         def timed(*args: Any, **kwargs: Any) -> Any:
@@ -85,39 +112,102 @@ class StepClock:
         return taken
 
 
-def run_period(daemon: Daemon, clock: StepClock) -> dict[str, float]:
-    """run_period runs one period and returns its wall time and step times."""
+def run_period(daemon: Daemon, clock: StepClock, fake: FakeSlurm) -> dict[str, float]:
+    """run_period runs one period, then lets the launch pool finish and Slurm start what it got."""
     started = time.perf_counter()
     report = daemon.period()
+    elapsed = time.perf_counter() - started
     if report.error:
         raise RuntimeError(f"period failed: {report.error}")
-    return {"period": time.perf_counter() - started, **clock.take(), "placed": report.placed}
+    steps = clock.take()
+    streamed = time.perf_counter()
+    if not daemon.settle_launches(SETTLE_S):
+        raise RuntimeError("the launch pool did not drain")
+    stream = time.perf_counter() - streamed
+    fake.advance()  # launched jobs start (run_ticks keeps running ones running)
+    return {"period": elapsed, **steps, "placed": report.placed, "stream": stream}
 
 
-def measure(waiting: int, nodes: int, running: int, url: str | None, periods: int) -> dict[str, float]:
-    """measure fills the store and times the first (placing) and the steady periods of one size."""
+def current_rss_mib() -> float:
+    """current_rss_mib is the process's resident set now (peak is ru_maxrss)."""
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
+def end_running(fake: FakeSlurm, count: int) -> int:
+    """end_running finishes ``count`` running jobs (oldest first); returns how many ended."""
+    ended = 0
+    for job in list(fake.jobs.values()):
+        if ended == count:
+            break
+        if job.state == "RUNNING":
+            fake.finish(job.job_id)
+            ended += 1
+    return ended
+
+
+def new_leader(db: Database, fake: FakeSlurm, config: DaemonConfig, old: Daemon) -> Daemon:
+    """new_leader stops the old leader (its lease runs out) and starts a replica with empty memory."""
+    old.close_launches()
+    with db.session() as session:
+        session.get(LeaderLease, LEASE_NAME).expires_at = utcnow() - timedelta(seconds=1)
+    config = DaemonConfig(period_s=0.0, leader_lease_s=3600, holder="bench-2", launch=config.launch)
+    return Daemon(db, fake, config)
+
+
+def measure(waiting: int, nodes: int, running: int, url: str | None, periods: int) -> dict[str, Any]:
+    """measure fills the store and times the periods of one size (see the module docstring)."""
     db = open_store(url)
     service = Service(db)
-    fake = FakeSlurm([sinfo_node(f"n{i:05d}", gpus=GPUS_PER_NODE) for i in range(nodes)])
-    per_running = max(1, (nodes * GPUS_PER_NODE) // running)
-    shards(service, running, per_running, "run")
+    per_node, extra = divmod(running, nodes)
+    fake = FakeSlurm([sinfo_node(f"n{i:05d}", gpus=per_node + (i < extra)) for i in range(nodes)])
+    fake.run_ticks = 10**9  # jobs run until the benchmark ends them
+    per_task = 1
     config = DaemonConfig(period_s=0.0, leader_lease_s=3600, holder="bench",
                           launch=LaunchSettings(log_dir=tempfile.mkdtemp()))  # fmt: skip
     daemon = Daemon(db, fake, config)
     clock = StepClock(daemon)
-    first: list[dict[str, float]] = []
-    while len(fake.jobs) < running and len(first) < 20:
-        first.append(run_period(daemon, clock))
-    for job in list(fake.jobs):
-        fake.start(job)
-    run_period(daemon, clock)  # reconcile sees them running
-    shards(service, waiting, GPUS_PER_NODE, "wait")
-    run_period(daemon, clock)  # the first look at the new waiting tasks writes their reasons
-    steady = [run_period(daemon, clock) for _ in range(periods)]
+    t0 = time.perf_counter()
+    shards(service, running, per_task, "run")
+    setup = time.perf_counter() - t0
+    first = [run_period(daemon, clock, fake) for _ in range(2)]  # places them; then sees them running
+    t0 = time.perf_counter()
+    shards(service, waiting, per_task, "wait")
+    setup += time.perf_counter() - t0
+    view = run_period(daemon, clock, fake)
+    idle = [run_period(daemon, clock, fake) for _ in range(periods)]
+    churn = max(1, running // 100)
+    steady = []
+    for _ in range(periods):
+        end_running(fake, churn)
+        shards(service, churn, per_task, f"more-{len(steady)}")
+        steady.append(run_period(daemon, clock, fake))
+    for i in range(BURST):
+        fake.nodes[f"x{i:05d}"] = sinfo_node(f"x{i:05d}", gpus=1)
+    burst = run_period(daemon, clock, fake)
+    end_running(fake, BURST)
+    ends = run_period(daemon, clock, fake)
+    rss_now = current_rss_mib()
+    leader = new_leader(db, fake, config, daemon)
+    clock.wrap(leader)
+    failover = run_period(leader, clock, fake)
+    again = run_period(leader, clock, fake)
+    leader.close_launches()
     db.dispose()
-    row = {name: statistics.median(p.get(name, 0.0) for p in steady) for name in ("period", *STEPS, *INNER)}
-    row.update(waiting=waiting, nodes=nodes, running=len(fake.jobs), first=max(p["period"] for p in first),
-               rss_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # fmt: skip
+    row: dict[str, Any] = {name: statistics.median(p.get(name, 0.0) for p in steady) for name in ("period", *STEPS, *INNER)}
+    row.update(
+        waiting=waiting, nodes=nodes, running=running, setup_s=setup,
+        first=first[0]["period"], first_placed=first[0]["placed"], first_stream=first[0]["stream"],
+        view=view["period"], idle=statistics.median(p["period"] for p in idle),
+        idle_steps={k: round(statistics.median(p.get(k, 0.0) for p in idle), 3) for k in (*STEPS, *INNER)},
+        steady_placed=statistics.median(p["placed"] for p in steady),
+        burst=burst["period"], burst_placed=burst["placed"], burst_stream=burst["stream"],
+        burst_steps={k: round(burst.get(k, 0.0), 3) for k in (*STEPS, *INNER)},
+        ends=ends["period"], ends_placed=ends["placed"],
+        ends_steps={k: round(ends.get(k, 0.0), 3) for k in (*STEPS, *INNER)},
+        failover=failover["period"], failover_next=again["period"],
+        rss_peak_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, rss_mib=rss_now,
+    )  # fmt: skip
     return row
 
 
@@ -129,28 +219,48 @@ def parse_size(text: str) -> tuple[int, int, int]:
     return int(parts[0]), int(parts[1]), int(parts[2])
 
 
+def growth(rows: list[dict[str, Any]], key: str) -> str:
+    """growth is the exponent k in time ∝ waiting^k between consecutive sizes that differ only in waiting."""
+    out = []
+    for a, b in zip(rows, rows[1:], strict=False):
+        if (a["nodes"], a["running"]) == (b["nodes"], b["running"]) and a["waiting"] != b["waiting"] and a[key] > 0:
+            k = math.log(b[key] / a[key]) / math.log(b["waiting"] / a["waiting"])
+            out.append(f"{a['waiting']:,}→{b['waiting']:,}: {k:.2f}")
+    return ", ".join(out) or "n/a"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """main prints one Markdown row per size."""
+    """main prints one Markdown row per size, then growth exponents (and JSON with --json)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1000x100x250,10000x100x250", help="comma-separated WAITINGxNODESxRUNNING")
     parser.add_argument("--db", default=None, help="an empty database URL (default: a new SQLite file)")
-    parser.add_argument("--periods", type=int, default=3, help="steady periods measured per size (median)")
+    parser.add_argument("--periods", type=int, default=3, help="idle and steady periods measured per size (median)")
+    parser.add_argument("--json", default=None, help="also write every figure to this file")
     args = parser.parse_args(argv)
     try:
         sizes = [parse_size(s) for s in args.sizes.split(",")]
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
-    print("| waiting × nodes × running | first period (s) | steady period (s) | inventory | reconcile "
-          "| snapshot | schedule | apply | actuate | peak RSS MiB |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("| waiting × nodes × running | first (placed) | view | idle | steady (placed) | burst (placed) "
+          "| stream | ends (placed) | failover | reconcile | snapshot | schedule | apply | actuate | RSS MiB (peak) |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    rows = []
     for waiting, nodes, running in sizes:
         r = measure(waiting, nodes, running, args.db, max(1, args.periods))
+        rows.append(r)
         print(
-            f"| {waiting:,} × {nodes:,} × {r['running']:,} | {r['first']:.2f} | {r['period']:.3f} "
-            f"| {r['_inventory']:.3f} | {r['_reconcile']:.3f} | {r['build_snapshot']:.3f} | {r['schedule']:.3f} "
-            f"| {r['apply_plan']:.3f} | {r['_actuate']:.3f} | {r['rss_mib']:.0f} |",
+            f"| {waiting:,} × {nodes:,} × {running:,} | {r['first']:.2f} ({r['first_placed']:,}) | {r['view']:.2f} "
+            f"| {r['idle']:.3f} | {r['period']:.3f} ({r['steady_placed']:.0f}) | {r['burst']:.2f} ({r['burst_placed']:,}) "
+            f"| {r['burst_stream']:.2f} | {r['ends']:.2f} ({r['ends_placed']:,}) | {r['failover']:.2f} | {r['_reconcile']:.3f} | {r['build_snapshot']:.3f} "
+            f"| {r['schedule']:.3f} | {r['apply_plan']:.3f} | {r['_actuate']:.3f} | {r['rss_mib']:.0f} ({r['rss_peak_mib']:.0f}) |",
             flush=True,
         )
+        print(f"  idle steps {r['idle_steps']}; burst steps {r['burst_steps']}; ends steps {r['ends_steps']}; "
+              f"failover next period {r['failover_next']:.2f}; setup {r['setup_s']:.0f}s", flush=True)
+    for key in ("period", "idle"):
+        print(f"growth exponent of {key} in waiting tasks: {growth(rows, key)}")
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=1))
     return 0
 
 
