@@ -24,7 +24,9 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
+import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -38,12 +40,17 @@ from benchmarks.replay.submit import MAX_LAG_S, as_user, shape_options, submit_a
 from benchmarks.store import open_store  # noqa: E402
 from meta.sim.trace import TraceError  # noqa: E402
 
+REPO = Path(__file__).resolve().parents[1]
 LOCK = Path("/tmp/metasched-slurm-tests.lock")
 TRACE = (
     Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly" / "philly_2017-10-09_to_10-16.csv"
 )
 CAPACITY_GPUS = 40
-MSBATCH = "/usr/local/bin/msbatch"
+# The run installs its own copy of the CLI from this tree (deploy/install-cli into a private
+# prefix): the shared /usr/local/bin one may be reinstalled by a test mid-run, which failed
+# submits in an earlier run.
+CLI_PREFIX = Path("/opt/metasched-replay")
+MSBATCH = CLI_PREFIX / "links" / "msbatch"
 PERIOD_S = 2.0
 # the figures compared metasched/plain (lower is better for all but utilisation)
 RATIOS = (
@@ -61,7 +68,9 @@ def main() -> None:
     """main runs the rounds and prints the report."""
     args = _arguments()
     try:
-        jobs = cut(SliceSpec(args.trace, jobs=args.jobs, span_s=args.span, load=args.load, start_h=args.start_h))
+        jobs = cut(
+            SliceSpec(args.trace, jobs=args.jobs, span_s=args.span, load=args.load, start_h=args.start_h)
+        )
     except (TraceError, ValueError) as exc:
         sys.exit(f"bench_replay: {exc} (--trace names a Philly week CSV)")
     folder = Path(tempfile.mkdtemp(prefix="metasched-replay-", dir="/tmp"))
@@ -70,11 +79,23 @@ def main() -> None:
         args,
         f"{len(jobs)} jobs, offered load {offered_load(jobs, CAPACITY_GPUS, args.span):.2f}, folder {folder}",
     )
+    _install_cli()
     with LOCK.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         rounds = [_round(args, jobs, folder, number) for number in range(args.rounds)]
     report = _report(args, jobs, rounds)
     print(json.dumps(report, indent=2) if args.json else _table(report))
+
+
+def _install_cli() -> None:
+    """_install_cli installs the thin CLI from this tree into the run's private prefix."""
+    env = {**os.environ, "METASCHED_PREFIX": str(CLI_PREFIX), "METASCHED_BIN_DIR": str(MSBATCH.parent)}
+    (MSBATCH.parent).mkdir(parents=True, exist_ok=True)
+    done = subprocess.run(
+        [str(REPO / "deploy" / "install-cli")], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    if done.returncode != 0:
+        sys.exit(f"bench_replay: deploy/install-cli failed: {done.stderr.strip()[-500:]}")
 
 
 def _arguments() -> argparse.Namespace:
@@ -151,7 +172,7 @@ def _run_metasched(args: argparse.Namespace, jobs: list[ReplayJob], prefix: str,
         env = {"METASCHED_API": served.api}
         figures = _run(
             jobs, prefix, state.parent,
-            lambda job, name: as_user(job, [MSBATCH, "--parsable", *shape_options(job, name)], env),
+            lambda job, name: as_user(job, [str(MSBATCH), "--parsable", *shape_options(job, name)], env),
             served.pending_tasks, args.timeout,
         )  # fmt: skip
         figures["daemon_cpu_s"] = served.cpu_s() - cpu_before
