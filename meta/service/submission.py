@@ -103,7 +103,9 @@ def _insert(
              for job_id, w in zip(ids, wanted, strict=True)]  # fmt: skip
     insert_sharing(session, JobSpecRow.__table__, specs, {})
     names = [w.spec.task_names() for w in wanted]
-    task_ids = iter(new_uuids(sum(len(n) for n in names)))
+    # ids ascending with the index: the policy breaks ties by task id, so a job's tasks (an array's
+    # elements) start in index order, as Slurm starts an array's
+    task_ids = iter(sorted(new_uuids(sum(len(n) for n in names))))
     tasks = [{"id": next(task_ids), "job_id": job_id, "index": index, "name": name}
              for job_id, job_names in zip(ids, names, strict=True) for index, name in enumerate(job_names)]  # fmt: skip
     insert_sharing(session, Task.__table__, tasks, {

@@ -121,3 +121,9 @@ def test_mscancel_takes_an_element_list_with_commas(service: Service, api: Runni
     job, tasks = _array(service, [0, 1, 2, 3])
     assert _cli(api, tmp_path, mscancel, f"{job}_[0,3]").exit_code == 0
     assert [n for n, s in _states(service, tasks).items() if s == TaskState.CANCELLED.value] == ["0", "3"]
+
+
+def test_elements_are_offered_to_the_policy_in_index_order(service: Service) -> None:
+    # the policy breaks ties by task id: ascending ids make a throttled array start 0, 1, ... as Slurm
+    _, tasks = _array(service, list(range(12)))
+    assert [tasks[str(i)] for i in range(12)] == sorted(tasks.values())
