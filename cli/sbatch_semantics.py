@@ -137,7 +137,16 @@ def sbatch_section(options: Options, cwd: str, environ: Mapping[str, str]) -> tu
     env, export = export_env(options.value("export"), environ)
     if export:
         section["export"] = export
-    return section, env
+    return section, {**env, **gpu_env(options)}
+
+
+# the GPU options sbatch hands on to the job (srun steps inside read them as their own defaults)
+_GPU_VARIABLES = {"gpus": "SLURM_GPUS", "gpus-per-node": "SLURM_GPUS_PER_NODE", "gpus-per-task": "SLURM_GPUS_PER_TASK"}
+
+
+def gpu_env(options: Options) -> dict[str, str]:
+    """gpu_env is SLURM_GPUS, SLURM_GPUS_PER_NODE or SLURM_GPUS_PER_TASK as sbatch sets them from the options."""
+    return {variable: options.value(name) or "" for name, variable in _GPU_VARIABLES.items() if options.value(name)}
 
 
 def retry_fields(options: Options) -> dict[str, Any]:

@@ -50,10 +50,13 @@ def sbatch_request_fields(job: Job, spec: AnySpec, as_user: bool) -> dict[str, A
 
 
 def sbatch_env(job: Job, spec: AnySpec) -> dict[str, str]:
-    """sbatch_env is what sbatch would have set from the submitting shell: SLURM_SUBMIT_DIR."""
-    if spec.sbatch is None or not job.submit_dir:
+    """sbatch_env is what sbatch would have set that the daemon's sbatch cannot: SLURM_SUBMIT_DIR, SLURM_JOB_DEPENDENCY."""
+    if spec.sbatch is None:
         return {}
-    return {"SLURM_SUBMIT_DIR": job.submit_dir}
+    env = {"SLURM_SUBMIT_DIR": job.submit_dir} if job.submit_dir else {}
+    if spec.dependency:
+        env["SLURM_JOB_DEPENDENCY"] = spec.dependency  # with metasched's job ids, as msbatch was given them
+    return env
 
 
 def working_dir(job: Job, spec: AnySpec) -> str | None:

@@ -61,7 +61,9 @@ def test_nodelist_sets_the_node_count_and_must_agree_with_it() -> None:
 
 
 def test_gpus_per_task_is_per_node_times_tasks() -> None:
-    assert _translate("-A", "t", "--ntasks-per-node=2", "--gpus-per-task=a100:1")["resources"]["gpus"] == 2
+    data = _translate("-A", "t", "--ntasks-per-node=2", "--gpus-per-task=a100:1")
+    assert data["resources"]["gpus"] == 2 and data["env"]["SLURM_GPUS_PER_TASK"] == "a100:1"  # as sbatch sets it
+    assert _translate("-A", "t", "--gpus=1")["env"]["SLURM_GPUS"] == "1"
 
 
 def test_refused_options_say_why() -> None:

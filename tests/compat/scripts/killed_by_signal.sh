@@ -1,0 +1,6 @@
+#!/bin/bash
+#SBATCH -A tenant-a
+#SBATCH -t 2
+env | grep "^SLURM_" | sort > "env-$SLURM_JOB_ID.txt"; pwd > "pwd-$SLURM_JOB_ID.txt"
+echo "self kill"
+kill -TERM $$
