@@ -99,6 +99,9 @@ from tenants.secrets import DEFAULT_ROOT
               help="Most rows the decision log keeps, newest first (0 = no count bound).")
 @click.option("--decision-alternatives", default=3, show_default=True, type=click.IntRange(0, 20),
               help="Alternatives recorded per decision, of each kind (0 = no decision log).")
+@click.option("--managed-partitions", default="", envvar="METASCHED_MANAGED_PARTITIONS", show_default=True,
+              help="Comma-separated metasched-managed Slurm partitions: plain sbatch jobs that "
+              "deploy/slurm/job_submit.lua holds there are adopted (README: Plain sbatch, adopted).")
 @click.option("--log-level", default="INFO", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 @pass_state
 @handle_errors
@@ -129,6 +132,7 @@ def serve(
     decision_retention: str,
     decision_max_rows: int,
     decision_alternatives: int,
+    managed_partitions: str,
     log_level: str,
 ) -> None:
     """Run the scheduler daemon and the API until SIGTERM or SIGINT."""
@@ -155,6 +159,7 @@ def serve(
         reconcile=ReconcileSettings(unknown_window_s=unknown_window, lost_grace_s=lost_grace),
         scheduler=scheduler,
         decisions=_decision_settings(decision_retention, decision_max_rows, decision_alternatives),
+        managed_partitions=tuple(name for name in managed_partitions.replace(" ", "").split(",") if name),
     )
     if holder:
         config.holder = holder

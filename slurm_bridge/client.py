@@ -33,6 +33,14 @@ class SlurmClient(Protocol):
         """squeue lists every job the controller knows (filter on the client side)."""
         ...
 
+    def release_held(self, job_id: int | str, nodes: Sequence[str], comment: str) -> None:
+        """release_held puts a held job (plain sbatch, adopted) on ``nodes`` with ``comment`` and releases it."""
+        ...
+
+    def set_comment(self, job_id: int | str, comment: str) -> None:
+        """set_comment sets a job's comment."""
+        ...
+
     def sinfo(self) -> list[SinfoNode]:
         """sinfo lists every node once."""
         ...

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TypeVar
 
+from slurm_bridge import adoption
 from slurm_bridge import reservations as resv
 from slurm_bridge.errors import ReservationInUse, SlurmParseError, SlurmRejected
 from slurm_bridge.job_env import submission_env
@@ -141,6 +142,16 @@ class CliSlurmClient:
         # One odd record (e.g. a foreign job name with '|') must not blind the reconciler.
         parse = functools.partial(parse_sacct, fields=SACCT_FIELDS, strict=False)
         return self.runner.run_parsed("sacct", args, parse, timeout_s=self.timeouts.accounting)
+
+    def release_held(self, job_id: int | str, nodes: Sequence[str], comment: str) -> None:
+        """release_held puts a held job on ``nodes`` with ``comment`` and releases it (scontrol update, release)."""
+        for args in adoption.release_commands(job_id, nodes, comment):
+            self.runner.run("scontrol", args, timeout_s=self.timeouts.submit, mutating=True)
+
+    def set_comment(self, job_id: int | str, comment: str) -> None:
+        """set_comment sets a job's comment (``scontrol update JobId=N Comment=...``)."""
+        self.runner.run("scontrol", adoption.comment_command(job_id, comment), timeout_s=self.timeouts.cancel,
+                        mutating=True)  # fmt: skip
 
     def show_nodes(self) -> list[ScontrolNode]:
         """show_nodes runs ``scontrol -o show node``."""

@@ -63,6 +63,12 @@ function slurm_job_submit(job_desc, part_list, submit_uid)
 		slurm.log_user("partition %s is managed by metasched: name it alone (-p %s)", managed[1], managed[1])
 		return slurm.ERROR
 	end
+	if job_desc.array_inx ~= nil or job_desc.dependency ~= nil then
+		-- metasched adopts single jobs; msbatch gives arrays and dependencies metasched's meaning
+		slurm.log_user("partition %s is managed by metasched: submit arrays and --dependency jobs with msbatch",
+			managed[1])
+		return slurm.ERROR
+	end
 	job_desc.priority = 0
 	job_desc.admin_comment = ADOPT_MARK
 	job_desc.comment = WAITING

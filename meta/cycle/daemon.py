@@ -11,6 +11,8 @@ One period, in order:
 3. reconcile (``reconcile.py``): one ``squeue`` (``--Format`` text), ``sacct -P`` only when squeue
    misses a live attempt; move attempts by what Slurm reports, look unknown launches up and
    relaunch them only when confirmed absent, mark lost after a grace, cancel orphans.
+3b. adopt (``adopt.py``): held plain sbatch jobs in managed partitions become metasched jobs;
+   a Slurm cancel of one still waiting cancels it (step 10 releases placed ones instead of sbatch).
 4. health (``health.py``): evict whole attempts from nodes drained or down past a grace.
 5. snapshot (``snapshot.py``): one consistent read of pending tasks, live attempts and tenants.
 6. schedule (``meta/policy/scheduler.py``): ``schedule(snapshot, config) -> Plan``, no I/O.
@@ -41,6 +43,7 @@ from sqlalchemy import event, func, select
 
 from meta.config.period import DEFAULT_PERIOD_S
 from meta.cycle.actuate import SUBMIT_PARALLEL, ActuationResult, Actuator
+from meta.cycle.adopt import Adopter
 from meta.cycle.apply import apply_plan
 from meta.cycle.cancellers import CancellerLookup
 from meta.cycle.decision_log import DecisionLog, DecisionLogSettings
@@ -99,6 +102,8 @@ class DaemonConfig:
     launch: LaunchSettings = field(default_factory=LaunchSettings)
     reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)
     decisions: DecisionLogSettings = field(default_factory=DecisionLogSettings)
+    # metasched-managed partitions: held plain sbatch jobs there are adopted (adopt.py)
+    managed_partitions: tuple[str, ...] = ()
 
 
 @dataclass
@@ -170,6 +175,7 @@ class Daemon:
         )
         self._finalized: set[str] = set()
         self.holds = HoldSync(client)
+        self.adopter = Adopter(db, client, config.managed_partitions)
         self.actuator = Actuator(
             db,
             client,
@@ -243,6 +249,7 @@ class Daemon:
             # reconcile first, every period: a new leader never schedules on a stale picture, and
             # if Slurm cannot be read the period ends here (SlurmError) without scheduling
             self._reconcile(report)
+            self._adopt()
             with self.db.session() as session:
                 bad = self.node_watch.confirmed(inventory.nodes, time.monotonic())
                 evicted = evict_from_unusable_nodes(session, self.leadership, inventory.nodes, bad)
@@ -387,8 +394,17 @@ class Daemon:
                 if quarantine_task(session, task_id, problem, actor="scheduler"):
                     log.warning("task %s quarantined: %s", task_id, invalid_spec_reason(problem))
 
+    def _adopt(self) -> None:
+        """_adopt runs step 3b; Slurm failing there only postpones adoption, never the period."""
+        assert self.leadership is not None
+        try:
+            self.adopter.run(self.leadership)
+        except SlurmError as exc:
+            log.warning("adoption skipped this period: %s", exc)
+
     def _actuate(self, report: PeriodReport) -> None:
         assert self.leadership is not None
+        self.adopter.release_created(self.leadership)  # adopted jobs are released, never sbatch'ed
         with self.db.session() as session:
             created = list(session.scalars(select(Attempt.id).where(Attempt.state == AttemptState.CREATED.value)))
         report.queued += self.launches.enqueue(created, self.leadership, AttemptState.CREATED)

@@ -1,0 +1,263 @@
+"""Cycle step 3b, adopt: plain sbatch jobs held in managed partitions become metasched jobs.
+
+A site lists its metasched-managed partitions (``serve --managed-partitions``) and installs
+``deploy/slurm/job_submit.lua``, which holds users' jobs there (``slurm_bridge.adoption``).
+Each period, after reconcile, the leader:
+1. reads squeue; a held job in a managed partition that no metasched job has adopted yet is
+   read in ``scontrol -o show job`` and, if job_submit.lua marked it, stored as a metasched job
+   of its user (uid, gid, working folder), tenant = its account, with the spec
+   ``adopt_spec.py`` gives it and a row in ``adopted_jobs`` — unique on the Slurm job id and
+   submit time, so restarts and new leaders never adopt it twice;
+2. follows adopted jobs not released yet: a Slurm job cancelled (``scancel``) or gone ends its
+   metasched job as cancelled; a metasched job cancelled (``metasched cancel``, ``mscancel``)
+   scancels its held Slurm job; the held job's comment carries metasched's waiting reason;
+   an attempt whose release did not take is released again.
+Step 10 (``release_created``) releases each new attempt of an adopted job onto the nodes the
+policy chose instead of running sbatch: commit ``launching`` with the job's Slurm id, then
+``scontrol update NodeList=... Comment=<tag>`` and ``scontrol release``. From there the
+reconciler follows the job by its tag like any launched attempt.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from meta.cycle.adopt_spec import adopted_spec
+from meta.cycle.lease import Leadership, fence
+from meta.model.durations import utcnow
+from meta.model.spec import SpecError, TrainingSpec
+from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
+from meta.store import audit
+from meta.store.adopted import SlurmOwner, store_adopted_job
+from meta.store.db import Database
+from meta.store.lifecycle import cancel_job, mark_launching
+from meta.store.models import AdoptedJob, Attempt, Job, Task, TaskReason
+from slurm_bridge import tags
+from slurm_bridge.adoption import HeldJob, held_in, held_job
+from slurm_bridge.client import SlurmClient
+from slurm_bridge.errors import SlurmError
+from slurm_bridge.parse.squeue import SqueueJob
+
+log = logging.getLogger("metasched.adopt")
+ACTOR = "adopter"
+_LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
+_ENDED = {"CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "DEADLINE",
+          "BOOT_FAIL", "SPECIAL_EXIT", "REVOKED"}  # fmt: skip
+MAX_COMMENT = 250
+
+
+@dataclass
+class AdoptResult:
+    """AdoptResult says what one adoption pass did (for logs and tests)."""
+
+    adopted: list[str] = field(default_factory=list)  # Slurm job ids
+    refused: list[str] = field(default_factory=list)  # held jobs whose request has no metasched spec
+    cancelled: list[str] = field(default_factory=list)  # metasched jobs ended by a Slurm cancel
+    scancelled: list[str] = field(default_factory=list)  # held Slurm jobs of cancelled metasched jobs
+    released: list[str] = field(default_factory=list)  # Slurm ids released (again) onto their nodes
+
+
+def waiting_comment(short_id: str, code: str | None, message: str = "") -> str:
+    """waiting_comment is what a held adopted job's comment says (``scontrol show job``, ``squeue -O Comment``)."""
+    reason = f"{code}: {message}" if code and message else (code or "waiting for its first scheduling cycle")
+    text = f"metasched job {short_id} waits: {reason} (metasched explain {short_id})"
+    return " ".join(text.split())[:MAX_COMMENT]  # one line: scontrol prints it in a key=value line
+
+
+class Adopter:
+    """Adopter adopts held plain sbatch jobs, keeps them in step with Slurm, and releases them when placed."""
+
+    def __init__(self, db: Database, client: SlurmClient, partitions: tuple[str, ...]):
+        self.db = db
+        self.client = client
+        self.partitions = tuple(partitions)
+        self._refused: set[str] = set()  # held jobs without a spec: logged once per replica
+        self._comments: dict[str, str] = {}  # Slurm id -> the comment this replica last set
+
+    # --- step 3b ------------------------------------------------------------------------------
+
+    def run(self, leadership: Leadership) -> AdoptResult:
+        """run adopts new held jobs and follows adopted ones not released yet (nothing without managed partitions)."""
+        result = AdoptResult()
+        if not self.partitions:
+            return result
+        jobs = {str(job.job_id): job for job in self.client.squeue()}
+        held = {job_id: job for job_id, job in jobs.items() if held_in(job, self.partitions)}
+        with self.db.session() as session:
+            known = self._known(session, list(held))
+        fresh = [job_id for job_id, job in held.items() if (job_id, job.submit_time) not in known]
+        fresh = [job_id for job_id in fresh if job_id not in self._refused]
+        if fresh:
+            self._adopt(leadership, fresh, result)
+        self._follow(leadership, jobs, result)
+        return result
+
+    @staticmethod
+    def _known(session: Session, slurm_ids: list[str]) -> set[tuple[str, datetime | None]]:
+        rows = session.execute(
+            select(AdoptedJob.slurm_job_id, AdoptedJob.slurm_submitted_at).where(AdoptedJob.slurm_job_id.in_(slurm_ids))
+        ).all()
+        return {(row.slurm_job_id, row.slurm_submitted_at) for row in rows}
+
+    def _adopt(self, leadership: Leadership, fresh: list[str], result: AdoptResult) -> None:
+        """_adopt reads the new held jobs' requests and stores each marked one as a metasched job."""
+        records = {str(record.job_id): record for record in self.client.show_jobs()}
+        for slurm_id in fresh:
+            record = records.get(slurm_id)
+            if record is None:
+                continue  # gone since squeue: nothing to adopt
+            try:
+                job = held_job(record)
+            except (SlurmError, ValueError) as exc:
+                self._refuse(slurm_id, f"its record cannot be read: {exc}", result)
+                continue
+            if not job.marked:
+                continue  # held by root or an operator, not by job_submit.lua: not ours
+            try:
+                spec = adopted_spec(job)
+            except SpecError as exc:
+                self._refuse(slurm_id, str(exc), result)
+                continue
+            with self.db.session() as session:
+                fence(session, leadership)
+                if (slurm_id, job.submitted_at) in self._known(session, [slurm_id]):
+                    continue
+                short_id = store_adopted(session, job, spec)
+            result.adopted.append(slurm_id)
+            log.info("adopted Slurm job %s of %s (%s) as metasched job %s", slurm_id, job.user, job.account, short_id)
+            self._comment(slurm_id, waiting_comment(short_id, None))
+
+    def _refuse(self, slurm_id: str, why: str, result: AdoptResult) -> None:
+        """_refuse leaves a held job alone and says why in its comment (once per replica)."""
+        self._refused.add(slurm_id)
+        result.refused.append(slurm_id)
+        log.warning("held Slurm job %s cannot be adopted: %s", slurm_id, why)
+        self._comment(slurm_id, f"metasched cannot adopt this job: {why}"[:MAX_COMMENT])
+
+    def _comment(self, slurm_id: str, text: str) -> None:
+        """_comment sets a held job's comment unless this replica already set that text."""
+        if self._comments.get(slurm_id) == text:
+            return
+        try:
+            self.client.set_comment(slurm_id, text)
+            self._comments[slurm_id] = text
+        except SlurmError as exc:
+            log.warning("cannot set the comment of Slurm job %s: %s", slurm_id, exc)
+
+    # --- following adopted jobs ----------------------------------------------------------------
+
+    def _follow(self, leadership: Leadership, jobs: dict[str, SqueueJob], result: AdoptResult) -> None:
+        """_follow keeps unreleased adopted jobs in step with their Slurm jobs."""
+        with self.db.session() as session:
+            rows = session.execute(
+                select(AdoptedJob.slurm_job_id, Job, Task, Attempt)
+                .join(Job, Job.id == AdoptedJob.job_id)
+                .join(Task, Task.job_id == Job.id)
+                .outerjoin(Attempt, (Attempt.task_id == Task.id) & Attempt.state.in_(_LIVE))
+                .where(
+                    Task.state.in_([TaskState.PENDING.value, TaskState.CANCELLED.value])
+                    | (Attempt.state == AttemptState.LAUNCHING.value)
+                )
+            ).all()
+            waiting = [(slurm_id, job.short_id, task.id) for slurm_id, job, task, attempt in rows
+                       if task.state == TaskState.PENDING.value and attempt is None]  # fmt: skip
+            reasons = self._reasons(session, [task_id for _, _, task_id in waiting])
+        for slurm_id, job, task, attempt in rows:
+            seen = jobs.get(slurm_id)
+            if attempt is not None:
+                if seen is not None and held_in(seen, self.partitions):
+                    self._release(slurm_id, attempt.id, attempt.nodes(), result)  # the last release did not take
+            elif task.state == TaskState.CANCELLED.value:
+                if seen is not None and seen.state == "PENDING":
+                    self._scancel(slurm_id, result)
+            elif seen is None or seen.state in _ENDED:
+                self._cancelled_in_slurm(leadership, job.id, slurm_id, seen, result)
+        for slurm_id, short_id, task_id in waiting:
+            if slurm_id in jobs and jobs[slurm_id].state == "PENDING":
+                code, message = reasons.get(task_id, (None, ""))
+                self._comment(slurm_id, waiting_comment(short_id, code, message))
+
+    @staticmethod
+    def _reasons(session: Session, task_ids: list[str]) -> dict[str, tuple[str, str]]:
+        rows = session.execute(
+            select(TaskReason.task_id, TaskReason.code, TaskReason.message).where(TaskReason.task_id.in_(task_ids))
+        ).all()
+        return {row.task_id: (row.code, row.message) for row in rows}
+
+    def _cancelled_in_slurm(
+        self, leadership: Leadership, job_id: str, slurm_id: str, seen: SqueueJob | None, result: AdoptResult
+    ) -> None:
+        """_cancelled_in_slurm ends a waiting adopted job whose Slurm job was cancelled (scancel) or is gone."""
+        state = seen.state if seen is not None else "gone"
+        with self.db.session() as session:
+            fence(session, leadership)
+            job = session.get(Job, job_id)
+            if job is None or job.cancel_requested:
+                return
+            who = seen.user_name if seen is not None and seen.user_name else "slurm"
+            audit.record(session, ACTOR, "job.cancel", job.short_id, tenant=job.tenant, via="scancel",
+                         slurm_job_id=slurm_id, slurm_state=state)  # fmt: skip
+            cancel_job(session, job, ACTOR, reason=f"Slurm job {slurm_id} {state} while waiting for metasched")
+        log.info("adopted Slurm job %s is %s (job of %s): metasched job cancelled", slurm_id, state, who)
+        result.cancelled.append(job_id)
+
+    def _scancel(self, slurm_id: str, result: AdoptResult) -> None:
+        try:
+            self.client.cancel([slurm_id])
+            result.scancelled.append(slurm_id)
+        except SlurmError as exc:
+            log.warning("cannot cancel held Slurm job %s: %s", slurm_id, exc)
+
+    # --- step 10 ------------------------------------------------------------------------------
+
+    def release_created(self, leadership: Leadership) -> AdoptResult:
+        """release_created releases every new attempt of an adopted job onto its nodes (instead of sbatch)."""
+        result = AdoptResult()
+        if not self.partitions:
+            return result
+        with self.db.session() as session:
+            fence(session, leadership)
+            created = dict(
+                session.execute(
+                    select(Attempt.id, AdoptedJob.slurm_job_id)
+                    .join(AdoptedJob, AdoptedJob.job_id == Attempt.job_id)
+                    .where(Attempt.state == AttemptState.CREATED.value)
+                ).all()
+            )
+            moved = mark_launching(session, list(created), AttemptState.CREATED, actor=ACTOR) if created else []
+            now = utcnow()
+            targets = []
+            for attempt_id in moved:
+                attempt = session.get(Attempt, attempt_id, populate_existing=True)
+                assert attempt is not None
+                # the Slurm id is known before the release: the reconciler never relaunches it by sbatch
+                attempt.slurm_job_id, attempt.last_seen_at = created[attempt_id], now
+                targets.append((created[attempt_id], attempt_id, attempt.nodes()))
+        for slurm_id, attempt_id, nodes in targets:
+            self._release(slurm_id, attempt_id, nodes, result)
+        return result
+
+    def _release(self, slurm_id: str, attempt_id: str, nodes: list[str], result: AdoptResult) -> None:
+        """_release puts the held job on the chosen nodes with the attempt's tag and releases it (idempotent)."""
+        try:
+            self.client.release_held(slurm_id, nodes, tags.comment(attempt_id))
+        except SlurmError as exc:
+            log.warning("cannot release Slurm job %s (attempt %s): %s; again next period", slurm_id, attempt_id, exc)
+            return
+        self._comments.pop(slurm_id, None)
+        result.released.append(slurm_id)
+        log.info("released Slurm job %s onto %s (attempt %s)", slurm_id, ",".join(sorted(set(nodes))), attempt_id)
+
+
+def store_adopted(session: Session, job: HeldJob, spec: TrainingSpec) -> str:
+    """store_adopted stores the metasched job of a held Slurm job, owned by its user, and audits it; returns its short id."""
+    owner = SlurmOwner(job.user, job.uid, job.gid, job.work_dir or None)
+    stored = store_adopted_job(session, spec, owner, str(job.job_id), job.submitted_at, utcnow())
+    audit.record(session, ACTOR, "job.adopt", stored.short_id, tenant=job.account, slurm_job_id=str(job.job_id),
+                 user=job.user, uid=job.uid)  # fmt: skip
+    return stored.short_id
