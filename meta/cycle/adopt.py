@@ -46,8 +46,6 @@ from slurm_bridge.parse.squeue import SqueueJob
 log = logging.getLogger("metasched.adopt")
 ACTOR = "adopter"
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
-_ENDED = {"CANCELLED", "COMPLETED", "FAILED", "TIMEOUT", "NODE_FAIL", "PREEMPTED", "OUT_OF_MEMORY", "DEADLINE",
-          "BOOT_FAIL", "SPECIAL_EXIT", "REVOKED"}  # fmt: skip
 MAX_COMMENT = 250
 
 
@@ -153,6 +151,8 @@ class Adopter:
 
     def _follow(self, leadership: Leadership, jobs: dict[str, SqueueJob], result: AdoptResult) -> None:
         """_follow keeps unreleased adopted jobs in step with their Slurm jobs."""
+        # a cancelled job is looked at only while its Slurm job still waits: the rows stay bounded
+        waiting_in_slurm = [job_id for job_id, job in jobs.items() if job.state == "PENDING"]
         with self.db.session() as session:
             rows = session.execute(
                 select(AdoptedJob.slurm_job_id, Job, Task, Attempt)
@@ -160,8 +160,9 @@ class Adopter:
                 .join(Task, Task.job_id == Job.id)
                 .outerjoin(Attempt, (Attempt.task_id == Task.id) & Attempt.state.in_(_LIVE))
                 .where(
-                    Task.state.in_([TaskState.PENDING.value, TaskState.CANCELLED.value])
+                    (Task.state == TaskState.PENDING.value)
                     | (Attempt.state == AttemptState.LAUNCHING.value)
+                    | ((Task.state == TaskState.CANCELLED.value) & AdoptedJob.slurm_job_id.in_(waiting_in_slurm))
                 )
             ).all()
             waiting = [(slurm_id, job.short_id, task.id) for slurm_id, job, task, attempt in rows
@@ -175,7 +176,8 @@ class Adopter:
             elif task.state == TaskState.CANCELLED.value:
                 if seen is not None and seen.state == "PENDING":
                     self._scancel(slurm_id, result)
-            elif seen is None or seen.state in _ENDED:
+            elif seen is None or seen.state != "PENDING":
+                # cancelled (scancel), gone, or started by someone else's release: not metasched's to place
                 self._cancelled_in_slurm(leadership, job.id, slurm_id, seen, result)
         for slurm_id, short_id, task_id in waiting:
             if slurm_id in jobs and jobs[slurm_id].state == "PENDING":
