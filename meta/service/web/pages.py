@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from meta.service.web.data import ClusterMap, History, NodeView, TenantRow, Visible, sees
-from meta.service.web.render import badge, bar, color_of, esc, link, sparkline, state_badge, table, when
+from meta.service.web.render import badge, bar, color_of, esc, kv, link, sparkline, state_badge, table, when
 
 
 def _node(node: NodeView, tenants: Sequence[str], stranded: bool) -> str:
@@ -113,12 +113,12 @@ def job_body(status: dict[str, Any], explain: dict[str, Any], logs: dict[str, st
              history: dict[str, Any] | None, visible: Visible) -> str:  # fmt: skip
     """job_body is one job: summary, why it waits and what would help, its tasks' attempts with log paths, history."""
     spec = status["spec"]
-    summary = table(["", ""], [
-        ["job", f"<code>{esc(status['short_id'])}</code> <span class=\"muted\">{esc(status['id'])}</span>"],
-        ["name", esc(status["name"])], ["tenant / queue", esc(f"{status['tenant']} / {status['queue']}")],
-        ["kind / priority", esc(f"{status['kind']} / {status['priority_class']}")],
-        ["state", state_badge(status["state"])], ["submitted", when(status["submitted_at"])],
-        ["resources", esc(_resources(spec))],
+    summary = kv([
+        ("job", f"<code>{esc(status['short_id'])}</code> <span class=\"muted\">{esc(status['id'])}</span>"),
+        ("name", esc(status["name"])), ("tenant / queue", esc(f"{status['tenant']} / {status['queue']}")),
+        ("kind / priority", esc(f"{status['kind']} / {status['priority_class']}")),
+        ("state", state_badge(status["state"])), ("submitted (UTC)", when(status["submitted_at"])),
+        ("resources", esc(_resources(spec))),
     ])  # fmt: skip
     why = [[esc(t["task"]), esc(t["name"]), state_badge(t["state"]), badge(t["code"] or "-", "warn" if t["code"] else ""),
             esc(t["message"]), esc(t["remedy"] or "-"),
@@ -135,7 +135,7 @@ def job_body(status: dict[str, Any], explain: dict[str, Any], logs: dict[str, st
                 for task in status["task_list"] for a in task["attempts"]]  # fmt: skip
     recent = [[when(t["at"]), esc(t["entity"]), esc(f"{t['from_state']} → {t['to_state']}"), esc(t["reason"]),
                esc(t["actor"])] for t in status["recent_transitions"]]  # fmt: skip
-    return (f'<div class="box kv">{summary}</div>'
+    return (f'<div class="box">{summary}</div>'
             "<h2>Why it waits, and what would make it run</h2>"
             + table(["task", "name", "state", "reason", "message", "what would help", "ahead of it", "since"], why)
             + ahead_line
@@ -180,7 +180,15 @@ def _resources(spec: dict[str, Any]) -> str:
     count = spec.get("workers") or spec.get("partitions") or 1
     count = len(count) if isinstance(count, list) else count
     gpus = f"{res.get('gpus', 0)} × {res.get('gpu_type') or 'any'} GPU"
-    return f"{count} × ({gpus}), time limit {spec.get('time_limit', '-')}"
+    limit = spec.get("time_limit_s")
+    return f"{count} × ({gpus}), time limit {_duration(limit) if limit else '-'}"
+
+
+def _duration(seconds: float) -> str:
+    """_duration is seconds as ``1d 2h 3m`` (the largest units that apply)."""
+    minutes = int(seconds) // 60
+    days, hours, mins = minutes // 1440, minutes % 1440 // 60, minutes % 60
+    return " ".join(f"{v}{u}" for v, u in ((days, "d"), (hours, "h"), (mins, "m")) if v) or f"{int(seconds)}s"
 
 
 def admin_body(rows: Sequence[TenantRow], audit_lines: Sequence[dict[str, Any]]) -> str:

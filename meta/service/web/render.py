@@ -21,13 +21,13 @@ h1{font-size:20px;margin:6px 0 12px}h2{font-size:16px;margin:18px 0 8px}
 table{border-collapse:collapse;background:#fff;margin:4px 0 12px;box-shadow:0 1px 2px #0001}
 th,td{padding:4px 10px;border-bottom:1px solid #e3e8ee;text-align:left;vertical-align:top}th{background:#eef2f7;font-weight:600}
 td.n,th.n{text-align:right;font-variant-numeric:tabular-nums}code{font-size:12px;background:#eef2f7;padding:1px 4px;border-radius:3px}
-.muted{color:#6b7785}.grid{display:flex;flex-wrap:wrap;gap:10px}.switch{background:#fff;padding:8px 10px;margin:0 10px 10px 0;box-shadow:0 1px 2px #0001;display:inline-block;vertical-align:top}
+td strong,td code{white-space:nowrap}.muted{color:#6b7785}.grid{display:flex;flex-wrap:wrap;gap:10px}.switch{background:#fff;padding:8px 10px;margin:0 10px 10px 0;box-shadow:0 1px 2px #0001;display:inline-block;vertical-align:top}
 .node{width:190px;border:1px solid #d5dce5;border-radius:4px;padding:6px;background:#fbfcfe}.node.drained{background:#fff6e5}.node.down{background:#fdecec}
 .gpus{display:flex;flex-wrap:wrap;gap:2px;margin:4px 0}.gpu{width:18px;height:18px;border-radius:2px;background:#dfe6ee;border:1px solid #c6d0db}
 .gpu.held{border-color:#0003}.gpu.stranded{background:repeating-linear-gradient(45deg,#dfe6ee,#dfe6ee 3px,#f6c0c0 3px,#f6c0c0 6px)}
 .badge{display:inline-block;padding:0 6px;border-radius:9px;font-size:12px;background:#e3e8ee}.badge.bad{background:#f8d4d4}.badge.ok{background:#d6f0dc}.badge.warn{background:#fbe9c6}
 .legend span{margin-right:12px}.swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;vertical-align:middle}
-.kv td:first-child{color:#6b7785;white-space:nowrap}.box{background:#fff;padding:10px 14px;box-shadow:0 1px 2px #0001;margin-bottom:12px}
+table.kv td:first-child{color:#6b7785;white-space:nowrap}.box{background:#fff;padding:10px 14px;box-shadow:0 1px 2px #0001;margin-bottom:12px}
 """
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f", "#bab0ac", "#ff9da7")
 NAV = (("cluster", "/web/", "Cluster"), ("queues", "/web/queues", "Queues"), ("jobs", "/web/jobs", "Jobs"))
@@ -68,6 +68,12 @@ def table(headers: Sequence[str], rows: Iterable[Sequence[str]], *, numeric: Ite
     if not body:
         body = f'<tr><td colspan="{len(headers)}" class="muted">{esc(empty)}</td></tr>'
     return f"<table><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>"
+
+
+def kv(rows: Iterable[tuple[str, str]]) -> str:
+    """kv is a two-column table of labels (escaped here) and values (already markup), without a header."""
+    body = "".join(f"<tr><td>{esc(label)}</td><td>{value}</td></tr>" for label, value in rows)
+    return f'<table class="kv"><tbody>{body}</tbody></table>'
 
 
 def badge(text: Any, kind: str = "") -> str:
