@@ -27,6 +27,7 @@ from meta.model.spec import SpecError
 from meta.model.states import IllegalTransition
 from meta.service.api import MAX_BATCH_JOBS, Service
 from meta.service.artifacts import DEFAULT_NODE_MTBF_S
+from meta.service.decision_history import MAX_LIMIT as MAX_HISTORY
 from meta.service.http_errors import describe, error_body, error_headers
 from meta.service.http_guard import DEFAULT_MAX_BODY_BYTES, ASGIApp, RequestGuard
 from meta.service.http_metrics import ApiMetrics, MetricsMiddleware
@@ -304,6 +305,11 @@ def status(ref: Ref, ops: Ops) -> JSONResponse:
 def explain(ref: Ref, ops: Ops) -> JSONResponse:
     """explain is why each task of a job waits."""
     return JSONResponse(ops.explain(ref))
+
+@router.get("/v1/jobs/{ref}/explain/history", tags=["jobs"])
+def explain_history(ref: Ref, ops: Ops, limit: Annotated[int, Query(ge=1, le=MAX_HISTORY)] = 20) -> JSONResponse:
+    """explain_history is what ran before the job while it waited (the decision log), and what held or preempted it."""
+    return JSONResponse(ops.explain_history(ref, limit))
 
 @router.get("/v1/jobs/{ref}/outputs", tags=["jobs"])
 def outputs(ref: Ref, ops: Ops) -> JSONResponse:

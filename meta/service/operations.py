@@ -22,9 +22,11 @@ from meta.model.states import JobState
 from meta.service import artifacts, jobside, secret_admin, tenant_admin
 from meta.service.api import Service
 from meta.service.array_elements import only_elements
+from meta.service.decision_history import job_history
 from meta.service.explain import explain_job
 from meta.service.queue_view import MAX_QUEUE_ROWS, QueueFilter, parse_codes, queue_rows
 from meta.store import audit
+from meta.store.models import Job
 from tenants.identity import Principal
 from tenants.secrets import DEFAULT_ROOT
 
@@ -146,6 +148,12 @@ class Operations:
         with self.service.db.session() as session:
             found = explain_job(session, status.summary.id, status.summary.short_id, status.summary.state)
         return only_elements(found, parse_element_ref(ref))
+
+    def explain_history(self, ref: str, limit: int = 20) -> dict[str, Any]:
+        """explain_history is what ran before the job while it waited, from the decision log."""
+        status = self.service.status(ref, principal=self.principal)  # another tenant's job: not found
+        with self.service.db.session() as session:
+            return job_history(session, session.get(Job, status.summary.id), limit)
 
     def outputs(self, ref: str) -> dict[str, Any]:
         """outputs is the job's committed output manifests, one per partition."""
