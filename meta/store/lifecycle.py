@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from sqlalchemy import insert, select, update
+from sqlalchemy import case, insert, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -38,6 +38,7 @@ from meta.store.transitions import TransitionResult, transition_attempt, transit
 
 DEFAULT_LEASE_S = 300.0
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
+_BULK_CHUNK = 1000  # tasks per bulk UPDATE (each brings two bound values to its CASE)
 
 _CATEGORY_OF_END = {
     AttemptState.PREEMPTED: FailureCategory.PREEMPTED,
@@ -165,13 +166,13 @@ def create_attempts(
     if session.scalar(busy) is not None or session.scalar(done) is not None:
         raise ConcurrentModification("a task got an attempt before a bulk placement")
     now = utcnow()
-    by_reason: dict[str, list[str]] = {}
-    for w in wanted:
-        by_reason.setdefault(w.reason, []).append(w.task_id)
     counters = {"fencing_counter": Task.fencing_counter + 1, "attempts_made": Task.attempts_made + 1, "not_before": None}
-    for reason, task_ids in by_reason.items():
-        _cas_all(session, Task, task_ids, TaskState.PENDING.value, TaskState.SCHEDULED.value, now,
-                 {"reason": reason, **counters})
+    # placements carry their own reasons (nearly one per task): one UPDATE per chunk sets each
+    # task's through a CASE, where grouping by reason made it one UPDATE per task
+    for start in range(0, len(wanted), _BULK_CHUNK):
+        reasons = {w.task_id: w.reason for w in wanted[start : start + _BULK_CHUNK]}
+        _cas_all(session, Task, list(reasons), TaskState.PENDING.value, TaskState.SCHEDULED.value, now,
+                 {"reason": case(reasons, value=Task.id), **counters})
     created = {w.task_id: new_uuid() for w in wanted}
     rows = [_attempt_row(created[w.task_id], tasks[w.task_id], w, now, lease_s, epoch) for w in wanted]
     try:
