@@ -38,6 +38,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 
 from sqlalchemy import event, func, select
 
@@ -241,6 +242,9 @@ class Daemon:
         try:
             self._lead(report)
             self.reasons.follow(self.leadership.epoch if self.leadership else None)
+            if self.leadership is not None and not self.reasons.holds(self.leadership.epoch):
+                with self.db.session() as session:  # what the store holds needs no rewrite
+                    self.reasons.load(session, self.leadership.epoch)
             self._launch_progress(report)
             if self.leadership is None:
                 self.launches.abandon()
@@ -257,8 +261,11 @@ class Daemon:
             snapshot, plan, skipped = self._cycle(inventory, report)
             self._actuate(report)
             with self.db.session() as session:
-                finished = finalize_jobs(session, self.specs, self._finalized)
+                looked = utcnow()
+                finished = finalize_jobs(session, self.specs, self._finalized, self._finalize_since)
                 outcomes = deadline_outcomes(session, self.specs, finished, self._started_at)
+            # next time, jobs with a success since this look (a minute's margin for late commits)
+            self._finalize_since = looked - timedelta(seconds=60)
             for (tenant, outcome), count in outcomes.items():
                 self.metrics.deadlines.labels(tenant, outcome).inc(count)
             self._gauges(snapshot, plan, skipped)

@@ -12,6 +12,7 @@ applies to both paths alike.
 from __future__ import annotations
 
 import logging
+from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy import case, func, select
@@ -29,7 +30,7 @@ from meta.cycle.launch_plan import job_output_dir, staging_dir
 from meta.cycle.snapshot import SpecCache
 from meta.model.errors import JOB_FAULTS, MetaschedError
 from meta.model.spec import InferenceSpec
-from meta.model.states import TaskState
+from meta.model.states import AttemptState, TaskState
 from meta.store.models import Attempt, Job, PartitionCommit, Task
 
 log = logging.getLogger("metasched.outputs")
@@ -53,8 +54,13 @@ def commit_on_success(session: Session, attempt: Attempt, specs: SpecCache) -> N
         log.warning("could not commit output of attempt %s: %s", attempt.id, exc)
 
 
-def finalize_jobs(session: Session, specs: SpecCache, done: set[str]) -> list[str]:
-    """finalize_jobs writes the job manifest of succeeded inference jobs and removes stale staging."""
+def finalize_jobs(session: Session, specs: SpecCache, done: set[str], since: datetime | None = None) -> list[str]:
+    """finalize_jobs writes the job manifest of succeeded inference jobs and removes stale staging.
+
+    With ``since``, only jobs with an attempt that succeeded since then are looked at (a job
+    finishes with its last task's success): the leader passes when it last looked, so a period
+    does not scan every task of every inference job.
+    """
     finished = []
     # the inference jobs whose every task succeeded, in one grouped query (not one query per job,
     # each reading all of its tasks, every period)
@@ -63,6 +69,15 @@ def finalize_jobs(session: Session, specs: SpecCache, done: set[str]) -> list[st
         select(Task.job_id)
         .join(Job, Job.id == Task.job_id)
         .where(Job.kind == "inference", Job.id.not_in(done) if done else True)
+        .where(
+            Job.id.in_(
+                select(Attempt.job_id).where(
+                    Attempt.state == AttemptState.SUCCEEDED.value, Attempt.ended_at >= since
+                )
+            )
+            if since is not None
+            else True
+        )
         .group_by(Task.job_id)
         .having(unfinished == 0)
     )
