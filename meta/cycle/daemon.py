@@ -175,6 +175,7 @@ class Daemon:
             in_flight=lambda: self.launches.in_flight(),  # this replica's own launches under way
         )
         self._finalized: set[str] = set()
+        self._finalize_since: datetime | None = None  # None: look at every inference job (a new leader)
         self.holds = HoldSync(client)
         self.adopter = Adopter(db, client, config.managed_partitions)
         self.actuator = Actuator(
