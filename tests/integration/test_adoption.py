@@ -159,7 +159,8 @@ def test_plain_sbatch_jobs_are_adopted_ordered_by_share_released_and_cancellable
                      == JobState.SUCCEEDED, timeout_s=60)  # fmt: skip
             (task,) = serve.service.status(job.short_id).tasks
             assert [a.slurm_job_id for a in task.attempts] == [slurm_id]  # released, never sbatch'ed again
-        assert sacct(cancelled_id).get("start", "Unknown") in ("Unknown", "None", "")  # it never ran
+        never_ran = sacct(cancelled_id)  # sacct's Start of a job cancelled while pending is the cancel time
+        assert (never_ran["state"].split()[0], never_ran["nodes"]) == ("CANCELLED", "None assigned")
     finally:
         if plain:
             subprocess.run(["scancel", *plain], capture_output=True, timeout=30)
