@@ -2,7 +2,7 @@
 
 One real ``metasched serve`` (as in tests/identity/test_jobs_as_users.py). alice submits with
 msbatch and with plain sbatch from a folder of her home; on the same running jobs, msqueue's
-columns say what squeue's say (name, user, account, partition, state, nodes, node list, time
+columns (-o and -O) say what squeue's say (name, user, account, partition, state, nodes, node list, time
 limit); the plain sbatch job is squeue's only. mscancel cancels by id and by name (the Slurm
 jobs end CANCELLED), and alice's own plain ``scancel`` of a metasched job cancels the job: it
 is not lost and relaunched, and the audit names alice.
@@ -83,6 +83,9 @@ def test_msqueue_and_squeue_agree_and_cancels_are_cancels(serve: Serve, alice_di
         mine = as_alice(serve, alice_dir, "msqueue", "-h", "-j", viewed, "-o", COLUMNS).stdout.strip()
         assert mine == slurm("squeue", "-h", "-j", slurm_id, "-o", COLUMNS)
         assert mine.startswith("viewed|alice|tenant-a|") and "|R|1|" in mine
+        long_fmt = "Name:12,UserName:8,Account:10,Partition:6,StateCompact:.3,NumNodes:.4,NodeList:10,TimeLimit:.8"
+        mine_long = as_alice(serve, alice_dir, "msqueue", "-h", "-j", viewed, "-O", long_fmt).stdout.rstrip()
+        assert mine_long == slurm("squeue", "-h", "-j", slurm_id, "-O", long_fmt).rstrip()  # -O: the same columns
         header = as_alice(serve, alice_dir, "msqueue").stdout.splitlines()[0].split()
         assert header == slurm("squeue").splitlines()[0].split()
         listed = as_alice(serve, alice_dir, "msqueue", "--me", "-h", "-o", "%i %j").stdout.split()
