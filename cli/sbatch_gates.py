@@ -8,25 +8,14 @@ zone (``cli.sbatch_begin``), so ``now+10minutes`` means ten minutes after msbatc
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
 from cli.sbatch_begin import parse_begin
-from cli.sbatch_options import Options, OptionValue, SbatchError
+from cli.sbatch_options import Options, parsed
 from meta.model.dependency import parse_dependency
 
 T = TypeVar("T")
-
-
-def _value(option: OptionValue | None, parser: Callable[[str], T]) -> T | None:
-    """_value parses an option's value; a bad one is an error naming the option and where it came from."""
-    if option is None:
-        return None
-    try:
-        return parser(option.value or "")
-    except ValueError as exc:
-        raise SbatchError([f"invalid {option.where()}: {exc}"]) from None
 
 
 def yes_no(text: str) -> bool:
@@ -40,16 +29,16 @@ def yes_no(text: str) -> bool:
 def gate_fields(options: Options, now: datetime | None = None) -> dict[str, Any]:
     """gate_fields are the spec's dependency, kill_on_invalid_dep, hold and begin (only those given)."""
     fields: dict[str, Any] = {}
-    dependency = _value(options.get("dependency"), lambda text: parse_dependency(text).normalise())
+    dependency = parsed(options.get("dependency"), lambda text: parse_dependency(text).normalise())
     if dependency is not None:
         fields["dependency"] = dependency
-    kill = _value(options.get("kill-on-invalid-dep"), yes_no)
+    kill = parsed(options.get("kill-on-invalid-dep"), yes_no)
     if kill is not None:
         fields["kill_on_invalid_dep"] = kill
     if options.flag("hold"):
         fields["hold"] = True
     moment = now or datetime.now(UTC)
-    begin = _value(options.get("begin"), lambda text: parse_begin(text, moment))
+    begin = parsed(options.get("begin"), lambda text: parse_begin(text, moment))
     if begin is not None:
         fields["begin"] = begin.isoformat()
     return fields

@@ -26,10 +26,10 @@ nothing is silently dropped.
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import NoReturn
+from typing import NoReturn, TypeVar
 
 
 class SbatchError(ValueError):
@@ -80,8 +80,8 @@ SUPPORTED: dict[str, OptionDef] = {
         OptionDef("comment", help="free text, recorded as MSBATCH_COMMENT"),
         OptionDef("signal", help="[{R|B}:]SIG[@secs], recorded as MSBATCH_SIGNAL(_GRACE_S)"),
         OptionDef("array", "a", help="index list 0-15, 1,3,5, 0-15:2, with %N max in parallel"),
-        OptionDef("output", "o", help="stdout pattern, recorded as MSBATCH_OUTPUT"),
-        OptionDef("error", "e", help="stderr pattern, recorded as MSBATCH_ERROR"),
+        OptionDef("output", "o", help="stdout file pattern (%j %x %u %A %a %N %%), as sbatch"),
+        OptionDef("error", "e", help="stderr file pattern, as sbatch"),
         OptionDef("open-mode", help="append | truncate: how -o/-e files are opened"),
         OptionDef("chdir", "D", help="the job's working folder (default: where msbatch runs)"),
         OptionDef("export", help="ALL (default), NONE, or [ALL,]NAME[=value],... passed to the job"),
@@ -116,21 +116,20 @@ SUPPORTED: dict[str, OptionDef] = {
 # sbatch's other options (Slurm 22.05 man page), so that an abbreviation or a short letter is
 # refused under its real name instead of as a mystery.
 _SBATCH_UNSUPPORTED_LONG = (
-    "acctg-freq batch bb bbf chdir cluster-constraint clusters constraint container "
+    "acctg-freq batch bb bbf cluster-constraint clusters container "
     "contiguous core-spec cores-per-socket cpu-freq cpus-per-gpu deadline delay-boot "
-    "distribution exclude exclusive export export-file extra-node-info get-user-env gid gpu-bind "
-    "gpu-freq gpus-per-socket gpus-per-task gres-flags hint ignore-pbs input "
-    "licenses mail-type mail-user mcs-label mem-bind mincpus network nice "
-    "no-kill no-requeue nodefile nodelist ntasks-per-core ntasks-per-gpu ntasks-per-socket "
-    "open-mode overcommit oversubscribe power prefer priority profile propagate reboot requeue "
+    "distribution export-file extra-node-info get-user-env gid gpu-bind "
+    "gpu-freq gpus-per-socket gres-flags hint ignore-pbs input "
+    "licenses mcs-label mem-bind mincpus network nice "
+    "no-kill nodefile ntasks-per-core ntasks-per-gpu ntasks-per-socket "
+    "overcommit oversubscribe power prefer priority profile propagate reboot "
     "reservation sockets-per-node spread-job switches thread-spec threads-per-core time-min tmp "
     "tres-per-task uid use-min-nodes verbose wait wait-all-nodes wckey"
 ).split()
 _SBATCH_UNSUPPORTED_SHORT = {
-    "B": "extra-node-info", "C": "constraint", "D": "chdir",
-    "F": "nodefile", "i": "input", "k": "no-kill", "L": "licenses", "m": "distribution",
+    "B": "extra-node-info", "F": "nodefile", "i": "input", "k": "no-kill", "L": "licenses", "m": "distribution",
     "M": "clusters", "O": "overcommit", "s": "oversubscribe", "S": "core-spec", "v": "verbose",
-    "W": "wait", "w": "nodelist", "x": "exclude",
+    "W": "wait",
 }  # fmt: skip
 _SHORT = {d.short: d.name for d in SUPPORTED.values() if d.short}
 _ALL_LONG = sorted(set(SUPPORTED) | set(_SBATCH_UNSUPPORTED_LONG))
@@ -441,3 +440,16 @@ def merge(*sources: list[OptionValue]) -> Options:
         for option in options:
             merged[option.name] = option
     return Options(merged)
+
+
+T = TypeVar("T")
+
+
+def parsed(option: OptionValue | None, parser: Callable[[str], T]) -> T | None:
+    """parsed applies ``parser`` to an option's value; a bad value is an error naming the option."""
+    if option is None:
+        return None
+    try:
+        return parser(option.value or "")
+    except ValueError as exc:
+        raise SbatchError([f"invalid {option.where()}: {exc}"]) from None

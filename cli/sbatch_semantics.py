@@ -22,7 +22,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cli.sbatch_options import Options, SbatchError
+from cli.sbatch_options import Options, SbatchError, parsed
 from cli.sbatch_values import parse_count
 
 # variables that belong to the submitting shell, not to the job (bash resets them anyway)
@@ -90,16 +90,6 @@ def expand_hostlist(text: str) -> list[str]:
     return [name for name in names if name]
 
 
-def _count(options: Options, name: str) -> int | None:
-    option = options.get(name)
-    if option is None:
-        return None
-    try:
-        return parse_count(option.value or "")
-    except ValueError as exc:
-        raise SbatchError([f"invalid {option.where()}: {exc}"]) from None
-
-
 def _open_mode(options: Options) -> str | None:
     option = options.get("open-mode")
     if option is None:
@@ -124,7 +114,7 @@ def sbatch_section(options: Options, cwd: str, environ: Mapping[str, str]) -> tu
     if mode:
         section["open_mode"] = mode
     for name, key in (("ntasks", "ntasks"), ("ntasks-per-node", "ntasks_per_node"), ("cpus-per-task", "cpus_per_task")):
-        count = _count(options, name)
+        count = parsed(options.get(name), parse_count)
         if count is not None:
             section[key] = count
     if options.value("constraint"):

@@ -53,13 +53,13 @@ from __future__ import annotations
 
 import os
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from cli.sbatch_gates import gate_fields
-from cli.sbatch_options import Options, OptionValue, SbatchError
+from cli.sbatch_options import Options, SbatchError, parsed
 from cli.sbatch_semantics import expand_hostlist, retry_fields, sbatch_section
 from cli.sbatch_values import (
     GpuRequest,
@@ -103,16 +103,6 @@ class Translation:
     data: dict[str, Any]
     spec: AnySpec | None = None
     notes: tuple[str, ...] = field(default_factory=tuple)
-
-
-def parsed(option: OptionValue | None, parser: Callable[[str], T]) -> T | None:
-    """parsed applies ``parser`` to an option's value; a bad value is an error naming the option."""
-    if option is None:
-        return None
-    try:
-        return parser(option.value or "")
-    except ValueError as exc:
-        raise SbatchError([f"invalid {option.where()}: {exc}"]) from None
 
 
 def sanitise_name(raw: str) -> str:

@@ -155,8 +155,8 @@ def test_an_invalid_tenant_is_reported_by_the_spec(tmp_path: Path) -> None:
     assert "invalid job: tenant:" in _error(tmp_path, ["-A 'bad tenant!'"])
 
 
-def test_name_defaults_to_the_script_stem(tmp_path: Path) -> None:
-    assert _run(tmp_path, ["-A t"]).spec.name == "job"
+def test_name_defaults_to_the_script_file_name(tmp_path: Path) -> None:
+    assert _run(tmp_path, ["-A t"]).spec.name == "job.sh"  # as sbatch names it (squeue, %x)
 
 
 @pytest.mark.parametrize(
@@ -182,11 +182,11 @@ def test_time_defaults_to_the_spec_default(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("directives", "want_output", "want_note"),
     [
-        pytest.param([], "/home/alice/proj/msbatch-out/job", None, id="default"),
+        pytest.param([], "/home/alice/proj/msbatch-out/job.sh", None, id="default"),
         pytest.param(["-o /scratch/run/%A_%a.out"], "/scratch/run", None, id="output-dir"),
-        pytest.param(["-o logs/%x/%a.out"], "/home/alice/proj/logs/job", None, id="job-name-expanded"),
+        pytest.param(["-o logs/%x/%a.out"], "/home/alice/proj/logs/job.sh", None, id="job-name-expanded"),
         pytest.param(
-            ["-o /s/%u/%a.out"], "/home/alice/proj/msbatch-out/job", "has a % pattern", id="fallback"
+            ["-o /s/%u/%a.out"], "/home/alice/proj/msbatch-out/job.sh", "has a % pattern", id="fallback"
         ),
         pytest.param(["-o slurm-%A_%a.out"], "/home/alice/proj", None, id="no-directory-part"),
     ],
@@ -224,9 +224,9 @@ def test_recorded_environment(tmp_path: Path) -> None:
         "MSBATCH_COMMENT": "nightly run",
         "MSBATCH_SIGNAL": "B:USR1@90",
         "MSBATCH_SIGNAL_GRACE_S": "90",
-        "MSBATCH_ERROR": "/home/alice/proj/err/%j.txt",
     }
-    assert any("MSBATCH_ERROR" in note for note in translation.notes)
+    # -e is honoured now (Slurm expands it per attempt), not only recorded
+    assert translation.spec.sbatch is not None and translation.spec.sbatch.error == "err/%j.txt"
 
 
 def test_script_text_is_the_whole_file(tmp_path: Path) -> None:
