@@ -13,6 +13,7 @@ from meta.cycle.actuate import ActuationResult, Actuator
 from meta.cycle.launch_plan import LaunchSettings
 from meta.cycle.snapshot import SpecCache
 from meta.service.api import Service
+from meta.store.models import Task
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.job_env import USER_PATH, submission_env
 from slurm_bridge.launch import LaunchRequestError, RunAs
@@ -63,7 +64,10 @@ def test_a_users_inference_job_makes_its_own_staging_folder(service: Service, tm
     attempt = place(service.db, task, [share("node1")])
     fake = _launch(service, tmp_path)
     (script,) = fake.submitted_scripts
-    assert f"mkdir -p -- {output}/_attempts/{attempt} || exit 1" in script
+    with service.db.session() as session:
+        short_id = session.get(Task, task).job.short_id
+    # the job's own folder under the output (two jobs from one folder never share staging)
+    assert f"mkdir -p -- {output}/{short_id}/_attempts/{attempt} || exit 1" in script
     assert not output.exists()  # made by the job, as alice, not by the daemon as root
     assert "--output" not in script  # never into the staging folder: the log would be committed as output
 
