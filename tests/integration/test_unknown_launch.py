@@ -139,10 +139,12 @@ def test_unknown_launch_outcomes_never_duplicate_or_lose(fault_harness: tuple[Da
         f"periods={periods} wall={wall_s:.1f}s"
     )
 
-    # every fault was really injected, and each one left an unknown outcome behind
+    # every fault was really injected; each 'before' left an unknown outcome behind. An 'after'
+    # (the job is in Slurm, sbatch timed out) may be sighted by the reconciler first: the launch
+    # pool's sbatch runs beside the period, so the sighting can come before the timeout is recorded
     assert control.read_text() == ""
     assert injected["before"] == modes.count("before") and injected["after"] == modes.count("after")
-    assert unknown >= len(modes)
+    assert unknown >= modes.count("before")
     # a 'before' left nothing in Slurm, so its attempt was relaunched (an 'after' relaunched would duplicate)
     assert relaunched >= modes.count("before")
     # the outcome
