@@ -113,7 +113,11 @@ def test_frozen_leader_is_replaced_and_fenced(
                         is not None
                     )
 
-            wait_for(first_placement, 30, f"a placement under epoch {new}")
+            try:
+                wait_for(first_placement, 30, f"a placement under epoch {new}")
+            except AssertionError as exc:
+                # say what the new leader was doing: a leader that never places is otherwise mute
+                raise AssertionError(f"{exc}; {other.holder} alive={other.alive()}:\n{other.tail()}") from None
             with pg_service.db.session() as session:
                 first = session.scalar(select(func.min(Attempt.created_at)).where(Attempt.epoch == new))
             takeover.append((taken_at - frozen_at).total_seconds())
