@@ -138,6 +138,7 @@ def _side(args: argparse.Namespace, jobs: list[ReplayJob], folder: Path, side: s
             prefix,
             folder,
             lambda job, name: as_user(job, ["sbatch", "--parsable", *shape_options(job, name)]),
+            timeout=args.timeout,
         )
     else:
         figures = _run_metasched(args, jobs, prefix, folder / f"ms{number}")
@@ -149,9 +150,7 @@ def _side(args: argparse.Namespace, jobs: list[ReplayJob], folder: Path, side: s
     return figures
 
 
-def _run(
-    jobs: list[ReplayJob], prefix: str, folder: Path, argv, pending=lambda: 0, timeout: float = 1200.0
-) -> dict:
+def _run(jobs: list[ReplayJob], prefix: str, folder: Path, argv, pending=lambda: 0, *, timeout: float) -> dict:
     """_run submits, waits for every job to end and computes the side's figures."""
     since = time.time()
     submitted = submit_all(jobs, prefix, argv, folder)
@@ -173,7 +172,7 @@ def _run_metasched(args: argparse.Namespace, jobs: list[ReplayJob], prefix: str,
         figures = _run(
             jobs, prefix, state.parent,
             lambda job, name: as_user(job, [str(MSBATCH), "--parsable", *shape_options(job, name)], env),
-            served.pending_tasks, args.timeout,
+            served.pending_tasks, timeout=args.timeout,
         )  # fmt: skip
         figures["daemon_cpu_s"] = served.cpu_s() - cpu_before
     finally:
