@@ -52,6 +52,7 @@ from meta.cycle.gates import apply_gates, cancel_doomed, cancel_doomed_tasks
 from meta.cycle.health import NodeWatch, evict_from_unusable_nodes
 from meta.cycle.holds import HoldSync, desired_holds
 from meta.cycle.inventory import InventoryReader, effective_nodes
+from meta.cycle.launch_order import by_placement, round_robin_by_tenant
 from meta.cycle.launch_plan import LaunchSettings
 from meta.cycle.launch_pool import LaunchPool
 from meta.cycle.lease import Leadership, NotLeader, fence, release, renew, try_acquire
@@ -73,7 +74,7 @@ from meta.policy.scheduler import schedule
 from meta.policy.snapshot import Snapshot
 from meta.store.db import Database
 from meta.store.lifecycle import quarantine_task
-from meta.store.models import Attempt, Task
+from meta.store.models import Attempt, Job, Task
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError
 from slurm_bridge.inventory import Inventory
@@ -175,6 +176,7 @@ class Daemon:
             in_flight=lambda: self.launches.in_flight(),  # this replica's own launches under way
         )
         self._finalized: set[str] = set()
+        self._placed: list[str] = []  # this period's new attempts in the policy's order (launched in it)
         self._finalize_since: datetime | None = None  # None: look at every inference job (a new leader)
         self.holds = HoldSync(client)
         self.adopter = Adopter(db, client, config.managed_partitions)
@@ -336,6 +338,7 @@ class Daemon:
 
     def _cycle(self, inventory: Inventory, report: PeriodReport) -> tuple[Snapshot, Plan, set[str]]:
         assert self.leadership is not None
+        self._placed = []
         started_at = utcnow()
         t0 = time.perf_counter()
         poison: list[tuple[str, Exception]] = []
@@ -390,6 +393,7 @@ class Daemon:
         self.metrics.cycle_seconds.observe(duration)
         count_placements(self.metrics, snapshot, plan, result.skipped, set(result.preempting))
         report.placed = len(result.created)
+        self._placed = list(result.created)
         report.preempting += len(result.preempting)
         return snapshot, plan, set(result.skipped)
 
@@ -414,7 +418,11 @@ class Daemon:
         assert self.leadership is not None
         self.adopter.release_created(self.leadership)  # adopted jobs are released, never sbatch'ed
         with self.db.session() as session:
-            created = list(session.scalars(select(Attempt.id).where(Attempt.state == AttemptState.CREATED.value)))
+            rows = session.execute(select(Attempt.id, Job.tenant).join(Job, Job.id == Attempt.job_id)
+                                   .where(Attempt.state == AttemptState.CREATED.value)).all()  # fmt: skip
+        tenant_of = dict(rows)
+        ordered = by_placement(tenant_of, self._placed)
+        created = round_robin_by_tenant([(attempt_id, tenant_of[attempt_id]) for attempt_id in ordered])
         report.queued += self.launches.enqueue(created, self.leadership, AttemptState.CREATED)
         self.actuator.stop_requested(self.leadership, ActuationResult())
 

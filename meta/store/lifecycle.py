@@ -369,7 +369,8 @@ def mark_launching(
     ).all()
     if not rows:
         return []
-    moved = [row.id for row in rows]
+    found = {row.id for row in rows}
+    moved = [attempt_id for attempt_id in dict.fromkeys(attempt_ids) if attempt_id in found]  # the caller's order
     now = utcnow()
     _cas_all(session, Attempt, moved, from_state.value, AttemptState.LAUNCHING.value, now, {"launch_sent_at": now})
     session.execute(insert(Transition), [

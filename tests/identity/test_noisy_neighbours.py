@@ -4,26 +4,35 @@ One real ``metasched serve`` (PostgreSQL, MUNGE, the real Slurm commands, period
 pending-job limit comes from Slurm (``sacctmgr modify account research set GrpSubmitJobs=N``,
 restored afterwards; the daemon syncs it), its submit rate from metasched's tenant setting.
 
-1. Baseline: alice (tenant-a, one A100) and bob (tenant-b, one H100) each submit ``OTHERS`` short
-   jobs with the installed CLI, one every 2 s, while a probe lists alice's jobs twice a second.
-2. Flood: the same, while oscar posts ``METASCHED_FLOOD_JOBS`` (default 2,000; the README's long
-   profile: 20,000) one-T4 jobs to ``POST /v1/jobs/batch`` in batches of 100 as fast as the API
-   allows (on 429 it waits Retry-After, on 403 one period).
+alice (tenant-a, one A100) and bob (tenant-b, one H100) each submit ``OTHERS`` 3-second jobs with
+the installed CLI, one pair a round, while a probe lists alice's jobs twice a second. Half of
+their rounds run as the baseline, half under the flood: oscar posts ``METASCHED_FLOOD_JOBS``
+(default 2,000; the README's long profile: 20,000) one-T4 jobs of ``METASCHED_FLOOD_JOB_S``
+seconds (default 20; 0 for a churn of empty jobs) to ``POST /v1/jobs/batch`` in batches of 100
+as fast as the API allows (on 429 it waits Retry-After, on 403 one period).
+
+The measurement is paired so that what differs is the flood: the rounds run in quarters ordered
+``ORDER`` (baseline, flood, flood, baseline, ...: a slow drift of the daemon's period against
+slurmctld's one-second scheduling pass cancels out), and each round submits at the same offset
+into the daemon's period in both phases (common random numbers: the wait for the next cycle,
+uniform over the 2 s period, is the largest part of a delay and would otherwise swamp it).
 
 The flood's jobs run on the T4 nodes, so the others never wait for its GPUs: what is measured is
 what a flood costs them through the shared control plane (API, store, the scheduler's period,
-slurmctld). Asserted: each other tenant's GPU share (its GPU-seconds over the phase) within 10%
-of the baseline; the flood refused with 429 and 403, audited; oscar's CLI refused in sbatch's
-line; the daemon's period within its budget. Then each other tenant's mean queue delay (submit ->
-the job's own start stamp) within 10% — not met yet (+3% to +37% measured), reported as xfail
-with the figures. Printed: the figures and the API's p50/p99 latency.
+slurmctld). Asserted: each other tenant's mean queue delay (submit -> the job's own start stamp)
+and GPU share (GPU-seconds while it was submitting) within 10% of the baseline; the flood refused
+with 429 and 403, audited; oscar's CLI refused in sbatch's line; the daemon's period within its
+budget. Printed: the figures, each delay split into its stages (to placement, launch mark,
+slurmctld's submit, allocation, the job's start) and the API's p50/p99 latency.
 """
-
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import os
+import random
+import re
 import shutil
 import signal
 import socket
@@ -44,7 +53,7 @@ from sqlalchemy import select
 from meta.service.api import Service
 from meta.store import audit
 from meta.store.db import Database
-from meta.store.models import CycleRecord, Tenant
+from meta.store.models import Attempt, CycleRecord, Tenant
 from tenants.credential import request_payload
 from tenants.quotas import set_tenant
 from tests.conftest import truncate_all
@@ -54,9 +63,23 @@ from tests.identity.users import Call, munge_as, run_one
 pytestmark = pytest.mark.slurm
 
 PERIOD_S = 2.0
-OTHERS = 20  # jobs per other tenant and phase
-OTHER_GAP_S = 2.0
+OTHERS = 32  # jobs per other tenant and phase, in four quarters
+ORDER = "BFFBBFFB"  # the quarters of the baseline (B) and the flood (F) phases, in the order they run
+OTHER_GAP_S = 2.0  # at least this between two rounds of the others' submits
+
+
+def _stratified_offsets(count: int, seed: int = 16) -> list[float]:
+    """_stratified_offsets are ``count`` points in [0, PERIOD_S), one in each equal slice, in a shuffled order."""
+    rng = random.Random(seed)  # noqa: S311 - a measurement design, not a secret
+    offsets = [(i + rng.random()) * PERIOD_S / count for i in range(count)]
+    rng.shuffle(offsets)
+    return offsets
+
+
+OFFSETS = _stratified_offsets(OTHERS)
+SLURMCTLD_LOG = Path("/var/log/slurm/slurmctld.log")  # deploy/slurm/slurm.conf: where the stages' Slurm instants are
 FLOOD_JOBS = int(os.environ.get("METASCHED_FLOOD_JOBS", "2000"))
+FLOOD_JOB_S = float(os.environ.get("METASCHED_FLOOD_JOB_S", "20"))  # how long each of the flood's jobs runs
 FLOOD_CAP = 300  # research's GrpSubmitJobs for the test
 FLOOD_RATE, FLOOD_BURST = 50.0, 200
 BATCH = 100
@@ -77,7 +100,7 @@ name: flood
 tenant: research
 resources: {cpus: 1, memory: 128M, gpus: 1, gpu_type: t4}
 time_limit: 5m
-command: "true"
+command: "sleep SECONDS"
 """
 
 
@@ -86,8 +109,12 @@ class Phase:
     """Phase is what one phase measured."""
 
     name: str
-    started: float = 0.0
-    ended: float = 0.0
+    windows: list[tuple[float, float]] = field(default_factory=list)  # each block's first to last submit by the others
+
+    @property
+    def seconds(self) -> float:
+        """seconds is the phase's length: its blocks' together."""
+        return sum(end - start for start, end in self.windows)
     submit_s: list[float] = field(default_factory=list)  # the others' CLI submits, wall
     probe_s: list[float] = field(default_factory=list)
     flood_s: list[float] = field(default_factory=list)
@@ -95,6 +122,7 @@ class Phase:
     flood_accepted: int = 0
     jobs: dict[str, list[str]] = field(default_factory=dict)  # tenant -> job ids
     queue_s: dict[str, float] = field(default_factory=dict)
+    parts_s: dict[str, dict[str, float]] = field(default_factory=dict)  # tenant -> stage -> mean seconds
     share: dict[str, float] = field(default_factory=dict)
     period_gaps: list[float] = field(default_factory=list)
     cycle_s: list[float] = field(default_factory=list)
@@ -155,10 +183,7 @@ def served(slurm_exclusive: None, installed_cli: Path, pg_database: Database, sh
             time.sleep(0.1)
         yield Served(sock, service, log, folders)
     finally:
-        for job in service.list_jobs(tenant="research", limit=100_000):
-            if job.state in ("pending", "running"):
-                service.cancel(job.id)
-        _wait(lambda: not _research_in_slurm(), 120)
+        _cancel_research(Served(sock, service, log, folders))
         proc.send_signal(signal.SIGTERM)
         try:
             proc.wait(timeout=60)
@@ -220,7 +245,8 @@ def _flood(served: Served, phase: Phase, stop: threading.Event) -> None:
     folder = str(served.folders["oscar"])
     while phase.flood_accepted < FLOOD_JOBS and not stop.is_set():
         count = min(BATCH, FLOOD_JOBS - phase.flood_accepted)
-        jobs = [{"spec_text": FLOOD_JOB, "source": f"flood-{phase.flood_accepted + i}"} for i in range(count)]
+        spec = FLOOD_JOB.replace("SECONDS", f"{FLOOD_JOB_S:g}")
+        jobs = [{"spec_text": spec, "source": f"flood-{phase.flood_accepted + i}"} for i in range(count)]
         body = json.dumps({"jobs": jobs, "tenant": "research", "submit_dir": folder}).encode()
         status, answer, headers, took = _call(served.socket, "oscar", "POST", "/v1/jobs/batch", body)
         phase.flood_s.append(took)
@@ -242,14 +268,36 @@ def _probe(served: Served, phase: Phase, stop: threading.Event) -> None:
         stop.wait(0.5)
 
 
-def _others(served: Served, phase: Phase) -> None:
-    """_others has alice and bob submit OTHERS jobs each, one every OTHER_GAP_S, interleaved."""
+def _last_cycle_at(served: Served) -> float:
+    """_last_cycle_at is when the daemon's latest cycle began (seconds since the epoch)."""
+    with served.service.db.session() as session:
+        at = session.scalar(select(CycleRecord.at).order_by(CycleRecord.id.desc()).limit(1))
+    assert at is not None, "the daemon has run no cycle"
+    return _epoch(at)
+
+
+def _sleep_to_offset(served: Served, offset_s: float) -> None:
+    """_sleep_to_offset waits until ``offset_s`` into the daemon's next period (its cycles are PERIOD_S apart)."""
+    now = time.time()
+    since = (now - _last_cycle_at(served)) % PERIOD_S
+    time.sleep((offset_s - since) % PERIOD_S)
+
+
+def _others(served: Served, phase: Phase, offsets: list[float]) -> None:
+    """_others has alice and bob submit OTHERS jobs each, interleaved, each pair at OFFSETS[i] into a period.
+
+    Both phases use the same offsets (common random numbers): the wait for the next cycle, which
+    is uniform over the period and dwarfs what the flood may add, is then the same in both and
+    the difference of the means measures the flood, not where in the period each submit fell.
+    """
     for user, tenant, gpu in (("alice", "tenant-a", "a100"), ("bob", "tenant-b", "h100")):
         spec = OTHER_JOB.replace("TENANT", tenant).replace("GPU", gpu).replace("NAME", f"{phase.name}-{user}")
         path = served.folders[user] / "job.yaml"
         path.write_text(spec)
         shutil.chown(path, user=user, group=user)
-    for _ in range(OTHERS):
+    for offset in offsets:
+        time.sleep(OTHER_GAP_S)
+        _sleep_to_offset(served, offset)
         for user, tenant in (("alice", "tenant-a"), ("bob", "tenant-b")):
             started = time.perf_counter()
             outcome = run_one(Call(user, ("submit", "-f", "job.yaml", "--json")), f"unix://{served.socket}",
@@ -257,7 +305,6 @@ def _others(served: Served, phase: Phase) -> None:
             phase.submit_s.append(time.perf_counter() - started)
             assert outcome.code == 0, outcome.stderr
             phase.jobs.setdefault(tenant, []).append(json.loads(outcome.stdout)["id"])
-        time.sleep(max(0.0, OTHER_GAP_S - 2 * phase.submit_s[-1]))
 
 
 def _finished(served: Served, phase: Phase) -> bool:
@@ -267,9 +314,10 @@ def _finished(served: Served, phase: Phase) -> bool:
 
 def _measure(served: Served, phase: Phase) -> None:
     """_measure reads each job's start stamp against its submit time, the GPU share and the period."""
+    slurm = _slurm_events()
     for tenant, ids in phase.jobs.items():
         user = "alice" if tenant == "tenant-a" else "bob"
-        delays, busy = [], 0.0
+        delays, stages, busy = [], [], 0.0
         for job_id in ids:
             status = served.service.status(job_id)
             assert status.summary.state == "succeeded", status.to_dict()
@@ -277,14 +325,48 @@ def _measure(served: Served, phase: Phase) -> None:
             start = float((served.folders[user] / f"stamp.{attempt.id}").read_text())
             submitted = _epoch(datetime.fromisoformat(status.summary.submitted_at or ""))
             delays.append(start - submitted)
-            busy += 3.0  # one GPU for the job's 3 s
+            stages.append(_stages(served, attempt.id, submitted, start, slurm))
+            busy += sum(max(0.0, min(end, start + 3.0) - max(begin, start)) for begin, end in phase.windows)  # 1 GPU, 3 s
         phase.queue_s[tenant] = statistics.mean(delays)
-        phase.share[tenant] = busy / (phase.ended - phase.started)
+        phase.parts_s[tenant] = {name: statistics.mean(s[name] for s in stages) for name in stages[0]}
+        phase.share[tenant] = busy / phase.seconds
     with served.service.db.session() as session:
         rows = session.execute(select(CycleRecord.at, CycleRecord.duration_s).order_by(CycleRecord.id)).all()
-    inside = [(_epoch(at), took) for at, took in rows if phase.started <= _epoch(at) <= phase.ended]
-    phase.period_gaps = [b[0] - a[0] for a, b in zip(inside, inside[1:], strict=False)]
-    phase.cycle_s = [took for _, took in inside]
+    for start, end in phase.windows:  # gaps within each block (not the pause between two blocks)
+        inside = [(_epoch(at), took) for at, took in rows if start <= _epoch(at) <= end]
+        phase.period_gaps += [b[0] - a[0] for a, b in zip(inside, inside[1:], strict=False)]
+        phase.cycle_s += [took for _, took in inside]
+
+
+def _stages(served: Served, attempt_id: str, submitted: float, started: float, slurm: dict[str, dict[str, float]]
+            ) -> dict[str, float]:  # fmt: skip
+    """_stages splits one job's queue delay: to its placement, its launch mark, slurmctld's submit, its allocation, its start."""
+    with served.service.db.session() as session:
+        created, sent, job = session.execute(select(Attempt.created_at, Attempt.launch_sent_at, Attempt.slurm_job_id)
+                                             .where(Attempt.id == attempt_id)).one()  # fmt: skip
+    times = slurm.get(str(job), {})
+    placed, marked = _epoch(created), _epoch(sent)
+    rpc, allocated = times.get("submit", marked), times.get("allocate", marked)
+    return {"placed": placed - submitted, "marked": marked - placed, "sbatch": rpc - marked,
+            "slurm": allocated - rpc, "started": started - allocated}  # fmt: skip
+
+
+_SLURM_EVENT = re.compile(r"^\[([0-9T:.-]+)\] (?:_slurm_rpc_submit_batch_job: JobId=(\d+)|"
+                          r"sched: Allocate JobId=(\d+)|sched/backfill: _start_job: Started JobId=(\d+))")  # fmt: skip
+
+
+def _slurm_events() -> dict[str, dict[str, float]]:
+    """_slurm_events are slurmctld's logged submit and allocation instants per Slurm job id (its log's clock)."""
+    events: dict[str, dict[str, float]] = {}
+    for line in SLURMCTLD_LOG.read_text(errors="replace").splitlines():
+        if (found := _SLURM_EVENT.match(line)) is None:
+            continue
+        at = datetime.fromisoformat(found.group(1)).astimezone(UTC).timestamp()
+        if found.group(2):
+            events.setdefault(found.group(2), {})["submit"] = at
+        else:
+            events.setdefault(found.group(3) or found.group(4), {}).setdefault("allocate", at)
+    return events
 
 
 def _epoch(at: datetime) -> float:
@@ -292,8 +374,8 @@ def _epoch(at: datetime) -> float:
     return (at if at.tzinfo else at.replace(tzinfo=UTC)).timestamp()
 
 
-def _run_phase(served: Served, name: str, flood: bool) -> Phase:
-    phase = Phase(name)
+def _run_block(served: Served, phase: Phase, rounds: list[list[float]], flood: bool) -> None:
+    """_run_block has the others submit at each list of offsets in turn (a window each), with or without the flood."""
     stop = threading.Event()
     threads = [threading.Thread(target=_guarded(_probe, phase), args=(served, phase, stop), daemon=True)]
     if flood:
@@ -302,15 +384,44 @@ def _run_phase(served: Served, name: str, flood: bool) -> Phase:
         thread.start()
     if flood:  # the flood is at its limit before the others begin
         assert _wait(lambda: phase.flood_status.get(403, 0) > 0 or phase.errors, 120), phase.flood_status
-    phase.started = time.time()
-    _others(served, phase)
-    assert _wait(lambda: _finished(served, phase), 300), served.log.read_text()[-3000:]
-    phase.ended = time.time()
+    for offsets in rounds:
+        started = time.time()
+        _others(served, phase, offsets)
+        phase.windows.append((started, time.time()))  # while the others submitted: what their share is taken over
+        assert _wait(lambda: _finished(served, phase), 300), served.log.read_text()[-3000:]
     stop.set()
     for thread in threads:
         thread.join(timeout=150)
-    _measure(served, phase)
-    return phase
+    if flood:  # the next block runs without it: research's queue emptied, in metasched and in Slurm
+        assert _cancel_research(served), "research's jobs still in Slurm 2 minutes after their cancel"
+
+
+def _cancel_research(served: Served) -> bool:
+    """_cancel_research cancels research's unfinished jobs; False if Slurm still runs some of them after 2 minutes."""
+    for job in served.service.list_jobs(tenant="research", limit=100_000):
+        if job.state in ("pending", "running"):
+            served.service.cancel(job.id)
+    return _wait(lambda: not _research_in_slurm(), 120)
+
+
+def _run_phases(served: Served) -> tuple[Phase, Phase]:
+    """_run_phases runs the others' quarters in the order ORDER (B: baseline, F: flood), so a drift over the run cancels out.
+
+    Slurm's own scheduling of a submitted batch job waits for its controller's next one-second
+    pass, and the daemon's period drifts against those passes by a few ms a second: measured
+    one after the other, the two phases would differ by that drift alone.
+    """
+    phases = {"B": Phase("baseline"), "F": Phase("flood")}
+    quarters = [OFFSETS[i::4] for i in range(4)]
+    taken = {"B": 0, "F": 0}
+    for kind, group in itertools.groupby(ORDER):
+        count = len(list(group))
+        rounds = quarters[taken[kind] : taken[kind] + count]
+        taken[kind] += count
+        _run_block(served, phases[kind], rounds, flood=kind == "F")
+    for phase in phases.values():
+        _measure(served, phase)
+    return phases["B"], phases["F"]
 
 
 def _pct(values: list[float], q: float) -> float:
@@ -319,9 +430,11 @@ def _pct(values: list[float], q: float) -> float:
 
 
 def _report(phase: Phase) -> str:
-    lines = [f"{phase.name}: {phase.ended - phase.started:.0f} s"]
+    lines = [f"{phase.name}: {phase.seconds:.0f} s in {len(phase.windows)} block(s)"]
     for tenant in sorted(phase.queue_s):
-        lines.append(f"  {tenant}: queue mean {phase.queue_s[tenant]:.2f} s, GPUs held on average {phase.share[tenant]:.3f}")
+        parts = ", ".join(f"{name} {took:.2f}" for name, took in phase.parts_s[tenant].items())
+        lines.append(f"  {tenant}: queue mean {phase.queue_s[tenant]:.2f} s ({parts}), "
+                     f"GPUs held on average {phase.share[tenant]:.3f}")  # fmt: skip
     for what, values in (("probe GET /v1/jobs", phase.probe_s), ("others' CLI submit", phase.submit_s),
                          ("flood POST /v1/jobs/batch", phase.flood_s)):  # fmt: skip
         if values:
@@ -341,14 +454,13 @@ def test_a_flooding_tenant_leaves_the_others_delay_and_share_within_10_percent(s
     # the daemon synced research's GrpSubmitJobs from Slurm; the API reads limits every 5 s
     assert _wait(lambda: _limits(served).get("max_pending") == FLOOD_CAP, 60), _limits(served)
     time.sleep(6)
-    baseline = _run_phase(served, "baseline", flood=False)
-    flooded = _run_phase(served, "flood", flood=True)
+    baseline, flooded = _run_phases(served)
     print("\n" + _report(baseline) + "\n" + _report(flooded), flush=True)
     # oscar's own CLI over a per-user limit (metasched's: Slurm sets no MaxSubmitJobs here): sbatch's line, exit 1
     with served.service.db.session() as session:
         set_tenant(session, "research", actor="test", submit={"max_pending_per_user": 0})
     time.sleep(6)  # the API reads limits every 5 s
-    (served.folders["oscar"] / "flood.yaml").write_text(FLOOD_JOB)
+    (served.folders["oscar"] / "flood.yaml").write_text(FLOOD_JOB.replace("SECONDS", "0"))
     refused = run_one(Call("oscar", ("submit", "-f", "flood.yaml")), f"unix://{served.socket}", served.folders["oscar"])
     assert refused.code == 1, refused
     assert "Batch job submission failed: Job violates accounting/QOS policy" in refused.stderr, refused.stderr
@@ -365,11 +477,7 @@ def test_a_flooding_tenant_leaves_the_others_delay_and_share_within_10_percent(s
     assert {"rate", "tenant_pending"} <= {line.detail["reason"] for line in refused}
     assert all(line.actor == "oscar" for line in refused)
     slower = {t: flooded.queue_s[t] / baseline.queue_s[t] - 1 for t in ("tenant-a", "tenant-b")}
-    if any(v > TOLERANCE for v in slower.values()):
-        # measured 2026-12-03: +18%/+18% and +3%/+37% with the period, the policy and the API unchanged;
-        # not analysed yet (likely the flood's sbatch calls ahead of theirs in the daemon's launch pool)
-        pytest.xfail(f"issue 16 point 4 not met on the dev cluster: the others' queue delay rose by "
-                     f"{', '.join(f'{t} {v:+.0%}' for t, v in slower.items())} under the flood (> 10%)")  # fmt: skip
+    assert all(v <= TOLERANCE for v in slower.values()), f"the others' queue delay rose by {slower}\n{_report(flooded)}"
 
 
 def _limits(served: Served) -> dict:
