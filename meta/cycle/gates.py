@@ -27,6 +27,7 @@ from meta.policy.dependencies import Gates, ObservedJob, Phase, element_key, eli
 from meta.policy.plan import PendingReason
 from meta.policy.snapshot import PendingTask
 from meta.store import audit
+from meta.store.chunks import chunked
 from meta.store.lifecycle import cancel_job
 from meta.store.models import Attempt, Job, Task
 from meta.store.transitions import transition_task
@@ -111,8 +112,7 @@ def apply_gates(
 def task_names(session: Session, task_ids: Sequence[str]) -> dict[str, str]:
     """task_names is each task's name (an array element's index), by task id."""
     names: dict[str, str] = {}
-    for start in range(0, len(task_ids), _IN_CHUNK):
-        chunk = list(task_ids[start : start + _IN_CHUNK])
+    for chunk in chunked(task_ids, _IN_CHUNK):
         names.update(session.execute(select(Task.id, Task.name).where(Task.id.in_(chunk))).all())
     return names
 
@@ -121,8 +121,7 @@ def observe_elements(session: Session, refs: Iterable[str]) -> dict[str, Observe
     """observe_elements is each element (task) of the referenced jobs, keyed ``REF_NAME`` (for aftercorr)."""
     wanted = sorted(set(refs))
     found: dict[str, ObservedJob] = {}
-    for start in range(0, len(wanted), _IN_CHUNK):
-        chunk = wanted[start : start + _IN_CHUNK]
+    for chunk in chunked(wanted, _IN_CHUNK):
         rows = session.execute(
             select(Job.id, Job.short_id, Job.cancel_requested, Task.name, Task.state, Task.updated_at)
             .join(Task, Task.job_id == Job.id)
@@ -138,8 +137,7 @@ def observe_jobs(session: Session, refs: Iterable[str]) -> dict[str, ObservedJob
     """observe_jobs is each referenced job's phase and start, keyed by the reference (short id or id)."""
     wanted = sorted(set(refs))
     found: dict[str, ObservedJob] = {}
-    for start in range(0, len(wanted), _IN_CHUNK):
-        chunk = wanted[start : start + _IN_CHUNK]
+    for chunk in chunked(wanted, _IN_CHUNK):
         jobs = session.execute(
             select(Job.id, Job.short_id, Job.cancel_requested).where(or_(Job.short_id.in_(chunk), Job.id.in_(chunk)))
         ).all()

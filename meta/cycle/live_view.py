@@ -21,11 +21,11 @@ from sqlalchemy.orm import Session
 from meta.model.resources import ResourceVector
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState
 from meta.policy.snapshot import Reservation
+from meta.store.chunks import chunked
 from meta.store.models import Attempt, Checkpoint, Job
 
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
 _HOLDING = frozenset({AttemptState.RUNNING.value, AttemptState.STOPPING.value})  # held on Slurm's nodes
-_IN_CHUNK = 1000
 
 Describe = Callable[[Job, Attempt, "datetime | None"], Reservation]
 _Key = tuple[Any, ...]
@@ -73,8 +73,7 @@ class LiveView:
     ) -> dict[str, tuple[_Key, str, Reservation]]:
         """_describe loads the full rows of ``attempt_ids`` (and their jobs) in chunks and describes each."""
         described: dict[str, tuple[_Key, str, Reservation]] = {}
-        for start in range(0, len(attempt_ids), _IN_CHUNK):
-            chunk = attempt_ids[start : start + _IN_CHUNK]
+        for chunk in chunked(attempt_ids):
             for attempt, job in session.execute(
                 select(Attempt, Job).join(Job, Job.id == Attempt.job_id).where(Attempt.id.in_(chunk))
             ):

@@ -20,9 +20,8 @@ from sqlalchemy.orm import Session
 from meta.model.errors import JOB_FAULTS
 from meta.model.states import TaskState
 from meta.policy.snapshot import PendingTask
+from meta.store.chunks import chunked
 from meta.store.models import Job, Task
-
-_IN_CHUNK = 1000  # ids per IN (...) list: well under SQLite's bound on bound parameters
 
 Describe = Callable[[Job, Task], PendingTask]
 
@@ -69,8 +68,7 @@ class PendingView:
     ) -> dict[str, tuple[tuple[Any, ...], PendingTask]]:
         """_describe loads the full rows of ``task_ids`` in chunks and describes each one."""
         described: dict[str, tuple[tuple[Any, ...], PendingTask]] = {}
-        for start in range(0, len(task_ids), _IN_CHUNK):
-            chunk = task_ids[start : start + _IN_CHUNK]
+        for chunk in chunked(task_ids):
             for task, job in session.execute(select(Task, Job).join(Job, Job.id == Task.job_id).where(Task.id.in_(chunk))):
                 try:
                     described[task.id] = (keys[task.id], describe(job, task))

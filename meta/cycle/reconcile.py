@@ -41,6 +41,7 @@ from meta.model.kinds import FailureCategory
 from meta.model.spec import TrainingSpec
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition
 from meta.store import audit
+from meta.store.chunks import chunked
 from meta.store.db import Database
 from meta.store.lifecycle import attempt_event, cancel_job, job_spec, move_attempts, quarantine_attempt
 from meta.store.models import Attempt, Job, PartitionCommit, Task, Transition
@@ -290,10 +291,9 @@ class Reconciler:
         """
         result = ReconcileResult(slurm_reads=observation.calls)
         live_ids = self._live_ids()  # read again: the observation may be older than this call
-        for start in range(0, len(live_ids), _CHUNK):
+        for chunk in chunked(live_ids, _CHUNK):
             with self.db.session() as session:
                 fence(session, leadership)
-                chunk = live_ids[start : start + _CHUNK]
                 steady, groups = self._classify(session, chunk, observation)
                 done = set(steady)
                 for key, stimuli in groups.items():

@@ -26,11 +26,11 @@ from meta.model.sbatch_fields import placement_filters
 from meta.model.spec import AnySpec, InferenceSpec, TrainingSpec, spec_from_json
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
 from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot, TenantState
+from meta.store.chunks import chunked
 from meta.store.models import Attempt, Checkpoint, Job, JobSpecRow, Task, Tenant, TenantUsage
 
 log = logging.getLogger("metasched.snapshot")
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
-_IN_CHUNK = 1000  # ids per IN (...) list: well under SQLite's bound on bound parameters
 
 
 class SpecCache:
@@ -237,8 +237,7 @@ def _reservations(session: Session, specs: SpecCache) -> tuple[Reservation, ...]
     live = list(session.scalars(select(Attempt).where(Attempt.state.in_(_LIVE))))
     # the jobs of live attempts (their specs come joined) in one query per chunk, not one per attempt
     job_ids = sorted({a.job_id for a in live})
-    for start in range(0, len(job_ids), _IN_CHUNK):
-        chunk = job_ids[start : start + _IN_CHUNK]
+    for chunk in chunked(job_ids):
         jobs.update((job.id, job) for job in session.scalars(select(Job).where(Job.id.in_(chunk))))
 
     def job_of(job_id: str) -> Job:

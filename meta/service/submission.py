@@ -24,6 +24,7 @@ from meta.model.states import TaskState
 from meta.service.dependency_check import check_dependencies
 from meta.service.views import JobSummary, task_counts
 from meta.store.bulk_insert import insert_sharing
+from meta.store.chunks import chunked
 from meta.store.models import Job, JobSpecRow, Queue, Task, Tenant
 from meta.store.upsert import insert_ignore
 from tenants.identity import Principal
@@ -73,8 +74,7 @@ def _existing(session: Session, keyed: Sequence[NewJob]) -> dict[tuple[str, str 
     """_existing finds the stored jobs of these (tenant, key) pairs with their spec hash and task counts."""
     pairs = sorted({(w.spec.tenant, w.key) for w in keyed})
     found: dict[tuple[str, str | None], tuple[Job, str, dict[str, int]]] = {}
-    for start in range(0, len(pairs), _IN_CHUNK):
-        chunk = pairs[start : start + _IN_CHUNK]
+    for chunk in chunked(pairs, _IN_CHUNK):
         jobs = list(session.scalars(select(Job).where(tuple_(Job.tenant, Job.idempotency_key).in_(chunk))))
         counts = task_counts(session, [job.id for job in jobs])
         for job in jobs:

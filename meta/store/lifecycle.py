@@ -33,6 +33,7 @@ from meta.model.states import (
     task_state_for_attempt,
 )
 from meta.store import audit
+from meta.store.chunks import chunked
 from meta.store.models import Attempt, Job, JobSpecRow, Task, Transition
 from meta.store.transitions import TransitionResult, transition_attempt, transition_task
 
@@ -169,8 +170,8 @@ def create_attempts(
     counters = {"fencing_counter": Task.fencing_counter + 1, "attempts_made": Task.attempts_made + 1, "not_before": None}
     # placements carry their own reasons (nearly one per task): one UPDATE per chunk sets each
     # task's through a CASE, where grouping by reason made it one UPDATE per task
-    for start in range(0, len(wanted), _BULK_CHUNK):
-        reasons = {w.task_id: w.reason for w in wanted[start : start + _BULK_CHUNK]}
+    for chunk in chunked(wanted, _BULK_CHUNK):
+        reasons = {w.task_id: w.reason for w in chunk}
         _cas_all(session, Task, list(reasons), TaskState.PENDING.value, TaskState.SCHEDULED.value, now,
                  {"reason": case(reasons, value=Task.id), **counters})
     created = {w.task_id: new_uuid() for w in wanted}
