@@ -24,6 +24,7 @@ from meta.cycle.launch_plan import LaunchSettings
 from meta.cycle.metrics import Metrics
 from meta.cycle.reconcile import ReconcileSettings
 from meta.model.durations import parse_duration_s
+from meta.policy.admission import DEFAULT_BURST, DEFAULT_RATE
 from meta.policy.config import SchedulerConfig
 from meta.service.server import ApiServer, ApiStartError
 from slurm_bridge.commands import CliSlurmClient
@@ -102,6 +103,11 @@ from tenants.secrets import DEFAULT_ROOT
 @click.option("--managed-partitions", default="", envvar="METASCHED_MANAGED_PARTITIONS", show_default=True,
               help="Comma-separated metasched-managed Slurm partitions: plain sbatch jobs that "
               "deploy/slurm/job_submit.lua holds there are adopted (README: Plain sbatch, adopted).")
+@click.option("--submit-rate", default=None, type=click.FloatRange(min=0.01),
+              help="Jobs per second each tenant may submit through the API, unless the tenant sets its own "
+              f"(`metasched tenant set --submit-rate`). Default: {DEFAULT_RATE:g}.")
+@click.option("--submit-burst", default=None, type=click.IntRange(1),
+              help=f"Jobs each tenant may submit at once, unless the tenant sets its own. Default: {DEFAULT_BURST}.")
 @click.option("--log-level", default="INFO", type=click.Choice(["DEBUG", "INFO", "WARNING", "ERROR"]))
 @pass_state
 @handle_errors
@@ -133,6 +139,8 @@ def serve(
     decision_max_rows: int,
     decision_alternatives: int,
     managed_partitions: str,
+    submit_rate: float | None,
+    submit_burst: int | None,
     log_level: str,
 ) -> None:
     """Run the scheduler daemon and the API until SIGTERM or SIGINT."""
@@ -146,7 +154,7 @@ def serve(
     api = None
     if not (no_api or once):
         api = _start_api(service.db.url, files.state_dir, api_socket, api_listen, secrets_root, slurm_bin_dir,
-                         munge_socket, metrics, str(files.log_dir))
+                         munge_socket, metrics, str(files.log_dir), (submit_rate, submit_burst))
     config = DaemonConfig(
         period_s=period,
         leader_lease_s=leader_lease,
@@ -193,6 +201,7 @@ def serve(
 def _start_api(
     db_url: str, state_dir: Path, api_socket: str | None, api_listen: str, secrets_root: str,
     slurm_bin_dir: str | None, munge_socket: str | None, metrics: Metrics, log_dir: str | None = None,
+    submit_bucket: tuple[float | None, int | None] = (None, None),
 ) -> ApiServer:
     """_start_api serves the API beside the cycle (every replica, leader or standby); a bad address exits 2."""
     if munge_socket is not None and not is_socket(munge_socket):
@@ -208,7 +217,8 @@ def _start_api(
     try:
         return start_api(db_url, listen, secrets_root=secrets_root, slurm_bin_dir=slurm_bin_dir,
                          munge_socket=munge_socket, registry=metrics.registry,
-                         web_key_file=state_dir / "web-key", log_dir=log_dir)
+                         web_key_file=state_dir / "web-key", log_dir=log_dir,
+                         submit_rate=submit_bucket[0], submit_burst=submit_bucket[1])
     except ApiStartError as exc:
         fail(f"cannot start the API: {exc}", EXIT_ERROR)
         raise  # unreachable: fail exits

@@ -101,3 +101,12 @@ def test_munge_socket_points_the_service_at_a_sites_munged(tmp_path: Path) -> No
 def test_a_bad_api_address_is_a_usage_error(tmp_path: Path, extra: list[str], words: str) -> None:
     done = subprocess.run(_serve(tmp_path, *extra), cwd=REPO, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2 and words in done.stderr and done.stderr.count("\n") == 1, done.stderr
+
+
+@pytest.mark.parametrize(
+    ("extra", "words"),
+    [(["--submit-rate", "0"], "--submit-rate"), (["--submit-burst", "0"], "--submit-burst")],
+)
+def test_a_submit_bucket_out_of_range_is_a_usage_error(tmp_path: Path, extra: list[str], words: str) -> None:
+    done = subprocess.run(_serve(tmp_path, *extra), cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2 and words in done.stderr and "Traceback" not in done.stderr, done.stderr
