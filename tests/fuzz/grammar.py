@@ -194,11 +194,14 @@ def job_file(draw: st.DrawFn) -> bytes:
 
 # --- msbatch scripts --------------------------------------------------------------------------
 
-UNSUPPORTED = ("export", "dependency", "exclusive", "constraint", "chdir", "begin", "hold", "mail-type",
-               "nodelist", "exclude", "requeue", "gpus-per-task", "uid", "get-user-env", "wckey")
+UNSUPPORTED = ("uid", "get-user-env", "wckey", "reservation", "nice")  # options msbatch refuses in sbatch's words
 OPTION_VALUES = ("1", "2", "0", "-1", "tenant-a", "gpu", "a100:2", "gpu:a100:2", "10:00", "1-0", "16G",
                  "normal", "", "x\n", "１", "$(id)", "a b", "a100:٢", "99999999999999999999", "--uid=0",
-                 "0-3", "0-3%2", "1,2,3", "training", "inference", "evaluation", "\udcff", "x" * 3000)
+                 "0-3", "0-3%2", "1,2,3", "training", "inference", "evaluation", "\udcff", "x" * 3000,
+                 # --dependency, --begin, --export, --mail-type, -w/-x, -C values, well- and ill-formed
+                 "afterok:123", "afterany:jx1:jx2?afternotok:9", "singleton", "after:1+5", "aftercorr:",
+                 "now+1hour", "2027-01-01T00:00", "16:00", "midnight", "tomorrow+", "NONE", "ALL,FOO=bar",
+                 "END,FAIL", "t4n[1-2]", "a100n1,", "a100&h100", "[a|b]")
 
 
 @st.composite
