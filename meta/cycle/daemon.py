@@ -21,7 +21,8 @@ One period, in order:
    leases and fencing tokens, victims marked for stopping, pending reasons stored.
 9. holds (``holds.py``): Slurm reservations for held head-of-line gangs, changed only when the
    wanted set changes.
-10. actuate (``actuate.py``): new attempts go to the launch pool (``launch_pool.py``), which
+10. actuate (``actuate.py``): new attempts go to the launch pool (``launch_pool.py``) in the
+    policy's order, one tenant per round (``launch_order.py``); the pool
     commits ``launching``, then runs sbatch, then records the Slurm id behind the period (the
     next period takes its progress); USR1 + grace + scancel for attempts being stopped.
 11. outputs (``outputs.py``): inference partitions that exited 0 are committed during step 3;
