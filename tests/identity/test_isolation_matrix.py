@@ -69,6 +69,8 @@ EXPECTED: dict[str, tuple[str, ...]] = {
     "checkpoint list": (A,    D,  A,    A,   A,    A,     _,   _,     _,      _),
     "cancel":          (A,    D,  D,    A,   A,    A,     _,   _,     _,      _),
     "retry":           (A,    D,  D,    A,   A,    A,     _,   _,     _,      _),
+    "hold":            (A,    D,  D,    A,   A,    A,     _,   _,     _,      _),
+    "release":         (A,    D,  D,    A,   A,    A,     _,   _,     _,      _),
     "secret list":     (A,    D,  A,    A,   A,    A,     _,   _,     _,      _),
     "secret set":      (D,    D,  D,    A,   A,    A,     _,   _,     _,      _),
     "secret delete":   (D,    D,  D,    A,   A,    A,     _,   _,     _,      _),
@@ -97,7 +99,8 @@ BOB_WORDS = {
     "tenant show": "not found", "tenant set": "admin",
 }  # fmt: skip
 MEMBER_WORDS = {
-    "cancel": "only the owner", "retry": "only the owner", "secret set": "you are not",
+    "cancel": "only the owner", "retry": "only the owner", "hold": "only the owner", "release": "only the owner",
+    "secret set": "you are not",
     "secret delete": "you are not", "tenant set": "admin",
 }  # fmt: skip
 # the route of each row, asked without any credential
@@ -106,7 +109,8 @@ ROUTES = {
     "status": ("GET", "/v1/jobs/{job}"), "list": ("GET", "/v1/jobs?as_tenant=tenant-a"),
     "explain": ("GET", "/v1/jobs/{job}/explain"), "outputs": ("GET", "/v1/jobs/{infer}/outputs"),
     "checkpoint list": ("GET", "/v1/jobs/{train}/checkpoints"), "cancel": ("POST", "/v1/jobs/{job}/cancel"),
-    "retry": ("POST", "/v1/jobs/{job}/retry"), "secret list": ("GET", "/v1/tenants/tenant-a/secrets"),
+    "retry": ("POST", "/v1/jobs/{job}/retry"), "hold": ("POST", "/v1/jobs/{job}/hold"),
+    "release": ("POST", "/v1/jobs/{held}/release"), "secret list": ("GET", "/v1/tenants/tenant-a/secrets"),
     "secret set": ("PUT", "/v1/tenants/tenant-a/secrets/X"), "secret delete": ("DELETE", "/v1/tenants/tenant-a/secrets/X"),
     "tenant show": ("GET", "/v1/tenants/tenant-a"), "tenant set": ("PUT", "/v1/tenants/tenant-a"),
     "audit": ("GET", "/v1/audit?as_tenant=tenant-a"), "commit": ("POST", "/v1/attempts/{commit_attempt}/commit"),
@@ -125,6 +129,9 @@ class World:
     job: str = ""  # alice's pending job: reads, and the target of refused cancels
     cancelled: str = ""  # alice's cancelled job: the target of refused retries
     own_jobs: dict[str, str] = field(default_factory=dict)  # caller -> alice's job that caller cancels and retries
+    held: str = ""  # alice's job under her own hold: the target of refused releases
+    hold_jobs: dict[str, str] = field(default_factory=dict)  # caller -> alice's waiting job that caller holds
+    release_jobs: dict[str, str] = field(default_factory=dict)  # caller -> alice's held job that caller releases
     infer: str = ""
     commit_attempts: dict[str, tuple[str, int]] = field(default_factory=dict)  # caller -> (attempt, token)
     train: str = ""
@@ -181,6 +188,13 @@ def build_world(world: World) -> None:
     for caller in USERS:
         if world.allowed("cancel", caller):
             world.own_jobs[caller], _ = _alice_submit(world, evaluation)
+        if world.allowed("hold", caller):
+            world.hold_jobs[caller], _ = _alice_submit(world, evaluation)
+        if world.allowed("release", caller):
+            world.release_jobs[caller], _ = _alice_submit(world, evaluation)
+            served.service.hold(world.release_jobs[caller], principal=_alice())
+    world.held, _ = _alice_submit(world, evaluation)
+    served.service.hold(world.held, principal=_alice())
     output = world.path("out")
     world.infer, partitions = _alice_submit(world, {
         "kind": "inference", "name": "inf", "command": "true", "partitions": len(USERS) + 1, "output": str(output),
@@ -240,6 +254,8 @@ def _command(world: World, row: str, caller: str) -> tuple[str, ...]:
         "checkpoint list": ("checkpoint", "list", world.train, "--json"),
         "cancel": ("cancel", own),
         "retry": ("retry", own if allowed else world.cancelled, "--json"),
+        "hold": ("hold", world.hold_jobs.get(caller, world.job) if allowed else world.job),
+        "release": ("release", world.release_jobs.get(caller, world.held) if allowed else world.held),
         "secret list": ("secret", "list", TENANT, "--json"),
         "secret set": ("secret", "set", TENANT, f"SET_{name}"),
         "secret delete": ("secret", "delete", TENANT, f"DEL_{name}"),
@@ -320,6 +336,10 @@ def works(world: World, row: str, caller: str, out: Outcome) -> None:
         assert answer["workers"] == 1 and answer["recommended_interval_s"] > 0  # type: ignore[index]
     elif row == "cancel":
         assert _job_row(world, world.own_jobs[caller]).cancel_requested
+    elif row == "hold":  # an admin's hold is JobHeldAdmin, anyone else's JobHeldUser (as Slurm's)
+        assert _job_row(world, world.hold_jobs[caller]).hold == ("admin" if caller in ("oscar", "root") else "user")
+    elif row == "release":
+        assert _job_row(world, world.release_jobs[caller]).hold is None
     elif row == "retry":
         assert len(out.json()) == 1 and _states(world, world.own_jobs[caller]) == {"pending"}  # type: ignore[arg-type]
     elif row == "secret list":
@@ -365,6 +385,10 @@ def untouched(world: World) -> list[str]:
     job = _job_row(world, world.job)
     if job.cancel_requested or _states(world, world.job) != {"pending"}:
         problems.append(f"job {world.job} was changed by a refused cancel")
+    if job.hold is not None:
+        problems.append(f"job {world.job} was held by a refused hold")
+    if _job_row(world, world.held).hold != "user":
+        problems.append(f"job {world.held} was released by a refused release")
     if _states(world, world.cancelled) != {"cancelled"}:
         problems.append(f"job {world.cancelled} was changed by a refused retry")
     root = secret_files.tenant_dir(world.served.secrets, TENANT)
@@ -435,7 +459,7 @@ def denial_problem(world: World, row: str, caller: str, out: Outcome) -> str:
 def run_cells(world: World) -> list[Cell]:
     """run_cells runs every cell in three rounds (allowed changes, then retries, then the denied writes)."""
     cells = [Cell(row, caller, world.expected[row][i]) for row in world.expected for i, caller in enumerate(CALLERS)]
-    writes = ("cancel", "retry", "secret set", "secret delete", "tenant set")
+    writes = ("cancel", "retry", "hold", "release", "secret set", "secret delete", "tenant set")
 
     def round_of(cell: Cell) -> int:
         if cell.expected == D and cell.row in writes:
@@ -462,7 +486,7 @@ def run_cells(world: World) -> list[Cell]:
 
 def no_credential_at_all(world: World) -> list[str]:
     """no_credential_at_all asks every route without an Authorization header: each must be 401 (problems listed)."""
-    targets = {"job": world.job, "infer": world.infer, "train": world.train,
+    targets = {"job": world.job, "held": world.held, "infer": world.infer, "train": world.train,
                "commit_attempt": world.commit_attempts["target"][0], "train_attempt": world.train_attempt[0]}  # fmt: skip
     problems = []
     for row, (method, route) in ROUTES.items():
