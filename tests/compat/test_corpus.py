@@ -158,6 +158,14 @@ def _metasched_ids(serve: Serve, run: Run) -> tuple[list[str], list[str]] | None
     return [run.submitted, *every], last
 
 
+# srun's notices that a step waited for the previous one to release the allocation: Slurm's
+# timing (seen under sbatch and msbatch alike when two sruns follow each other), not semantics.
+SRUN_STEP_WAIT = re.compile(
+    r"^srun: (Job \d+ step creation temporarily disabled, retrying \([^)]*\)|Step created for job \d+)\n",
+    re.M,
+)
+
+
 def _normalised(text: str, run: Run) -> str:
     """_normalised writes ids, the folder, times and (unless -w/-x chose them) nodes as placeholders.
 
@@ -166,6 +174,7 @@ def _normalised(text: str, run: Run) -> str:
     name the node) are placement, as are SLURMD_NODENAME and the node lists.
     """
     script = (SCRIPTS / run.script).read_text()
+    text = SRUN_STEP_WAIT.sub("", text)
     text = text.replace(str(run.folder), "<DIR>")
     text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d", "<TIME>", text)
     if not re.search(r"^#SBATCH (-w|-x|--nodelist|--exclude)", script, re.M):
