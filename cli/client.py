@@ -45,6 +45,10 @@ class ApiUnreachable(Exception):
     """ApiUnreachable: no answer from the API address (nothing listening, refused, timed out)."""
 
 
+class Unanswered(ApiUnreachable):
+    """Unanswered: the request went out but no answer came back (the service may or may not have acted)."""
+
+
 class BadAddress(ValueError):
     """BadAddress: --api / METASCHED_API is not ``unix:///path`` or ``http://host:port``."""
 
@@ -99,8 +103,14 @@ class ApiClient:
         query: Mapping[str, Any] | None = None,
         body: Any = None,
         headers: Mapping[str, str] | None = None,
+        retry_unanswered: bool = False,
     ) -> Any:
-        """call sends one request (with extra ``headers``) and returns the decoded JSON answer (raises ApiError or ApiUnreachable)."""
+        """call sends one request (with extra ``headers``) and returns the decoded JSON answer (raises ApiError or ApiUnreachable).
+
+        ``retry_unanswered`` sends the request again (with a fresh credential: MUNGE refuses a
+        replayed one) when it went out but no answer came back, for ``connect_wait_s``; only for
+        requests the service makes idempotent, such as an attempt's commit.
+        """
         extra = dict(headers or {})
         # a list or tuple value repeats its key (``?state=PD&state=R``)
         params = {
@@ -117,8 +127,18 @@ class ApiClient:
         }
         if body is not None:
             sent["Content-Type"] = "application/json"
-        status, raw = self._exchange(method, target, data if body is not None else None, sent)
-        return _decode(status, raw)
+        deadline = time.monotonic() + (self.connect_wait_s if retry_unanswered else 0.0)
+        delay = 0.2
+        while True:
+            try:
+                status, raw = self._exchange(method, target, data if body is not None else None, sent)
+                return _decode(status, raw)
+            except Unanswered:
+                if time.monotonic() + delay > deadline:
+                    raise
+            time.sleep(delay)
+            delay = min(delay * 2, 5.0)
+            sent["Authorization"] = f"MUNGE {self._credential_for(method, target, data)}"
 
     def _credential_for(self, method: str, target: str, data: bytes) -> str:
         if self._credential is None:
@@ -151,7 +171,7 @@ class ApiClient:
             response = connection.getresponse()
             raw = response.read(MAX_RESPONSE_BYTES + 1)
         except (OSError, http.client.HTTPException) as exc:
-            raise ApiUnreachable(f"cannot reach the metasched API at {self.address}: {_reason(exc)} "
+            raise Unanswered(f"cannot reach the metasched API at {self.address}: {_reason(exc)} "
                                  f"(is `metasched serve` running? choose the address with --api or {API_ENV})") from None
         finally:
             connection.close()

@@ -133,7 +133,10 @@ class ApiBackend:
     def commit(self, attempt_id: str, token: int, manifest: Any, *, secret: str | None = None) -> dict[str, Any]:
         """commit is POST /v1/attempts/{id}/commit."""
         body = {"token": token, "manifest": manifest, "secret": secret}
-        return self._send("POST", f"/v1/attempts/{segment(attempt_id)}/commit", body)
+        # the service's commit is idempotent per attempt (checkpoint.manifest.commit): a commit
+        # whose answer was lost to a restarting daemon is sent again rather than failing the job
+        return self.client.call("POST", f"/v1/attempts/{segment(attempt_id)}/commit",
+                                query={"as_tenant": self.as_tenant}, body=body, retry_unanswered=True)
 
     def report_checkpoint(
         self, attempt_id: str, token: int, *, step: int, path: str, size_bytes: int | None = None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import threading
 import time
 from pathlib import Path
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from cli.client import ApiClient, ApiUnreachable
+from cli.client import ApiClient, ApiUnreachable, Unanswered
 from cli.main import cli
 from meta.service.api import Service
 from tests.api_support import running_api
@@ -46,3 +47,56 @@ def test_a_job_side_call_waits_for_a_restarting_daemon(tmp_path: Path) -> None:
         done.set()
         thread.join()
         service.db.dispose()
+
+
+def _read_request(connection: socket.socket) -> bytes:
+    """_read_request reads one whole request (headers, then Content-Length bytes: http.client sends them apart)."""
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += connection.recv(65536)
+    head, _, body = data.partition(b"\r\n\r\n")
+    length = int(next(line.split(b":")[1] for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")))
+    while len(body) < length:
+        body += connection.recv(65536)
+    return data
+
+
+def _drop_first_then_answer(path: Path, seen: list[bytes]) -> threading.Thread:
+    """_drop_first_then_answer serves two connections: the first is read and closed unanswered, the second answered."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(2)
+
+    def serve() -> None:
+        with listener:
+            for answer in (None, b'{"task_id": "t", "attempt_id": "a", "files": 1}'):
+                connection, _ = listener.accept()
+                with connection:
+                    seen.append(_read_request(connection))
+                    if answer is not None:
+                        connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                                           b"Content-Length: %d\r\nConnection: close\r\n\r\n%s" % (len(answer), answer))
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_an_unanswered_commit_is_sent_again_with_a_fresh_credential(tmp_path: Path) -> None:
+    seen: list[bytes] = []
+    thread = _drop_first_then_answer(tmp_path / "api.sock", seen)
+    minted = iter(f"cred-{n}" for n in range(10))
+    client = ApiClient(f"unix://{tmp_path}/api.sock", credential=lambda *_: next(minted), connect_wait_s=10)
+    answer = client.call("POST", "/v1/attempts/a/commit", body={"token": 1}, retry_unanswered=True)
+    thread.join(5)
+    assert answer["files"] == 1 and len(seen) == 2
+    assert b"MUNGE cred-0" in seen[0] and b"MUNGE cred-1" in seen[1]  # MUNGE refuses a replayed credential
+
+
+def test_a_request_that_is_not_idempotent_is_never_sent_twice(tmp_path: Path) -> None:
+    seen: list[bytes] = []
+    _drop_first_then_answer(tmp_path / "api.sock", seen)
+    client = ApiClient(f"unix://{tmp_path}/api.sock", credential=lambda *_: "uid=0", connect_wait_s=10)
+    with pytest.raises(Unanswered, match="cannot reach the metasched API"):
+        client.call("POST", "/v1/jobs", body={"name": "x"})
+    assert len(seen) == 1
