@@ -34,6 +34,7 @@ from meta.model.errors import JOB_FAULTS
 from meta.model.kinds import FailureCategory
 from meta.model.spec import TrainingSpec
 from meta.model.states import AttemptState
+from meta.store.chunks import chunked
 from meta.store.db import Database
 from meta.store.lifecycle import attempt_event, mark_launching, quarantine_attempt
 from meta.store.models import Attempt, Checkpoint, Job, Task
@@ -147,12 +148,12 @@ class Actuator:
         Once ``stop`` is set no further sbatch goes out: the batch's unsent attempts stay
         ``launching`` without a Slurm id, looked up like unknown launches.
         """
-        for start in range(0, len(ids), LAUNCH_BATCH):
+        for batch in chunked(ids, LAUNCH_BATCH):
             if stop is not None and stop.is_set():
                 return
             if self.keep_lease is not None:
                 self.keep_lease(leadership)
-            prepared = self._mark_launching(ids[start : start + LAUNCH_BATCH], leadership, from_state, result)
+            prepared = self._mark_launching(list(batch), leadership, from_state, result)
             self._record(self._submit_all(prepared, leadership, stop, executor), result)
 
     def _mark_launching(

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from meta.cycle.actuate import LAUNCH_BATCH, ActuationResult, Actuator
 from meta.cycle.lease import Leadership, NotLeader
 from meta.model.states import AttemptState
+from meta.store.chunks import chunked
 
 log = logging.getLogger("metasched.launch_pool")
 
@@ -69,8 +70,8 @@ class LaunchPool:
             if self._stop.is_set():
                 return 0
             fresh = [attempt_id for attempt_id in dict.fromkeys(ids) if attempt_id not in self._in_flight]
-            for start in range(0, len(fresh), LAUNCH_BATCH):
-                self._queue.append(_Work(tuple(fresh[start : start + LAUNCH_BATCH]), leadership, from_state))
+            for batch in chunked(fresh, LAUNCH_BATCH):
+                self._queue.append(_Work(tuple(batch), leadership, from_state))
             self._in_flight.update(fresh)
             if fresh:
                 self._start()

@@ -24,6 +24,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from meta.policy.plan import PendingReason, ReasonCode
+from meta.store.chunks import chunked
 from meta.store.models import TaskReason
 from meta.store.upsert import upsert_rows
 
@@ -120,6 +121,6 @@ def store_reasons(
         }
         for task_id, reason in changed.items()
     ]
-    for start in range(0, len(rows), REASON_BATCH):
-        upsert_rows(session, TaskReason, rows[start : start + REASON_BATCH], key=("task_id",))
+    for batch in chunked(rows, REASON_BATCH):
+        upsert_rows(session, TaskReason, batch, key=("task_id",))
     return len(rows)
