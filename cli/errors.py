@@ -84,7 +84,7 @@ def describe(exc: BaseException) -> tuple[str, int] | None:
         ("cli.credentials", "CredentialError", lambda e: (str(e), EXIT_ERROR)),
         ("cli.local", "LocalModeRefused", lambda e: (str(e), EXIT_USAGE)),
         ("meta.model.spec", "SpecError", lambda e: (f"invalid job spec: {spec_problems(e.problems)}", EXIT_USAGE)),
-        ("meta.model.jobfile", "JobFileError", lambda e: (f"invalid job spec: (file) {e}", EXIT_USAGE)),
+        ("meta.model.job_text", "JobFileError", lambda e: (f"invalid job spec: (file) {e}", EXIT_USAGE)),
         ("meta.store.db", "DatabaseURLError", lambda e: (str(e), EXIT_USAGE)),
         ("meta.model.states", "IllegalTransition", lambda e: (str(e), EXIT_ERROR)),
         ("sqlalchemy.exc", "OperationalError",

@@ -25,7 +25,7 @@ def tasks_text(counts: dict[str, int]) -> str:
 
 def read_job_file(path: str) -> str:
     """read_job_file reads a job file within the limits (≤ 1 MiB, strict UTF-8, no NUL)."""
-    from meta.model.jobfile import decode_job_text, read_job_bytes
+    from meta.model.job_text import decode_job_text, read_job_bytes
 
     return decode_job_text(read_job_bytes(path), path)
 

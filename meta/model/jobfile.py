@@ -9,19 +9,17 @@ milliseconds and no memory. Booleans are YAML 1.2's (``on``/``yes`` stay strings
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any
 
 import yaml
 
+from meta.model.job_text import JobFileError, decode_job_text, read_job_bytes
 from meta.model.limits import MAX_DEPTH, MAX_JOB_FILE_BYTES, MAX_NODES, clip
+
+__all__ = ["JobFileError", "decode_job_text", "parse_job_text", "read_job_bytes"]
 
 _FAST = getattr(yaml, "CSafeLoader", None)  # libyaml: ~6x faster; the pure-Python loader otherwise
 _BASE_LOADER: type = _FAST or yaml.SafeLoader
-
-
-class JobFileError(ValueError):
-    """JobFileError is a job file that cannot be read or parsed; the message is one line."""
 
 
 class _Yaml12Loader(_BASE_LOADER):  # type: ignore[misc, valid-type]
@@ -37,29 +35,6 @@ _Yaml12Loader.add_implicit_resolver(
 )
 _OPEN = (yaml.MappingStartEvent, yaml.SequenceStartEvent)
 _CLOSE = (yaml.MappingEndEvent, yaml.SequenceEndEvent)
-
-
-def read_job_bytes(path: str | Path) -> bytes:
-    """read_job_bytes reads at most MAX_JOB_FILE_BYTES of a file, refusing a larger one."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read(MAX_JOB_FILE_BYTES + 1)
-    except OSError as exc:
-        raise JobFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    if len(data) > MAX_JOB_FILE_BYTES:
-        raise JobFileError(f"{path}: larger than {MAX_JOB_FILE_BYTES // 1024} KiB")
-    return data
-
-
-def decode_job_text(data: bytes, source: str) -> str:
-    """decode_job_text decodes strict UTF-8 (a BOM is allowed) and refuses NUL bytes."""
-    try:
-        text = data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise JobFileError(f"{source}: not valid UTF-8 (byte {exc.start})") from None
-    if "\x00" in text:
-        raise JobFileError(f"{source}: contains a NUL byte")
-    return text
 
 
 def parse_job_text(text: str, source: str = "<job>") -> Any:
