@@ -12,7 +12,7 @@ import http.client
 import json
 import socket
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
@@ -127,17 +127,16 @@ class ApiClient:
         }
         if body is not None:
             sent["Content-Type"] = "application/json"
-        deadline = time.monotonic() + (self.connect_wait_s if retry_unanswered else 0.0)
-        delay = 0.2
+        pauses = _backoff(self.connect_wait_s if retry_unanswered else 0.0)
         while True:
             try:
                 status, raw = self._exchange(method, target, data if body is not None else None, sent)
                 return _decode(status, raw)
             except Unanswered:
-                if time.monotonic() + delay > deadline:
+                pause = next(pauses, None)
+                if pause is None:
                     raise
-            time.sleep(delay)
-            delay = min(delay * 2, 5.0)
+            time.sleep(pause)
             sent["Authorization"] = f"MUNGE {self._credential_for(method, target, data)}"
 
     def _credential_for(self, method: str, target: str, data: bytes) -> str:
@@ -149,8 +148,7 @@ class ApiClient:
 
     def _connected(self) -> http.client.HTTPConnection:
         """_connected opens a connection, retrying for ``connect_wait_s`` while nothing listens."""
-        deadline = time.monotonic() + self.connect_wait_s
-        delay = 0.2
+        pauses = _backoff(self.connect_wait_s)
         while True:
             connection = self._connect()
             try:
@@ -158,11 +156,11 @@ class ApiClient:
                 return connection
             except OSError as exc:
                 connection.close()
-                if not _not_listening(exc) or time.monotonic() + delay > deadline:
+                pause = next(pauses, None) if _not_listening(exc) else None
+                if pause is None:
                     raise ApiUnreachable(f"cannot reach the metasched API at {self.address}: {_reason(exc)} "
                                          f"(is `metasched serve` running? choose the address with --api or {API_ENV})") from None
-                time.sleep(delay)
-                delay = min(delay * 2, 5.0)
+                time.sleep(pause)
 
     def _exchange(self, method: str, target: str, data: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
         connection = self._connected()
@@ -178,6 +176,15 @@ class ApiClient:
         if len(raw) > MAX_RESPONSE_BYTES:
             raise ApiUnreachable(f"the answer of {self.address} is larger than {MAX_RESPONSE_BYTES >> 20} MiB")
         return response.status, raw
+
+
+def _backoff(wait_s: float) -> Iterator[float]:
+    """_backoff yields the pauses between tries (0.2 s, doubling up to 5 s) while ``wait_s`` from now lasts."""
+    deadline = time.monotonic() + wait_s
+    delay = 0.2
+    while time.monotonic() + delay <= deadline:
+        yield delay
+        delay = min(delay * 2, 5.0)
 
 
 def _not_listening(exc: OSError) -> bool:

@@ -19,8 +19,9 @@ class ApiBackend:
     def _get(self, path: str, **query: Any) -> Any:
         return self.client.call("GET", path, query={**query, "as_tenant": self.as_tenant})
 
-    def _send(self, method: str, path: str, body: Any = None) -> Any:
-        return self.client.call(method, path, query={"as_tenant": self.as_tenant}, body=body)
+    def _send(self, method: str, path: str, body: Any = None, *, retry_unanswered: bool = False) -> Any:
+        return self.client.call(method, path, query={"as_tenant": self.as_tenant}, body=body,
+                                retry_unanswered=retry_unanswered)
 
     def whoami(self) -> dict[str, Any]:
         """whoami is GET /v1/whoami."""
@@ -135,8 +136,7 @@ class ApiBackend:
         body = {"token": token, "manifest": manifest, "secret": secret}
         # the service's commit is idempotent per attempt (checkpoint.manifest.commit): a commit
         # whose answer was lost to a restarting daemon is sent again rather than failing the job
-        return self.client.call("POST", f"/v1/attempts/{segment(attempt_id)}/commit",
-                                query={"as_tenant": self.as_tenant}, body=body, retry_unanswered=True)
+        return self._send("POST", f"/v1/attempts/{segment(attempt_id)}/commit", body, retry_unanswered=True)
 
     def report_checkpoint(
         self, attempt_id: str, token: int, *, step: int, path: str, size_bytes: int | None = None,
