@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from slurm_bridge.observer import CallOutcome
+from slurm_bridge.call_records import CallOutcome
 
 # A reply that may have been lost after the controller acted on the request: for a mutating
 # command this is an unknown outcome, for a read it is a plain retry.

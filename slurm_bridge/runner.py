@@ -16,6 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
+from slurm_bridge.call_records import CallCounter, CallObserver, CallOutcome, CallRecord
 from slurm_bridge.classify import classify_message, first_error_line
 from slurm_bridge.errors import (
     SlurmError,
@@ -24,7 +25,6 @@ from slurm_bridge.errors import (
     SlurmTransient,
     SlurmUnknownOutcome,
 )
-from slurm_bridge.observer import CallCounter, CallObserver, CallOutcome, CallRecord
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -18,7 +18,7 @@ from weakref import WeakKeyDictionary
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
-from slurm_bridge.observer import CallOutcome, CallRecord
+from slurm_bridge.call_records import CallOutcome, CallRecord
 
 _DELAY_BUCKETS = (1, 5, 15, 30, 60, 120, 300, 600, 1800, 3600, 4 * 3600, 12 * 3600, float("inf"))
 _CYCLE_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, float("inf"))
@@ -178,7 +178,7 @@ class Metrics:
         self.set_leading(None)
 
     def record(self, call: CallRecord) -> None:
-        """record is the Slurm command observer hook (see slurm_bridge.observer)."""
+        """record is the Slurm command observer hook (see slurm_bridge.call_records)."""
         self.slurm_calls.labels(call.command, call.outcome.value).inc()
         self.slurm_latency.labels(call.command).observe(call.latency_s)
         if call.outcome != CallOutcome.OK:

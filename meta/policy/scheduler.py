@@ -72,19 +72,19 @@ def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None, record: 
     With ``record`` > 0 the plan also carries the decisions on record (decisions.py): each
     placement's, preemption's and hold's order key and up to ``record`` alternatives of each kind.
     """
-    cycle = Cycle(snapshot, config or SchedulerConfig(), record)
-    within = cycle.within_guarantee if cycle.quota.any_guarantee() else None
-    trace = cycle.rec.trace if cycle.rec else None
-    for task in ordered(snapshot.pending, cycle.fair, cycle.cfg, snapshot.now, cycle.rank, within, trace):
-        cycle.schedule_one(task)
-    cycle.plan.fragmentation = report(cycle.cap, cycle.shapes.values())
-    if cycle.rec:
-        cycle.plan.decisions, cycle.plan.context = cycle.rec.finish(), cycle.rec.context
-    return cycle.plan
+    run = SchedulePass(snapshot, config or SchedulerConfig(), record)
+    within = run.within_guarantee if run.quota.any_guarantee() else None
+    trace = run.rec.trace if run.rec else None
+    for task in ordered(snapshot.pending, run.fair, run.cfg, snapshot.now, run.rank, within, trace):
+        run.schedule_one(task)
+    run.plan.fragmentation = report(run.cap, run.shapes.values())
+    if run.rec:
+        run.plan.decisions, run.plan.context = run.rec.finish(), run.rec.context
+    return run.plan
 
 
-class Cycle:
-    """Cycle is the mutable working state of one schedule() call."""
+class SchedulePass:
+    """SchedulePass is the mutable working state of one schedule() call (one pass, not the daemon's cycle)."""
 
     def __init__(self, snapshot: Snapshot, config: SchedulerConfig, record: int = 0) -> None:
         self.snap, self.cfg, self.now = snapshot, config, snapshot.now

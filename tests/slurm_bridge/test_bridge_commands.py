@@ -4,9 +4,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from slurm_bridge.call_records import CallOutcome
 from slurm_bridge.commands import CliSlurmClient, parse_job_id
 from slurm_bridge.errors import SlurmParseError, SlurmRejected, SlurmTransient
-from slurm_bridge.observer import CallOutcome
 from slurm_bridge.parse.squeue import squeue_format_args
 from slurm_bridge.reservations import ReservationSpec
 from slurm_bridge.runner import CommandRunner

@@ -19,13 +19,13 @@ import pytest
 
 from meta.model.kinds import JobKind
 from meta.model.resources import ResourceVector
+from slurm_bridge.attempt_outcome import combined
+from slurm_bridge.call_records import RecordingObserver
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.errors import SlurmRejected, SlurmTransient, SlurmUnknownOutcome
 from slurm_bridge.faults import FaultInjectingClient, FaultKind
 from slurm_bridge.inventory import build_inventory
 from slurm_bridge.launch import LaunchRequest, Role
-from slurm_bridge.observe import combined
-from slurm_bridge.observer import RecordingObserver
 from slurm_bridge.render import render
 from slurm_bridge.reservations import ActionKind, ReservationSpec, apply_reservations
 from slurm_bridge.runner import CommandRunner

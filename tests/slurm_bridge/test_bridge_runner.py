@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from slurm_bridge.call_records import CallOutcome, RecordingObserver
 from slurm_bridge.classify import classify_message
 from slurm_bridge.errors import SlurmFailed, SlurmRejected, SlurmTransient, SlurmUnknownOutcome
-from slurm_bridge.observer import CallOutcome, RecordingObserver
 from slurm_bridge.runner import CommandRunner, clean_env
 
 

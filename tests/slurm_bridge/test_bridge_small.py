@@ -6,7 +6,7 @@ import types
 import pytest
 
 from slurm_bridge import tags
-from slurm_bridge.observer import CallCounter, CallOutcome, CallRecord, FanoutObserver, RecordingObserver
+from slurm_bridge.call_records import CallCounter, CallOutcome, CallRecord, FanoutObserver, RecordingObserver
 from slurm_bridge.pyslurm_adapter import PyslurmClient, PyslurmUnavailable
 from slurm_bridge.runner import CommandRunner
 

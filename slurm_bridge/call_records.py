@@ -1,4 +1,4 @@
-"""Observers of Slurm command calls: latency and outcome per call, counts per command.
+"""Records of Slurm command calls and their observers: latency and outcome per call, counts per command.
 
 The runner reports every call here; metrics exporters (Prometheus, logs) implement
 ``CallObserver`` elsewhere so that this package does not depend on them.

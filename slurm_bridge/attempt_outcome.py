@@ -1,4 +1,4 @@
-"""Group observed Slurm jobs by metasched attempt and fold het-job components into one outcome."""
+"""An attempt's outcome from its Slurm records: group them by metasched attempt, fold het-job components into one."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from slurm_bridge.observe import by_attempt, combined
+from slurm_bridge.attempt_outcome import by_attempt, combined
 from slurm_bridge.parse.squeue import parse_squeue_json
 from slurm_bridge.states import Outcome, map_state
 
