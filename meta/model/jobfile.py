@@ -47,10 +47,20 @@ def parse_job_text(text: str, source: str = "<job>") -> Any:
     except JobFileError:
         raise
     except yaml.YAMLError as exc:
+        if _library_depth_limit(exc):
+            # libyaml >= 0.2.6 (PyYAML 6.0.4's wheels) stops at its own nesting limit (1,000) while
+            # scanning ahead, before our event check sees depth MAX_DEPTH + 1: the same refusal
+            raise JobFileError(f"{source}: nested deeper than {MAX_DEPTH} levels") from None
         raise JobFileError(clip(f"{source}: not valid YAML or JSON: {exc}")) from None
     except (ValueError, OverflowError, RecursionError, MemoryError) as exc:
         # e.g. an integer of more digits than Python converts (ValueError), or a date out of range
         raise JobFileError(clip(f"{source}: cannot read a value: {exc}")) from None
+
+
+def _library_depth_limit(exc: yaml.YAMLError) -> bool:
+    """_library_depth_limit tells whether the YAML library refused the text for its own nesting limit."""
+    problem = getattr(exc, "problem", None) or str(exc)
+    return "maximum nesting depth" in problem
 
 
 def _check_events(text: str, source: str) -> None:
