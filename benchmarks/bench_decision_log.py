@@ -45,7 +45,7 @@ from meta.cycle.launch_plan import LaunchSettings  # noqa: E402
 from meta.policy.scheduler import schedule  # noqa: E402
 from meta.service.api import Service  # noqa: E402
 from meta.store.models import DecisionRow  # noqa: E402
-from tests.runtime.fake_slurm import FakeSlurm, sinfo_node  # noqa: E402
+from slurm_bridge.fake import FakeSlurm, sinfo_node  # noqa: E402
 
 GPUS_PER_NODE = 8
 ON, OFF = DecisionLogSettings(), DecisionLogSettings(enabled=False)

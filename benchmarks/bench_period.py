@@ -58,7 +58,7 @@ from meta.model.spec import spec_from_dict  # noqa: E402
 from meta.service.api import Service  # noqa: E402
 from meta.store.db import Database  # noqa: E402
 from meta.store.models import LeaderLease  # noqa: E402
-from tests.runtime.fake_slurm import FakeSlurm, sinfo_node  # noqa: E402
+from slurm_bridge.fake import FakeSlurm, sinfo_node  # noqa: E402
 
 TENANTS = [f"tenant-{i}" for i in range(10)]
 SHARDS_PER_JOB = 1000

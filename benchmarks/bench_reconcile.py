@@ -25,7 +25,7 @@ from meta.cycle.reconcile import Reconciler, ReconcileSettings, observe  # noqa:
 from meta.model.states import AttemptState  # noqa: E402
 from meta.service.api import Service  # noqa: E402
 from meta.store.models import Attempt  # noqa: E402
-from tests.runtime.fake_slurm import FakeSlurm  # noqa: E402
+from slurm_bridge.fake import FakeSlurm  # noqa: E402
 from tests.runtime.support import lead, place, share, submit, training  # noqa: E402
 
 

@@ -19,7 +19,7 @@ from meta.service.api import Service
 from meta.store.lifecycle import attempt_event
 from meta.store.models import Attempt, Checkpoint, LeaderLease
 from slurm_bridge.errors import SlurmTransient
-from tests.runtime.fake_slurm import REJECTED, TRANSIENT, UNKNOWN_AFTER, UNKNOWN_BEFORE, FakeSlurm
+from slurm_bridge.fake import REJECTED, TRANSIENT, UNKNOWN_AFTER, UNKNOWN_BEFORE, FakeSlurm
 from tests.runtime.support import attempt, checkpointing, lead, place, share, submit, task, training
 
 

@@ -27,7 +27,7 @@ from meta.service.api import Service
 from meta.store.models import Attempt, LeaderLease, Task
 from slurm_bridge.errors import SlurmTransient
 from slurm_bridge.inventory import build_inventory
-from tests.runtime.fake_slurm import (
+from slurm_bridge.fake import (
     REJECTED,
     TRANSIENT,
     UNKNOWN_AFTER,

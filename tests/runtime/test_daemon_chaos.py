@@ -21,7 +21,7 @@ from meta.service.api import Service
 from meta.store.models import Attempt
 from slurm_bridge.errors import SlurmTransient
 from slurm_bridge.inventory import build_inventory
-from tests.runtime.fake_slurm import REJECTED, TRANSIENT, UNKNOWN_AFTER, UNKNOWN_BEFORE, FakeSlurm
+from slurm_bridge.fake import REJECTED, TRANSIENT, UNKNOWN_AFTER, UNKNOWN_BEFORE, FakeSlurm
 from tests.runtime.support import checkpointing, evaluation, inference, settled, training
 
 ENDED = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}

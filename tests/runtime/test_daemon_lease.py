@@ -18,7 +18,7 @@ from meta.model.durations import utcnow
 from meta.model.states import AttemptState
 from meta.service.api import Service
 from meta.store.models import Attempt, LeaderLease
-from tests.runtime.fake_slurm import FakeSlurm
+from slurm_bridge.fake import FakeSlurm
 from tests.runtime.support import evaluation, settled
 
 

@@ -17,7 +17,7 @@ from meta.service.api import Service
 from meta.store import decision_log
 from meta.store.db import Database
 from meta.store.models import DecisionRow, ImmutableRowError
-from tests.runtime.fake_slurm import FakeSlurm, sinfo_node
+from slurm_bridge.fake import FakeSlurm, sinfo_node
 from tests.runtime.support import submit, training
 
 

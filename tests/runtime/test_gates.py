@@ -19,7 +19,7 @@ from meta.policy.plan import ReasonCode
 from meta.service.api import Service
 from meta.store.lifecycle import attempt_event
 from meta.store.models import AuditEvent, Job, Task, TaskReason
-from tests.runtime.fake_slurm import FakeSlurm
+from slurm_bridge.fake import FakeSlurm
 from tests.runtime.support import node_state, place, submit, training
 
 ONE_TRY = {"max_attempts": 1}

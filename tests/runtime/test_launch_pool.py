@@ -19,7 +19,7 @@ from meta.model.durations import utcnow
 from meta.model.states import AttemptState, JobState
 from meta.service.api import Service
 from meta.store.models import Attempt, LeaderLease
-from tests.runtime.fake_slurm import REJECTED, TRANSIENT, UNKNOWN_AFTER, UNKNOWN_BEFORE, FakeSlurm
+from slurm_bridge.fake import REJECTED, TRANSIENT, UNKNOWN_AFTER, UNKNOWN_BEFORE, FakeSlurm
 from tests.runtime.support import evaluation, settled
 
 FINAL = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}

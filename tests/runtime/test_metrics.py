@@ -20,7 +20,7 @@ from meta.policy.snapshot import Snapshot, TenantState
 from meta.service.api import Service
 from meta.service.http_metrics import ApiMetrics
 from meta.store.models import Tenant
-from tests.runtime.fake_slurm import FakeSlurm, small_cluster
+from slurm_bridge.fake import FakeSlurm, small_cluster
 from tests.runtime.support import checkpointing, inference, settled, training
 
 # Every family `metasched serve` exports (daemon and API on one registry), with its help text.

@@ -15,7 +15,7 @@ from meta.model.states import AttemptState, TaskState
 from meta.service.api import Service
 from meta.store.lifecycle import attempt_event
 from meta.store.models import Attempt, Job, PartitionCommit
-from tests.runtime.fake_slurm import FakeSlurm
+from slurm_bridge.fake import FakeSlurm
 from tests.runtime.support import attempt, inference, lead, place, share, submit, task, training
 
 

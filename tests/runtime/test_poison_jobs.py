@@ -31,7 +31,7 @@ from meta.model.states import AttemptState, TaskState
 from meta.service.api import Service
 from meta.store import audit
 from meta.store.models import Attempt
-from tests.runtime.fake_slurm import FakeSlurm
+from slurm_bridge.fake import FakeSlurm
 from tests.runtime.support import attempts_of, evaluation, place, settled, share, submit, task, training
 from tests.runtime.test_daemon import _daemon
 

@@ -14,7 +14,7 @@ from meta.model.states import AttemptState, JobState, TaskState
 from meta.service.api import Service
 from meta.store import audit
 from meta.store.models import Attempt, Job, Task, Transition
-from tests.runtime.fake_slurm import FakeSlurm
+from slurm_bridge.fake import FakeSlurm
 from tests.runtime.support import attempt, inference, lead, place, share, submit, task, training
 
 SETTINGS = ReconcileSettings(unknown_window_s=15.0, lost_grace_s=120.0, lease_s=300.0, cancel_attribution_s=30.0)

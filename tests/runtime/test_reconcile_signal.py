@@ -15,7 +15,7 @@ from meta.model.states import AttemptState, TaskState
 from meta.service.api import Service
 from meta.store.lifecycle import attempt_event, create_attempt
 from meta.store.models import Attempt
-from tests.runtime.fake_slurm import FakeSlurm
+from slurm_bridge.fake import FakeSlurm
 from tests.runtime.support import attempt, checkpointing, lead, share, submit, task, training
 
 SETTINGS = ReconcileSettings(unknown_window_s=15.0, lost_grace_s=120.0, lease_s=300.0)

@@ -16,7 +16,7 @@ from meta.store.lifecycle import create_attempt
 from meta.store.models import Attempt
 from slurm_bridge.errors import SlurmTransient
 from slurm_bridge.states import map_state
-from tests.runtime.fake_slurm import FakeSlurm
+from slurm_bridge.fake import FakeSlurm
 from tests.runtime.support import (
     attempt,
     attempts_of,

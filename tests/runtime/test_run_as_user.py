@@ -19,7 +19,7 @@ from slurm_bridge.job_env import USER_PATH, submission_env
 from slurm_bridge.launch import LaunchRequestError, RunAs
 from slurm_bridge.runner import CommandRunner
 from tenants.identity import ADMIN, member
-from tests.runtime.fake_slurm import FakeSlurm
+from slurm_bridge.fake import FakeSlurm
 from tests.runtime.support import inference, lead, place, share, training
 
 ALICE = member("alice", 2001, ["acme"])

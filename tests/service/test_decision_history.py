@@ -23,7 +23,7 @@ from meta.service.http import create_app
 from meta.store.models import Job, Task
 from tests.api_support import ALICE, BOB, ROOT, TestAuthenticator, principal_for
 from tests.conftest import sqlite_database
-from tests.runtime.fake_slurm import FakeSlurm, sinfo_node
+from slurm_bridge.fake import FakeSlurm, sinfo_node
 from tests.runtime.support import checkpointing, settled, submit, training
 
 SECRET_NAME = "bobs-private-model-name"

@@ -19,7 +19,7 @@ from slurm_bridge.parse.sacctmgr import (
 from tenants.associations import AccountingUnavailable, AssociationCache
 from tenants.auth import Identity
 from tenants.identity import INVALID_ACCOUNT, InvalidAccount
-from tests.runtime.fake_slurm import FakeSlurm
+from slurm_bridge.fake import FakeSlurm
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 

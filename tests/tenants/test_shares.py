@@ -21,7 +21,7 @@ from slurm_bridge.errors import SlurmTransient
 from tenants.identity import ADMIN, member
 from tenants.quotas import SlurmOwnedSetting, admin_set_tenant, get_tenant, list_tenants, set_tenant
 from tests.conftest import sqlite_database
-from tests.runtime.fake_slurm import FakeSlurm
+from slurm_bridge.fake import FakeSlurm
 
 OSCAR = member("oscar", 2005, ["research"], admin=True)
 

@@ -1,6 +1,7 @@
-"""FakeSlurm: an in-memory SlurmClient for runtime unit tests and fault injection (never for real-Slurm suites).
+"""FakeSlurm: an in-memory SlurmClient for tests, benchmarks and fault injection (never for real-Slurm suites).
 
-It keeps the jobs it was given, reads the identity back from the rendered script
+It ships beside ``faults`` (as Nomad ships its scheduler harness) so that benchmarks and other
+tools drive the daemon without importing the test tree. It keeps the jobs it was given, reads the identity back from the rendered script
 (``--comment`` tag, ``--job-name``, ``--nodelist``), and answers squeue/sacct/sinfo with
 the same parsed types the command adapters return. Tests drive it: ``start``/``finish`` move a
 job, ``advance`` moves every job one step, and fault switches make the next calls fail.
