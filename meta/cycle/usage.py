@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from collections import defaultdict
 from datetime import datetime
 
@@ -11,16 +10,10 @@ from sqlalchemy.orm import Session
 
 from meta.model.states import LIVE_ATTEMPT_STATES
 from meta.policy.config import SchedulerConfig
+from meta.policy.usage_charge import charge, cost_rate
 from meta.store.models import Attempt, Job, Tenant, TenantUsage
 
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
-
-
-def decay(value: float, elapsed_s: float, half_life_s: float) -> float:
-    """decay halves ``value`` every ``half_life_s`` seconds."""
-    if half_life_s <= 0:
-        return 0.0
-    return value * math.pow(0.5, max(elapsed_s, 0.0) / half_life_s)
 
 
 def current_cost_rate(session: Session, config: SchedulerConfig) -> dict[str, float]:
@@ -30,13 +23,16 @@ def current_cost_rate(session: Session, config: SchedulerConfig) -> dict[str, fl
         select(Job.tenant, Attempt.placement).join(Job, Job.id == Attempt.job_id).where(Attempt.state.in_(_LIVE))
     )
     for tenant, placement in rows:
-        for share in placement:
-            rates[tenant] += int(share.get("gpus", 0)) * config.gpu_cost(share.get("gpu_type"))
+        rates[tenant] += cost_rate(((share.get("gpu_type"), int(share.get("gpus", 0))) for share in placement), config)
     return dict(rates)
 
 
 def accrue(session: Session, config: SchedulerConfig, now: datetime) -> None:
-    """accrue decays every tenant's usage to ``now`` and adds what their live attempts held since."""
+    """accrue decays every tenant's usage to ``now`` and adds what their live attempts held since.
+
+    The live attempts are taken as held over the whole interval since the tenant's last update
+    (one period); ``charge`` is the policy layer's exact integral, the one the simulator uses.
+    """
     rates = current_cost_rate(session, config)
     known = {row.tenant: row for row in session.scalars(select(TenantUsage).with_for_update())}
     for tenant in session.scalars(select(Tenant.name)):
@@ -47,7 +43,7 @@ def accrue(session: Session, config: SchedulerConfig, now: datetime) -> None:
         elapsed = (now - row.updated_at).total_seconds()
         if elapsed <= 0:
             continue
-        row.decayed_gpu_seconds = decay(row.decayed_gpu_seconds, elapsed, config.usage_half_life_s) + rates.get(
-            tenant, 0.0
-        ) * elapsed
+        row.decayed_gpu_seconds = charge(
+            row.decayed_gpu_seconds, rates.get(tenant, 0.0), elapsed, config.usage_half_life_s
+        )
         row.updated_at = now

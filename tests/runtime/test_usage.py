@@ -1,4 +1,4 @@
-"""Tenant usage: half-life decay, cost-weighted rates from live attempts, accrual over time."""
+"""Tenant usage: half-life decay, cost-weighted rates from live attempts, accrual over time (exact integral)."""
 
 from __future__ import annotations
 
@@ -7,10 +7,11 @@ from datetime import timedelta
 
 import pytest
 
-from meta.cycle.usage import accrue, current_cost_rate, decay
+from meta.cycle.usage import accrue, current_cost_rate
 from meta.model.durations import utcnow
 from meta.model.states import AttemptState
 from meta.policy.config import SchedulerConfig
+from meta.policy.usage_charge import decay
 from meta.service.api import Service
 from meta.store.models import TenantUsage
 from tests.runtime.support import place, share, submit, training
@@ -54,7 +55,12 @@ def _usage(service: Service) -> dict[str, tuple[float, object]]:
         return {r.tenant: (r.decayed_gpu_seconds, r.updated_at) for r in rows}
 
 
-def test_accrue_adds_rate_times_elapsed_and_decays_the_past(service: Service) -> None:
+def _gain(rate: float, elapsed: float, half_life: float = 3600.0) -> float:
+    """_gain is what holding ``rate`` for ``elapsed`` seconds adds, decayed to the interval's end."""
+    return rate * (1 - 0.5 ** (elapsed / half_life)) * half_life / math.log(2)
+
+
+def test_accrue_adds_the_decayed_integral_of_the_rate_and_decays_the_past(service: Service) -> None:
     db = service.db
     _, (t,) = submit(service, training(tenant="acme"))
     submit(service, training("idle", tenant="idle"))
@@ -65,11 +71,11 @@ def test_accrue_adds_rate_times_elapsed_and_decays_the_past(service: Service) ->
     assert _usage(service)["acme"][0] == 0.0
     with db.session() as session:
         accrue(session, CONFIG, start + timedelta(seconds=100))
-    assert _usage(service)["acme"][0] == pytest.approx(400.0)
+    assert _usage(service)["acme"][0] == pytest.approx(_gain(4.0, 100))  # ≈ 396: a little of it decayed
     assert _usage(service)["idle"][0] == 0.0
     with db.session() as session:
         accrue(session, CONFIG, start + timedelta(seconds=100 + 3600))
-    assert _usage(service)["acme"][0] == pytest.approx(400.0 / 2 + 4.0 * 3600)
+    assert _usage(service)["acme"][0] == pytest.approx(_gain(4.0, 100) / 2 + _gain(4.0, 3600))
 
 
 def test_accrue_ignores_a_time_that_is_not_later(service: Service) -> None:
@@ -84,5 +90,5 @@ def test_accrue_ignores_a_time_that_is_not_later(service: Service) -> None:
     with db.session() as session:
         accrue(session, CONFIG, start + timedelta(seconds=10))  # an older clock: nothing changes
     value, updated = _usage(service)["acme"]
-    assert value == pytest.approx(200.0)
+    assert value == pytest.approx(_gain(4.0, 50))
     assert updated == start + timedelta(seconds=50)
