@@ -62,7 +62,7 @@ def command(name: str) -> list[str]:
     path = scripts_dir() / name
     if path.exists():
         return [str(path)]
-    module = "cli.main" if name == "metasched" else "cli.msbatch"
+    module = "cli.main" if name == "metasched" else "cli.sbatch.msbatch"
     return [sys.executable, "-c", f"from {module} import main; main()"]
 
 

@@ -11,7 +11,7 @@ from cli.context import CliState, pass_state
 from cli.errors import handle_errors, refuse_submission
 from cli.log_paths import attempt_logs
 from cli.output import echo_json, echo_table, short_time
-from cli.squeue_format import duration
+from cli.sbatch.squeue_format import duration
 from meta.model.errors import InvalidRequest
 from meta.model.states import LIVE_ATTEMPT_STATES, JobState
 

@@ -23,7 +23,7 @@ from click.testing import CliRunner, Result
 
 from cli import credentials
 from cli.main import LAZY, cli
-from cli.msbatch import main as msbatch
+from cli.sbatch.msbatch import main as msbatch
 from meta.service.api import Service
 from tests.api_support import RunningApi, alices_attempt, payload_digest, running_api
 from tests.conftest import pg_url, sqlite_database
@@ -346,7 +346,7 @@ _PROBE = textwrap.dedent(
             json.dump(sorted(sys.modules), out)
     atexit.register(_dump)
     if sys.argv[1] == "msbatch":
-        from cli.msbatch import main
+        from cli.sbatch.msbatch import main
         sys.argv = sys.argv[1:]
         main()
     else:

@@ -9,8 +9,8 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from cli.mscancel import main as mscancel
-from cli.msqueue import main as msqueue
+from cli.sbatch.mscancel import main as mscancel
+from cli.sbatch.msqueue import main as msqueue
 from meta.model.errors import InvalidRequest, NotFound
 from meta.model.states import TaskState
 from meta.service.api import Service

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from cli.msbatch import main
+from cli.sbatch.msbatch import main
 from meta.service.api import Service
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "msbatch"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from cli.msbatch import prepare
-from cli.sbatch_begin import BeginError, parse_begin
-from cli.sbatch_options import SbatchError, parse_command_line
-from cli.sbatch_translate import Translation
+from cli.sbatch.begin import BeginError, parse_begin
+from cli.sbatch.msbatch import prepare
+from cli.sbatch.options import SbatchError, parse_command_line
+from cli.sbatch.translate import Translation
 
 CWD = "/home/alice/proj"
 A, B = "j4k9x2m7q", "jzzzzzzzz"

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from cli.msbatch import prepare
-from cli.sbatch_options import parse_command_line
+from cli.sbatch.msbatch import prepare
+from cli.sbatch.options import parse_command_line
 
 GOLDEN = Path(__file__).resolve().parents[1] / "golden" / "msbatch"
 CWD = "/home/alice/proj"  # a fixed submission directory keeps the expected paths stable

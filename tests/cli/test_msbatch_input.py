@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 
-from cli.msbatch import main
-from cli.sbatch_options import SbatchError, parse_command_line, read_directives
-from cli.sbatch_script import DOS_LINE_BREAKS, read_script
-from cli.sbatch_values import parse_array, parse_count, parse_gpu_request, parse_gres, parse_signal
+from cli.sbatch.msbatch import main
+from cli.sbatch.options import SbatchError, parse_command_line, read_directives
+from cli.sbatch.script import DOS_LINE_BREAKS, read_script
+from cli.sbatch.values import parse_array, parse_count, parse_gpu_request, parse_gres, parse_signal
 
 # What sbatch 22.05.8 prints for a script with "\r\n" (captured on the dev cluster), as two lines:
 #   sbatch: error: Batch script contains DOS line breaks (\r\n)

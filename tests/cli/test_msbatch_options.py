@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli.sbatch_options import (
+from cli.sbatch.options import (
     Origin,
     SbatchError,
     Source,

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from cli.msbatch import prepare
-from cli.sbatch_options import SbatchError, parse_command_line
-from cli.sbatch_script import bind_arguments, check_script, interpreter
-from cli.sbatch_translate import Translation, sanitise_name
+from cli.sbatch.msbatch import prepare
+from cli.sbatch.options import SbatchError, parse_command_line
+from cli.sbatch.script import bind_arguments, check_script, interpreter
+from cli.sbatch.translate import Translation, sanitise_name
 from meta.model.spec import EvaluationSpec, InferenceSpec, TrainingSpec
 
 CWD = "/home/alice/proj"

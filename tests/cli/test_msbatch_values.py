@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from cli.sbatch_values import (
+from cli.sbatch.values import (
     ArrayRequest,
     GpuRequest,
     parse_array,

@@ -12,9 +12,9 @@ import pytest
 from click.testing import CliRunner, Result
 from sqlalchemy import event
 
-from cli.mscancel import main as mscancel
-from cli.msqueue import main as msqueue
-from cli.squeue_format import FormatError, duration, parse_format, render_line
+from cli.sbatch.mscancel import main as mscancel
+from cli.sbatch.msqueue import main as msqueue
+from cli.sbatch.squeue_format import FormatError, duration, parse_format, render_line
 from meta.model.durations import utcnow
 from meta.model.states import AttemptState
 from meta.service.api import Service

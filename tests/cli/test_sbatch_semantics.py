@@ -1,14 +1,14 @@
-"""msbatch's translation of the sbatch options Slurm acts on (cli.sbatch_semantics) and msqueue -O."""
+"""msbatch's translation of the sbatch options Slurm acts on (cli.sbatch.semantics) and msqueue -O."""
 
 from __future__ import annotations
 
 import pytest
 
-from cli.sbatch_options import Origin, SbatchError, Source, merge, parse_command_line, parse_words
-from cli.sbatch_semantics import expand_hostlist, export_env
-from cli.sbatch_translate import Submission, translate
-from cli.squeue_format import render_line
-from cli.squeue_long_format import parse_long_format
+from cli.sbatch.options import Origin, SbatchError, Source, merge, parse_command_line, parse_words
+from cli.sbatch.semantics import expand_hostlist, export_env
+from cli.sbatch.squeue_format import render_line
+from cli.sbatch.squeue_long_format import parse_long_format
+from cli.sbatch.translate import Submission, translate
 
 SHELL = {"FOO": "from-shell", "PATH": "/opt/bin:/usr/bin", "PWD": "/x", "SHLVL": "2", "SLURM_JOB_ID": "9",
          "METASCHED_API": "unix:///s", "DATABASE_URL": "postgresql://u:p@h/db", "BASH_FUNC_f%%": "() { :; }"}  # fmt: skip

@@ -108,11 +108,11 @@ def _run(tmp_path: Path, api: str, module: str, *args: str) -> subprocess.Comple
         ("cli.main", ("audit",)),
         ("cli.main", ("whoami",)),
         ("cli.main", ("web",)),
-        ("cli.msbatch", ("-A", "tenant-a", "--wrap", "true")),
-        ("cli.msbatch", ("job.sh",)),
-        ("cli.msqueue", ()),
-        ("cli.msqueue", ("-O", "JobID,State,ReasonList", "-t", "PD")),
-        ("cli.mscancel", ("j1234567",)),
+        ("cli.sbatch.msbatch", ("-A", "tenant-a", "--wrap", "true")),
+        ("cli.sbatch.msbatch", ("job.sh",)),
+        ("cli.sbatch.msqueue", ()),
+        ("cli.sbatch.msqueue", ("-O", "JobID,State,ReasonList", "-t", "PD")),
+        ("cli.sbatch.mscancel", ("j1234567",)),
     ],
 )
 def test_an_api_command_needs_nothing_beyond_click(

@@ -15,7 +15,7 @@ from typing import Any
 import yaml
 from hypothesis import strategies as st
 
-from cli.sbatch_options import SUPPORTED
+from cli.sbatch.options import SUPPORTED
 
 KINDS = ("training", "inference", "evaluation")
 NAMES = ("job", "train-7b", "a.b_c", "x" * 128, "x" * 129, "-lead", "ünï", "job\n", "", "a b")

@@ -9,7 +9,7 @@ from click.testing import CliRunner
 from hypothesis import given, settings
 
 import cli.local
-import cli.msbatch
+import cli.sbatch.msbatch
 from meta.service.api import Service
 from tests.fuzz.conftest import CASES, CaseRunner, figures, write_case
 from tests.fuzz.grammar import msbatch_case
@@ -42,7 +42,7 @@ def test_a_script_is_submitted_or_refused(
         patch.setattr(cli.local, "open_service", lambda url=None: runner.service)
         patch.chdir(tmp_path_factory.getbasetemp())
         result = runner.check(
-            lambda: CliRunner().invoke(cli.msbatch.main, words, env=_CLEAN_ENV), label=repr((data[:120], argv))
+            lambda: CliRunner().invoke(cli.sbatch.msbatch.main, words, env=_CLEAN_ENV), label=repr((data[:120], argv))
         )
     if result.exit_code == 2:
         assert result.stderr.startswith("msbatch: error: "), result.stderr[:500]

@@ -49,7 +49,7 @@ def _msbatch(db_url: str, *argv: str) -> str:
     return done.stdout.strip()
 
 
-_MSBATCH_MAIN = "import sys; from cli.msbatch import main; sys.exit(main())"
+_MSBATCH_MAIN = "import sys; from cli.sbatch.msbatch import main; sys.exit(main())"
 
 
 def _sbatch(*argv: str) -> str:

@@ -71,7 +71,7 @@ def test_a_bad_submit_dir_is_refused_in_one_line(api: TestClient, service: Servi
 
 
 def test_metasched_submit_and_msbatch_send_the_working_folder(service: Service, tmp_path: Path) -> None:
-    from cli.msbatch import main as msbatch
+    from cli.sbatch.msbatch import main as msbatch
 
     work = tmp_path / "work dir"
     work.mkdir()

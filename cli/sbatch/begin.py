@@ -1,4 +1,4 @@
-"""sbatch_begin reads ``--begin`` as sbatch does (Slurm's ``parse_time``) into an absolute UTC instant.
+"""begin reads ``--begin`` as sbatch does (Slurm's ``parse_time``) into an absolute UTC instant.
 
 Accepted, in the submitting host's local time zone (``TZ``), pieces in any order separated by
 blanks, ``-`` or ``T`` as Slurm reads them:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 
-from cli.squeue_format import FormatError, Part
+from cli.sbatch.squeue_format import FormatError, Part
 
 DEFAULT_WIDTH = 20  # squeue's
 LONG_FIELDS = {

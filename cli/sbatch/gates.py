@@ -1,9 +1,9 @@
-"""sbatch_gates translates what makes an sbatch job wait: ``--dependency``, ``--kill-on-invalid-dep``, ``--hold``, ``--begin``.
+"""gates translates what makes an sbatch job wait: ``--dependency``, ``--kill-on-invalid-dep``, ``--hold``, ``--begin``.
 
 ``--dependency`` is checked and normalised here (``meta.model.dependency``; the job ids are
 metasched's, as msbatch prints them) and the service checks that each named job exists and is
 visible to the caller; ``--begin`` becomes an absolute UTC instant here, in the submitter's time
-zone (``cli.sbatch_begin``), so ``now+10minutes`` means ten minutes after msbatch ran.
+zone (``cli.sbatch.begin``), so ``now+10minutes`` means ten minutes after msbatch ran.
 """
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, TypeVar
 
-from cli.sbatch_begin import parse_begin
-from cli.sbatch_options import Options, parsed
+from cli.sbatch.begin import parse_begin
+from cli.sbatch.options import Options, parsed
 from meta.model.dependency import parse_dependency
 
 T = TypeVar("T")

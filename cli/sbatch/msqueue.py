@@ -13,9 +13,9 @@ import click
 
 from cli.errors import handle_errors
 from cli.output import echo_json
-from cli.slurm_views import default_partition, error, my_name, split_list, view_backend
-from cli.squeue_format import DEFAULT_FORMAT, FormatError, check_states, parse_format, render_line
-from cli.squeue_long_format import parse_long_format
+from cli.sbatch.slurm_views import default_partition, error, my_name, split_list, view_backend
+from cli.sbatch.squeue_format import DEFAULT_FORMAT, FormatError, check_states, parse_format, render_line
+from cli.sbatch.squeue_long_format import parse_long_format
 
 PROG = "msqueue"
 

@@ -1,4 +1,4 @@
-"""sbatch_translate turns merged sbatch options and a script into a metasched JobSpec.
+"""translate turns merged sbatch options and a script into a metasched JobSpec.
 
 Rules (the same table is in ``msbatch --help`` and the report):
 
@@ -35,17 +35,17 @@ Inference (``--kind=inference --array``)
 
 Entry point
   script = the script's full text; its arguments are bound with ``set -- ...`` (see
-  ``cli.sbatch_script``); ``--wrap=CMD`` gives ``command`` instead.
+  ``cli.sbatch.script``); ``--wrap=CMD`` gives ``command`` instead.
 
 Environment (``METASCHED_*`` is reserved by the spec; ``SBATCH_*`` are sbatch's *input*
 variables and would change the executor's own sbatch call, so msbatch uses ``MSBATCH_*``)
   MSBATCH_SUBMIT_DIR (the submission directory), MSBATCH_COMMENT (``--comment``), MSBATCH_SIGNAL
   (``--signal`` normalised, e.g. ``B:USR1@90``) and MSBATCH_SIGNAL_GRACE_S; the variables
-  ``--export`` sends (``cli.sbatch_semantics``).
+  ``--export`` sends (``cli.sbatch.semantics``).
 
 sbatch's own settings
   ``-D``, ``-o/-e``, ``--open-mode``, mail, ``--export``, the task layout and the placement
-  filters go to the spec's ``sbatch:`` section (``cli.sbatch_semantics``); ``-w`` without
+  filters go to the spec's ``sbatch:`` section (``cli.sbatch.semantics``); ``-w`` without
   ``-N`` asks for as many nodes as it names.
 """
 
@@ -58,10 +58,10 @@ from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from cli.sbatch_gates import gate_fields
-from cli.sbatch_options import Options, SbatchError, parsed
-from cli.sbatch_semantics import expand_hostlist, retry_fields, sbatch_section
-from cli.sbatch_values import (
+from cli.sbatch.gates import gate_fields
+from cli.sbatch.options import Options, SbatchError, parsed
+from cli.sbatch.semantics import expand_hostlist, retry_fields, sbatch_section
+from cli.sbatch.values import (
     GpuRequest,
     parse_array,
     parse_count,

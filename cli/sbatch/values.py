@@ -1,4 +1,4 @@
-"""sbatch_values parses the values of sbatch options: counts, sizes, GPU requests, arrays, signals.
+"""values parses the values of sbatch options: counts, sizes, GPU requests, arrays, signals.
 
 Every parser takes the option's text and returns a typed value or raises ``ValueError`` with
 a message that says what is accepted; the caller adds the option name and where it came from.

@@ -1,7 +1,7 @@
-"""sbatch_options reads sbatch options from the command line, ``#SBATCH`` directives and SBATCH_* variables.
+"""options reads sbatch options from the command line, ``#SBATCH`` directives and SBATCH_* variables.
 
-It knows option *syntax* only (what values mean is ``cli.sbatch_values`` and
-``cli.sbatch_translate``). The grammar follows sbatch, which uses ``getopt_long``:
+It knows option *syntax* only (what values mean is ``cli.sbatch.values`` and
+``cli.sbatch.translate``). The grammar follows sbatch, which uses ``getopt_long``:
 
 - long options as ``--name=value`` or ``--name value``; an unambiguous prefix of a long option
   (``--part=gpu``) is accepted, as getopt_long does;

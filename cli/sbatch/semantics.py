@@ -1,4 +1,4 @@
-"""sbatch_semantics translates the sbatch options that Slurm acts on into the spec's ``sbatch:`` section.
+"""semantics translates the sbatch options that Slurm acts on into the spec's ``sbatch:`` section.
 
 - ``-D/--chdir``: the job's working folder, made absolute against the submit folder.
 - ``-o/-e``: sbatch's filename patterns, passed to Slurm as given (relative to the working
@@ -22,8 +22,8 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from cli.sbatch_options import Options, SbatchError, parsed
-from cli.sbatch_values import parse_count
+from cli.sbatch.options import Options, SbatchError, parsed
+from cli.sbatch.values import parse_count
 
 # variables that belong to the submitting shell, not to the job (bash resets them anyway)
 _SHELL_OWN = frozenset({"PWD", "OLDPWD", "SHLVL", "_", "PS1", "PS2", "COLUMNS", "LINES"})

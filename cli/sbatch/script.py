@@ -1,4 +1,4 @@
-"""sbatch_script reads a batch script and binds its command-line arguments into the script text.
+"""script reads a batch script and binds its command-line arguments into the script text.
 
 A spec stores the script *text* (the file may change or vanish before the job runs) and has
 no field for arguments, so ``msbatch job.sh a b`` inserts ``set -- 'a' 'b'`` as the first
@@ -17,7 +17,7 @@ from __future__ import annotations
 import shlex
 from pathlib import Path, PurePosixPath
 
-from cli.sbatch_options import SbatchError, directive_block_end, script_lines
+from cli.sbatch.options import SbatchError, directive_block_end, script_lines
 from meta.model.limits import MAX_SCRIPT_BYTES
 
 _SHELLS = {"sh", "bash", "dash", "ash", "ksh", "mksh", "zsh"}

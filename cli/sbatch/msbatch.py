@@ -1,7 +1,7 @@
 """msbatch submits an sbatch script to metasched: ``msbatch [OPTIONS] script.sh [args...]``.
 
 It reads the script's ``#SBATCH`` block and the command line with sbatch's precedence
-(``cli.sbatch_options``), translates them into a JobSpec's fields (``cli.sbatch_translate``) and
+(``cli.sbatch.options``), translates them into a JobSpec's fields (``cli.sbatch.translate``) and
 sends them to the API (``--api`` / ``METASCHED_API``), which validates and stores the job; with
 ``--db`` / ``METASCHED_DB`` (root on the server host) it uses the store directly instead. The API
 path imports neither the spec models nor the store: ``--test-only`` validates here, so it does.
@@ -26,7 +26,7 @@ from cli.backend import Backend
 from cli.client import API_ENV, DEFAULT_API, ApiClient, ApiError
 from cli.context import DB_FILE_ENV
 from cli.errors import EXIT_USAGE, SUBMISSION_FAILED, fail, handle_errors, loaded_class, refuse_submission
-from cli.sbatch_options import (
+from cli.sbatch.options import (
     SUPPORTED,
     CommandLine,
     Options,
@@ -37,8 +37,8 @@ from cli.sbatch_options import (
     read_directives,
     read_environment,
 )
-from cli.sbatch_script import bind_arguments, read_script
-from cli.sbatch_translate import Submission, Translation, default_cwd, spec_refusal, translate, validated
+from cli.sbatch.script import bind_arguments, read_script
+from cli.sbatch.translate import Submission, Translation, default_cwd, spec_refusal, translate, validated
 
 PROG = "msbatch"
 
@@ -121,7 +121,7 @@ def help_text() -> str:
         "",
         "Kind: --kind, default training (workers = --nodes). --array: one job of that kind, one task",
         "per index (%N at most N at once; --kind=inference: the indexes are its partitions).",
-        "Translation rules: pydoc cli.sbatch_translate.",
+        "Translation rules: pydoc cli.sbatch.translate.",
     ]
     return "\n".join(lines)
 

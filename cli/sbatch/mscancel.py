@@ -20,8 +20,8 @@ import click
 
 from cli.backend import Backend
 from cli.errors import handle_errors
-from cli.slurm_views import error, my_name, split_list, view_backend
-from cli.squeue_format import FormatError, check_states
+from cli.sbatch.slurm_views import error, my_name, split_list, view_backend
+from cli.sbatch.squeue_format import FormatError, check_states
 from meta.model.arrays import parse_element_ref
 
 PROG = "mscancel"
