@@ -20,13 +20,35 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
+from sqlalchemy import select  # noqa: E402
+
 from benchmarks.store import open_store  # noqa: E402
+from meta.cycle.lease import try_acquire  # noqa: E402
 from meta.cycle.reconcile import Reconciler, ReconcileSettings, observe  # noqa: E402
+from meta.model.spec import spec_from_dict  # noqa: E402
 from meta.model.states import AttemptState  # noqa: E402
 from meta.service.api import Service  # noqa: E402
-from meta.store.models import Attempt  # noqa: E402
+from meta.store.db import Database  # noqa: E402
+from meta.store.lifecycle import attempt_event, create_attempt  # noqa: E402
+from meta.store.models import Attempt, Task  # noqa: E402
 from slurm_bridge.fake import FakeSlurm  # noqa: E402
-from tests.runtime.support import lead, place, share, submit, training  # noqa: E402
+
+# one worker × 2 A100 on node1: the job and node share of every benchmarked attempt
+RESOURCES = {"cpus": 4, "memory": "16G", "gpus": 2, "gpu_type": "a100"}
+SHARE = {"node": "node1", "cpus": 4, "memory_mib": 16384, "gpus": 2, "gpu_type": "a100", "storage_gib": 0,
+         "network": None}
+
+
+def launching(db: Database, service: Service, name: str) -> str:
+    """launching submits one training job and walks its task's attempt to launching; returns the attempt id."""
+    spec = spec_from_dict({"kind": "training", "name": name, "tenant": "acme", "command": "python train.py",
+                           "resources": dict(RESOURCES)})
+    job_id = service.submit(spec).job.id
+    with db.session() as session:
+        task_id = session.scalar(select(Task.id).where(Task.job_id == job_id))
+        attempt_id = create_attempt(session, task_id, f"bench:place:{task_id}", placement=[dict(SHARE)]).id
+        attempt_event(session, attempt_id, AttemptState.LAUNCHING, f"bench:{attempt_id}:0", actor="bench")
+    return attempt_id
 
 
 def measure(n: int, url: str | None, periods: int) -> dict[str, float]:
@@ -34,12 +56,12 @@ def measure(n: int, url: str | None, periods: int) -> dict[str, float]:
     db = open_store(url)
     service, fake = Service(db), FakeSlurm()
     for i in range(n):
-        _, (task_id,) = submit(service, training(name=f"bench-{i}"))
-        attempt_id = place(db, task_id, [share("node1")], AttemptState.LAUNCHING)
+        attempt_id = launching(db, service, f"bench-{i}")
         job = fake.add_job(f"ms-{attempt_id}", f"metasched:attempt={attempt_id}:token=1", "RUNNING", ("node1",))
         with db.session() as session:  # the actuator records the id sbatch answered with
             session.get(Attempt, attempt_id).slurm_job_id = str(job.job_id)
-    leadership = lead(db, lease_s=3600)  # after the setup, which may take longer than a lease
+    leadership = try_acquire(db, "bench-leader", 3600)  # after the setup, which may take longer than a lease
+    assert leadership is not None, "the leader lease of a fresh store is free"
     reconciler = Reconciler(db, fake, ReconcileSettings())
     times = []
     for _ in range(periods):

@@ -6,7 +6,7 @@ import tempfile
 
 from meta.store.db import Database
 from meta.store.migrate import upgrade
-from tests.conftest import truncate_all
+from meta.store.reset import truncate_all
 
 
 def open_store(url: str | None) -> Database:

@@ -18,27 +18,10 @@ from sqlalchemy import create_engine, text
 from meta.service.api import Service
 from meta.store.db import Database
 from meta.store.migrate import upgrade
+from meta.store.reset import truncate_all
 from tests.cluster_gate import require_cluster
 
 DEFAULT_PG_URL = "postgresql+psycopg://metasched:metasched@127.0.0.1:5432/metasched_test"
-_TABLES = (
-    "audit_events",
-    "decisions",
-    "inventory",
-    "partition_commits",
-    "checkpoints",
-    "task_reasons",
-    "cycles",
-    "leader_lease",
-    "tenant_usage",
-    "transitions",
-    "attempts",
-    "tasks",
-    "job_specs",
-    "jobs",
-    "queues",
-    "tenants",
-)
 
 
 def pg_url() -> str:
@@ -75,12 +58,6 @@ def pg_database() -> Iterator[Database]:
     upgrade(database.engine, url)
     yield database
     database.dispose()
-
-
-def truncate_all(database: Database) -> None:
-    """truncate_all empties every metasched table of a PostgreSQL store (tests and benchmarks)."""
-    with database.engine.begin() as connection:
-        connection.execute(text(f"TRUNCATE {', '.join(_TABLES)} CASCADE"))
 
 
 def sqlite_database(path: Path) -> Database:

@@ -26,7 +26,7 @@ import pytest
 
 from meta.service.api import Service
 from meta.store.db import Database
-from tests.conftest import truncate_all
+from meta.store.reset import truncate_all
 from tests.identity.users import BIN_DIR, request
 
 REPO = Path(__file__).resolve().parents[2]

@@ -54,9 +54,9 @@ from meta.service.api import Service
 from meta.store import audit
 from meta.store.db import Database
 from meta.store.models import Attempt, CycleRecord, Tenant
+from meta.store.reset import truncate_all
 from tenants.credential import request_payload
 from tenants.quotas import set_tenant
-from tests.conftest import truncate_all
 from tests.identity.conftest import MUNGE_SOCKET, REPO
 from tests.identity.users import Call, munge_as, run_one
 

@@ -1,0 +1,34 @@
+"""truncate_all: empty every metasched table of a PostgreSQL store (tests and benchmarks start from it)."""
+
+from __future__ import annotations
+
+from sqlalchemy import text
+
+from meta.store.db import Database
+
+# children before parents is not needed (CASCADE), but every table the migrations create is named:
+# a table missing here would carry rows from one test or benchmark run into the next
+TABLES = (
+    "audit_events",
+    "decisions",
+    "inventory",
+    "partition_commits",
+    "checkpoints",
+    "task_reasons",
+    "cycles",
+    "leader_lease",
+    "tenant_usage",
+    "transitions",
+    "attempts",
+    "tasks",
+    "job_specs",
+    "jobs",
+    "queues",
+    "tenants",
+)
+
+
+def truncate_all(database: Database) -> None:
+    """truncate_all empties every metasched table of a PostgreSQL store (tests and benchmarks)."""
+    with database.engine.begin() as connection:
+        connection.execute(text(f"TRUNCATE {', '.join(TABLES)} CASCADE"))
