@@ -65,7 +65,7 @@ LOST_MAX_FRACTION = 0.002
 
 # Candidate settings: every knob the grid varies is spelled out (over the SchedulerConfig
 # defaults of the time, which no longer matter), so a cached run keeps its meaning when the
-# shipped defaults change. Small on purpose: one setting costs 12 simulated weeks (README).
+# shipped defaults change. Small on purpose: one setting costs 12 simulated weeks (docs/benchmarks.md).
 BEFORE = {"short_job_weight": 10.0, "max_wait_s": 14400.0, "fair_share_horizon_s": None,
           "guarantee_rounds_up_to_task": False, "guaranteed_in_share_order": True,
           "short_job_gpu_exponent": 0.0, "max_held_reservations": 1, "reclaim_patience_s": 0.0}
@@ -79,7 +79,7 @@ GRID: dict[str, dict[str, Any]] = {
     "shortest-100": WEEK1 | {"short_job_weight": 100.0},
     "patient-30m": WEEK1 | {"reclaim_patience_s": 1800.0},  # fewer reclaim preemptions, less lost work
 }
-# What the procedure chose when it was last run (README); meta/policy/config.py's defaults are
+# What the procedure chose when it was last run (docs/benchmarks.md); meta/policy/config.py's defaults are
 # this setting, which tests/unit/test_policy_file.py checks.
 SHIPPED = "owned-shortest"
 

@@ -113,7 +113,7 @@ def _signal(row: dict[str, Any], signal: str) -> int:
 @click.option("--api", default=None, help="metasched API address (default: METASCHED_API or the local socket).")
 @handle_errors
 def main(ids, names, users, states, accounts, me, signal, api) -> None:  # type: ignore[no-untyped-def]
-    """mscancel cancels or signals metasched jobs like scancel (see README "mscancel")."""
+    """mscancel cancels or signals metasched jobs like scancel (see docs/sbatch.md, "msqueue and mscancel")."""
     refs = split_list(ids)
     wanted_states = split_list(states)
     try:

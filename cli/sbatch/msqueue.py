@@ -45,7 +45,7 @@ def rows_for(backend, *, users, accounts, partitions, states, jobs, names) -> li
 @click.option("--api", default=None, help="metasched API address (default: METASCHED_API or the local socket).")
 @handle_errors
 def main(users, accounts, partitions, states, jobs, names, me, noheader, fmt, long_fmt, as_json, api) -> None:  # type: ignore[no-untyped-def]
-    """msqueue lists metasched's waiting and running jobs like squeue (see README "msqueue")."""
+    """msqueue lists metasched's waiting and running jobs like squeue (see docs/sbatch.md, "msqueue and mscancel")."""
     try:
         parts = parse_long_format(long_fmt) if long_fmt else parse_format(fmt if fmt is not None else DEFAULT_FORMAT)
         wanted_states = check_states(split_list(states))

@@ -153,7 +153,7 @@ GROUPS = (
     ("requeue", "no-requeue"),
 )
 
-# Why some sbatch options stay refused (the README's options table says the same).
+# Why some sbatch options stay refused (docs/sbatch.md's options table says the same).
 REFUSED_BECAUSE = {
     "ntasks-per-gpu": "metasched's resource model counts GPUs per node; use --gpus-per-task or --gres",
     "export-file": "the job's environment is sent with the job; use --export=NAME=value",

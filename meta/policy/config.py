@@ -22,7 +22,7 @@ class SchedulerConfig:
 
     ``metasched serve`` without a policy file, the simulator and the benchmarks all run these
     defaults; the knobs marked *tuned* were chosen by ``benchmarks/tune_policy.py``
-    (leave-one-week-out over four Philly weeks × three loads; procedure and figures in the README).
+    (leave-one-week-out over four Philly weeks × three loads; procedure and figures in docs/benchmarks.md).
     """
 
     # Fair share: a GPU-second of an H100 costs more than one of a T4.

@@ -2,7 +2,7 @@
 
 The shipped defaults (``meta/policy/config.py``) are the tuned setting, chosen by
 ``benchmarks/tune_policy.py`` (leave-one-week-out over four Philly weeks × three loads; the
-procedure and its figures are in the README). The simulator, the benchmarks and
+procedure and its figures are in docs/benchmarks.md). The simulator, the benchmarks and
 ``metasched serve`` without a policy file therefore run the same policy.
 ``tuned-policy.yaml`` beside this module is only an alias of the defaults (an empty mapping),
 kept so that ``--policy-config meta/sim/tuned-policy.yaml`` still works.

@@ -8,7 +8,7 @@ at once. When every job has ended the test compares what each job saw and left b
 - the files in its folder (names and contents, with the job's own Slurm id(s) and the folder
   written as placeholders): output and error files from ``-o/-e`` patterns and sbatch's default,
   what the script wrote, the working folder it recorded;
-- the ``SLURM_*`` variables it recorded, except INTENDED (the README's "Intended differences from
+- the ``SLURM_*`` variables it recorded, except INTENDED (docs/sbatch.md, "Intended differences from
   sbatch": ids and placement that differ between any two runs);
 - its end in accounting (sacct State and ExitCode of the allocation; for msbatch, its last attempt;
   for an array, every element's);
@@ -44,7 +44,7 @@ pytestmark = pytest.mark.slurm
 
 SCRIPTS = Path(__file__).parent / "scripts"
 SUBMIT_ENV = {"FOO": "from-shell", "OTHER": "other-var"}
-# SLURM_* variables that differ between any two runs of one script (the README lists them)
+# SLURM_* variables that differ between any two runs of one script (docs/sbatch.md lists them)
 INTENDED = frozenset({
     "SLURM_JOB_ID", "SLURM_JOBID", "SLURM_TASK_PID", "SLURM_JOB_NODELIST", "SLURM_NODELIST",
     "SLURMD_NODENAME", "SLURM_TOPOLOGY_ADDR", "SLURM_NODE_ALIASES", "SLURM_JOB_START_TIME", "SLURM_JOB_END_TIME",

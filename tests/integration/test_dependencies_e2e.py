@@ -7,7 +7,7 @@ order (sacct start and end times), an afternotok on a job that succeeded is neve
 singleton jobs of one name never overlap, a held job waits with JobHeldUser until alice releases
 it, a --begin=now+20 job waits with BeginTime and starts no earlier. msqueue's REASON column says
 what squeue's says for the same situation. The figures printed (how long after its dependency a
-job started) are the README's.
+job started) are docs/sbatch.md's.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Hypothesis stateful test: random event sequences, replays and duplicates keep the invariants.
 
-Invariants checked after every step (DESIGN.md I3 and the state-machine rules):
+Invariants checked after every step (I3 of docs/architecture.md and the state-machine rules):
 - at most one live attempt per task;
 - fencing tokens strictly increase with attempt number per task (I3);
 - a task's state agrees with its attempts (scheduled/running iff a live attempt exists);
