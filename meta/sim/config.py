@@ -30,7 +30,9 @@ class SimConfig:
     # with work waiting, a cycle at least this often even when nothing happens (0 = never)
     idle_cycle_s: float = DEFAULT_IDLE_CYCLE_S
     warmup_hours: float | None = None  # None = the cluster preset's default
-    usage_half_life_s: float = 7 * 86400.0  # Slurm's PriorityDecayHalfLife default
+    # the baselines' fair-share half-life (Slurm's PriorityDecayHalfLife default); metasched's usage
+    # decays with its SchedulerConfig's usage_half_life_s, as in the daemon
+    usage_half_life_s: float = 7 * 86400.0
     gang_topology: Topology = Topology.PREFER_SAME_SWITCH
     priority_class: str = ""  # "" = the job kind names the class (training, inference, …)
     tenant_weights: dict[str, float] = field(default_factory=dict)  # overrides the preset's

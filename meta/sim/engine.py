@@ -29,7 +29,7 @@ from meta.sim.cluster import ClusterSpec, gang_shape
 from meta.sim.config import SimConfig, runtime_estimate
 from meta.sim.job import JobState, SimJob
 from meta.sim.trace import TraceJob
-from meta.sim.usage import UsageLedger, guarantees_from_weights
+from meta.sim.usage_ledger import UsageLedger, guarantees_from_weights, usage_config
 
 WARMUP_TOO_LONG = "warm-up longer than the trace: every job is measured"
 COMPLETE, STOP, CHECKPOINT = 0, 1, 2  # capacity comes back before checkpoints at one instant
@@ -98,7 +98,9 @@ class Engine:
         self.window = self._window()
         weights = dict(cluster.tenants) | dict(self.config.tenant_weights)
         guarantees = guarantees_from_weights(weights, self.capacity_gpus, self.config.guarantee_fraction)
-        self.ledger = UsageLedger(self.config.usage_half_life_s, self.window, weights, guarantees)
+        # fair-share usage is charged with the policy's own cost weights and half-life, as the daemon charges
+        usage = usage_config(policy, policy_config, self.config.usage_half_life_s)
+        self.ledger = UsageLedger(usage, self.window, weights, guarantees)
         self.pending: dict[int, PendingTask] = {}
         self.running: dict[int, Reservation] = {}
         self.by_attempt: dict[str, int] = {}
@@ -379,7 +381,8 @@ class Engine:
         self.running[index] = reservation
         self.by_attempt[attempt_id] = index
         self._occupy(reservation, +1)
-        self.ledger.change(now, task.tenant, reservation.gpus())
+        for share in reservation.shares:  # per share: its GPU type sets what a GPU-second costs
+            self.ledger.change(now, task.tenant, share.resources.gpus, share.resources.gpu_type)
         heapq.heappush(self.events, (now + restore + remaining, COMPLETE, index, job.attempt))
         interval = task.checkpoint_interval_s
         if interval and interval < remaining:
@@ -391,7 +394,8 @@ class Engine:
         reservation = self.running.pop(index)
         self.by_attempt.pop(reservation.attempt_id, None)
         self._occupy(reservation, -1)
-        self.ledger.change(now, reservation.tenant, -reservation.gpus())
+        for share in reservation.shares:
+            self.ledger.change(now, reservation.tenant, -share.resources.gpus, share.resources.gpu_type)
         job.reservation = None
         return job
 
