@@ -26,18 +26,15 @@ from meta.model.spec import spec_from_dict
 from meta.model.states import JobState
 from meta.service.api import Service
 from meta.store.models import Attempt, CycleRecord
-from tests.faults.support import (
+from tests.faults.support import report, seed_of, small_eval, trials
+from tests.harness import (
     ServeProcess,
     attempts_of,
     cancel_daemon_jobs,
     duplicates,
     invariant_violations,
     lease,
-    report,
-    seed_of,
     slurm_jobs_of,
-    small_eval,
-    trials,
     unsettled_attempts,
     wait_for,
     wait_jobs,

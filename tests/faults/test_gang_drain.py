@@ -27,8 +27,16 @@ from pathlib import Path
 import pytest
 
 from meta.model.states import AttemptState, JobState
-from tests.faults.support import attempts_of, duplicates, invariant_violations, report, slurm_jobs_of, trials
-from tests.integration.harness import DaemonHarness, sacct_records, squeue_names
+from tests.faults.support import report, trials
+from tests.harness import (
+    DaemonHarness,
+    attempts_of,
+    duplicates,
+    invariant_violations,
+    sacct_records,
+    slurm_jobs_of,
+    squeue_names,
+)
 
 pytestmark = pytest.mark.slurm
 

@@ -33,24 +33,19 @@ from meta.model.states import AttemptState, JobState
 from meta.service.api import Service
 from meta.store.lifecycle import attempt_event
 from meta.store.models import Attempt
-from tests.faults.support import (
+from tests.faults.support import inference, metasched, output_problems, report, seed_of, trials
+from tests.harness import (
+    DaemonHarness,
     ServeProcess,
     attempts_of,
     cancel_daemon_jobs,
     duplicates,
-    inference,
     invariant_violations,
-    metasched,
-    output_problems,
-    report,
-    seed_of,
     slurm_jobs_of,
-    trials,
     wait_for,
     wait_jobs,
     wait_leading,
 )
-from tests.integration.harness import DaemonHarness
 
 pytestmark = pytest.mark.slurm
 

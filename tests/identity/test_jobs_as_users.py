@@ -39,9 +39,9 @@ from meta.store.db import Database
 from meta.store.models import Attempt, Checkpoint, Job
 from meta.store.reset import truncate_all
 from tenants import secrets as secret_files
+from tests.harness import squeue_keys
 from tests.identity.conftest import MUNGE_SOCKET, REPO
 from tests.identity.users import Call, Outcome, run_one
-from tests.integration.harness import squeue_keys
 
 pytestmark = pytest.mark.slurm
 

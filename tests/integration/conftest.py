@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.harness import DaemonHarness
+from tests.harness import DaemonHarness
 
 
 @pytest.fixture

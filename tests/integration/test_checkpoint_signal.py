@@ -26,7 +26,7 @@ import pytest
 from meta.cycle.reconcile import SIGNAL_KILL_REASON
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, JobState
 from meta.service.api import Service
-from tests.integration.harness import DaemonHarness, SlurmRecord, sacct_records
+from tests.harness import DaemonHarness, SlurmRecord, sacct_records
 
 pytestmark = pytest.mark.slurm
 

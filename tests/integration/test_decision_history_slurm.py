@@ -9,7 +9,7 @@ from meta.model.errors import NotFound
 from meta.model.states import JobState
 from meta.service.operations import Operations
 from tenants.identity import member
-from tests.integration.harness import DaemonHarness
+from tests.harness import DaemonHarness
 
 pytestmark = pytest.mark.slurm
 

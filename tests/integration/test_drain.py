@@ -16,8 +16,7 @@ from sqlalchemy import select
 from meta.model.states import AttemptState
 from meta.store.models import TaskReason
 from slurm_bridge.tags import tag_key
-from tests.integration.harness import DaemonHarness
-from tests.integration.test_unknown_launch import attempts_of, slurm_invariants
+from tests.harness import DaemonHarness, attempts_of, invariant_violations
 
 pytestmark = pytest.mark.slurm
 
@@ -118,7 +117,7 @@ def test_drained_node_gets_nothing_until_resumed(drained: DaemonHarness) -> None
     assert on_drained == []
     assert all(a.nodes == ["t4n1"] for a in first_attempts)
     assert set(slurm_first.values()) == {"t4n1"} and len(slurm_first) == 4
-    assert slurm_invariants(h.service) == []
+    assert invariant_violations(h.service) == []
 
     _scontrol_node("resume")
     assert _slurm_node_state() not in ("drained", "draining")
@@ -129,7 +128,7 @@ def test_drained_node_gets_nothing_until_resumed(drained: DaemonHarness) -> None
     assert all(a.nodes == [DRAINED] for a in second)
     assert set(slurm_second.values()) == {DRAINED} and len(slurm_second) == 2
     assert all(a.nodes == ["t4n1"] for a in (live(job)[0] for job in first))  # the first four never moved
-    assert slurm_invariants(h.service) == []
+    assert invariant_violations(h.service) == []
 
     for job in jobs:
         h.service.cancel(job)

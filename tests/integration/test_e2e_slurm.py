@@ -12,7 +12,7 @@ import pytest
 
 from meta.model.states import AttemptState, JobState
 from tenants.secrets import set_secret
-from tests.integration.harness import DaemonHarness, sacct_wait, slurm_jobs_per_attempt, squeue_names
+from tests.harness import DaemonHarness, sacct_wait, slurm_jobs_per_attempt, squeue_names
 
 pytestmark = pytest.mark.slurm
 

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from meta.model.states import JobState
 from meta.store.models import Task, TaskReason
 from slurm_bridge.reservations import HOLD_PREFIX
-from tests.integration.harness import DaemonHarness
+from tests.harness import DaemonHarness
 
 pytestmark = pytest.mark.slurm
 

@@ -7,7 +7,7 @@ import pytest
 from meta.model.spec import EvaluationSpec, RetryPolicy
 from meta.model.states import JobState
 from meta.service.api import Service
-from tests.integration.harness import DaemonHarness, sacct_wait
+from tests.harness import DaemonHarness, sacct_wait
 from tests.runtime.support import attempts_of, submit
 from tests.runtime.test_poison_jobs import unchecked
 

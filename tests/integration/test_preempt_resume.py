@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from meta.model.states import AttemptState, JobState
-from tests.integration.harness import DaemonHarness
+from tests.harness import DaemonHarness
 
 pytestmark = pytest.mark.slurm
 

@@ -10,7 +10,6 @@ exactly one Slurm job per attempt, one attempt per task, nothing lost, and I1–
 
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -19,19 +18,15 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
-from meta.cycle.invariants import check_invariants
 from meta.model.states import AttemptState, JobState
 from meta.service.api import Service
 from meta.store.models import Attempt, Transition
-from slurm_bridge.commands import CliSlurmClient
-from slurm_bridge.inventory import build_inventory
-from tests.integration.harness import DaemonHarness, sacct_wait, slurm_jobs_per_attempt, squeue_names
+from tests.harness import DaemonHarness, attempts_of, invariant_violations, sacct_wait, slurm_jobs_per_attempt
 
 pytestmark = pytest.mark.slurm
 
 FAKEBIN = Path(__file__).resolve().parent / "fakebin"
 TRIALS = 50
-_DAEMON_NAME = re.compile(r"^ms-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
 
 
 def small_eval(name: str, tenant: str = "tenant-a", command: str = "sleep 1") -> dict[str, object]:
@@ -44,27 +39,6 @@ def small_eval(name: str, tenant: str = "tenant-a", command: str = "sleep 1") ->
         "time_limit": "5m",
         "command": command,
     }
-
-
-def attempts_of(service: Service, job: str) -> list:
-    """attempts_of lists every attempt of every task of a job."""
-    return [a for t in service.status(job).tasks for a in t.attempts]
-
-
-def daemon_job_names() -> set[str]:
-    """daemon_job_names are the active Slurm jobs named like a daemon's attempts (``ms-<uuid>``).
-
-    Other tests on the shared cluster submit ``ms-test-...`` jobs by hand without the daemon lock;
-    they are not this store's business.
-    """
-    return {name for name in squeue_names() if _DAEMON_NAME.match(name)}
-
-
-def slurm_invariants(service: Service, grace_s: float = 60.0) -> list[str]:
-    """slurm_invariants runs check_invariants with Slurm's active job names and node inventory."""
-    nodes = build_inventory(CliSlurmClient().sinfo()).nodes
-    with service.db.session() as session:
-        return check_invariants(session, slurm_active_names=daemon_job_names(), nodes=nodes, grace_s=grace_s)
 
 
 def outcome_counts(service: Service, attempt_ids: set[str], sacct_names: set[str]) -> dict[str, int]:
@@ -153,4 +127,4 @@ def test_unknown_launch_outcomes_never_duplicate_or_lose(fault_harness: tuple[Da
     assert counts["duplicates"] == 0
     assert counts["missing"] == 0
     assert counts["lost"] == 0
-    assert slurm_invariants(harness.service) == []
+    assert invariant_violations(harness.service) == []
