@@ -8,11 +8,12 @@ it. Another tenant's job is NotFound, never Forbidden: its existence does not le
 
 from __future__ import annotations
 
+import os
 import pwd
 import time
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from sqlalchemy import and_, exists, or_, select, true
@@ -70,6 +71,10 @@ class Service:
         self.feasibility = feasibility
         # the API's per-tenant submit limits (meta/service/submit_gate.py); None: none (local mode, tools)
         self.gate = gate
+        # where jobs that run as the daemon's user write their output (``serve --log-dir``, set by the
+        # API of ``metasched serve``; None: not known here, local mode), and who that user is
+        self.log_dir: str | None = None
+        self.daemon_uid = os.geteuid()
 
     @classmethod
     def open(cls, url: str | None = None, *, migrate: bool = True) -> Service:
@@ -169,7 +174,12 @@ class Service:
 
     def status(self, job_ref: str, principal: Principal = ADMIN) -> JobStatus:
         """status returns the spec, tasks, attempts and latest reasons of a job."""
-        return self._unit(lambda s: _status(s, _find_job(s, job_ref, principal)))
+        return self._unit(lambda s: self._status_of(s, _find_job(s, job_ref, principal)))
+
+    def _status_of(self, session: Session, job: Job) -> JobStatus:
+        """_status_of is a job's status, with where the attempts of the daemon's own jobs log."""
+        status = _status(session, job, self.daemon_uid)
+        return replace(status, log_dir=self.log_dir) if status.runs_as_daemon else status
 
     def list_jobs(
         self,
@@ -199,11 +209,11 @@ class Service:
             element = parse_element_ref(job_ref)
             if element.indexes is not None:  # JOB_3, JOB_[1-3]: only those array elements
                 cancel_elements(session, job, element, principal.name)
-                return _status(session, job)
+                return self._status_of(session, job)
             if not job.cancel_requested:
                 audit.record(session, principal.name, "job.cancel", job.short_id, tenant=job.tenant)
             cancel_job(session, job, principal.name)
-            return _status(session, job)
+            return self._status_of(session, job)
 
         return self._unit(work)
 
@@ -240,7 +250,7 @@ class Service:
             job = _find_job(session, job_ref, principal)
             require_act(principal, job, what)
             change(session, job, principal)
-            return _status(session, job)
+            return self._status_of(session, job)
 
         return self._unit(work)
 
@@ -323,7 +333,7 @@ def _find_tasks(session: Session, ref: str, principal: Principal) -> list[Task]:
     return list(session.scalars(select(Task).where(Task.job_id == job.id).order_by(Task.index)))
 
 
-def _status(session: Session, job: Job) -> JobStatus:
+def _status(session: Session, job: Job, daemon_uid: int) -> JobStatus:
     tasks = list(session.scalars(select(Task).where(Task.job_id == job.id).order_by(Task.index)))
     attempts: dict[str, list[Attempt]] = {}
     for attempt in session.scalars(select(Attempt).where(Attempt.job_id == job.id)):
@@ -339,6 +349,8 @@ def _status(session: Session, job: Job) -> JobStatus:
         recent=[TransitionView.of(t) for t in recent],
         submit_dir=job.submit_dir,
         owner=_user_name(job.owner_uid),
+        # the launch's rule (meta/cycle/actuate/launch_plan.run_as_for): the daemon's own jobs log in its folder
+        runs_as_daemon=job.owner_uid is None or job.owner_uid == daemon_uid,
     )
 
 

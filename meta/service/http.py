@@ -217,6 +217,8 @@ def create_app(
     app.state.context = ApiContext(service, principal_for, secrets_root)
     _install_error_handlers(app)
     app.state.web_auth = WebAuth(web or WebSettings.ephemeral())
+    if web is not None and web.log_dir and service.log_dir is None:
+        service.log_dir = web.log_dir  # metasched status shows where the daemon's own jobs log
     app.include_router(router)
     app.include_router(web_router)
     on_auth_failure = metrics.auth_failed if metrics is not None else None

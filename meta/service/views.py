@@ -165,7 +165,11 @@ class JobStatus:
     tasks: list[TaskView]
     recent: list[TransitionView]
     submit_dir: str | None = None  # where its attempts' relative log paths start (metasched status)
-    owner: str | None = None  # the user it runs as (None: the daemon's own job)
+    owner: str | None = None  # the user who submitted it (None: a job older than issue 12)
+    # whether its attempts run as the daemon's own user (root's local-mode jobs, jobs without an
+    # owner): their output goes to the daemon's log folder, not to sbatch's default
+    runs_as_daemon: bool = False
+    log_dir: str | None = None  # the daemon's log folder (``serve --log-dir``), when the API knows it
 
     @property
     def state(self) -> JobState:
@@ -182,6 +186,8 @@ class JobStatus:
             "recent_transitions": [asdict(t) for t in self.recent],
             "submit_dir": self.submit_dir,
             "owner": self.owner,
+            "runs_as_daemon": self.runs_as_daemon,
+            "log_dir": self.log_dir if self.runs_as_daemon else None,
         }
 
 
