@@ -30,9 +30,14 @@ ALLOWED: dict[str, frozenset[str]] = {
     "checkpoint": frozenset({"meta.model", "meta.store"}),
     # tenants reads Slurm's associations (sacctmgr) through slurm_bridge: they are its authorization
     "tenants": frozenset({"meta.model", "meta.store", "slurm_bridge"}),
+    # the daemon's start-up wires the cycle, the API and the store together: nothing imports it but `serve`
+    "meta.serve": frozenset({"meta.model", "meta.policy", "meta.config", "meta.store", "meta.service", "meta.cycle",
+                             "slurm_bridge", "tenants"}),
     "cli": frozenset({"meta.model", "meta.policy", "meta.config", "meta.sim", "meta.store", "meta.service",
-                      "meta.cycle", "slurm_bridge", "checkpoint", "tenants"}),
+                      "meta.cycle", "meta.serve", "slurm_bridge", "checkpoint", "tenants"}),
 }
+# layer -> the only modules of the importing layers that may import it (the CLI's `serve` command alone)
+ONLY_FROM: dict[str, frozenset[str]] = {"meta.serve": frozenset({"cli.serve_cmd"})}
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,10 @@ class Violation:
     layer: str
 
     def __str__(self) -> str:
+        target = _target_layer(self.imported)
+        if target in ONLY_FROM and target in ALLOWED[self.layer]:
+            return f"{self.path}:{self.line} imports {self.imported}: {self.layer} may import it only from " + ", ".join(
+                sorted(ONLY_FROM[target]))
         allowed = ", ".join(sorted(ALLOWED[self.layer] | {self.layer}))
         return f"{self.path}:{self.line} imports {self.imported}: {self.layer} may import only {allowed}"
 
@@ -100,10 +109,15 @@ def violations(root: Path) -> list[Violation]:
             tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
             for line, imported in imported_modules(tree, module, path.name == "__init__.py"):
                 target = _target_layer(imported)
-                if target is None or target == layer or target in ALLOWED[layer]:
+                if target is None or target == layer or (target in ALLOWED[layer] and _may_reach(module, target)):
                     continue
                 found.append(Violation(str(path.relative_to(root)), line, imported, layer))
     return found
+
+
+def _may_reach(module: str, target: str) -> bool:
+    """_may_reach tells whether ``module`` is one of the few that may import a layer kept to ONLY_FROM."""
+    return target not in ONLY_FROM or module in ONLY_FROM[target]
 
 
 def _target_layer(imported: str) -> str | None:
@@ -141,6 +155,8 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
         ("meta/cycle/x.py", "from cli.output import emit\n", "imports cli.output: meta.cycle"),
         ("tenants/x.py", "def f():\n    from cli import main\n", "tenants/x.py:2 imports cli: tenants"),
         ("meta/policy/sub/x.py", "from ...store import models\n", "imports meta.store: meta.policy"),
+        ("cli/x.py", "from meta.serve.run import serve\n", "imports meta.serve.run: cli may import it only from cli.serve_cmd"),
+        ("meta/service/x.py", "from meta.serve import settings\n", "imports meta.serve: meta.service may"),
     ],
 )
 def test_a_broken_rule_is_named(tmp_path: Path, path: str, source: str, want: str) -> None:
@@ -156,6 +172,8 @@ def test_a_broken_rule_is_named(tmp_path: Path, path: str, source: str, want: st
         ("meta/sim/x.py", "from meta.config.policy_file import load_policy_config\nimport yaml\n"),
         ("slurm_bridge/x.py", "from meta.model.resources import ResourceVector\nfrom . import errors\n"),
         ("cli/x.py", "from meta.cycle.daemon import Daemon\nfrom cli.output import emit\n"),
+        ("cli/serve_cmd.py", "from meta.serve.run import serve\n"),
+        ("meta/serve/x.py", "from meta.cycle.daemon import DaemonConfig\nfrom meta.service.api import Service\n"),
     ],
 )
 def test_an_allowed_import_passes(tmp_path: Path, path: str, source: str) -> None:

@@ -11,8 +11,8 @@ from click.testing import CliRunner, Result
 
 from cli.main import cli
 from cli.serve_cmd import serve
-from cli.state_dir import prepare_daemon_files, url_file_name
 from meta.config.paths import default_state_dir
+from meta.serve.state_dir import prepare_daemon_files, url_file_name
 from meta.store.db import write_url_file
 from meta.store.private_files import UnsafePath
 
