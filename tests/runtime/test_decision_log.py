@@ -103,12 +103,3 @@ def test_trigger_exists_on_postgres(pg_database: Database) -> None:
         names = set(session.scalars(text("SELECT tgname FROM pg_trigger WHERE tgrelid = 'decisions'::regclass")))
     assert "decisions_append_only" in names
 
-
-def test_serve_flags_set_the_retention() -> None:
-    from cli.serve_cmd import _decision_settings
-
-    assert _decision_settings("12h", 5000, 2) == DecisionLogSettings(True, 2, 12 * 3600.0, 5000)
-    assert _decision_settings("off", 0, 0) == DecisionLogSettings(False, 0, None, None)
-    with pytest.raises(SystemExit) as exit_info:
-        _decision_settings("soon", 1, 1)
-    assert exit_info.value.code == 2
