@@ -91,7 +91,7 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)  # a default
     default=DEFAULTS.policy_config,
     envvar="METASCHED_POLICY_CONFIG",
     type=click.Path(dir_okay=False),
-    help="YAML of policy settings over the defaults (the shipped, tuned policy; see README Benchmarks).",
+    help="YAML of policy settings over the defaults (the shipped, tuned policy; see docs/benchmarks.md).",
 )
 @click.option(
     "--api-socket",
@@ -127,7 +127,7 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)  # a default
 @click.option("--managed-partitions", envvar="METASCHED_MANAGED_PARTITIONS",
               default=",".join(DEFAULTS.managed_partitions), show_default=True,
               help="Comma-separated metasched-managed Slurm partitions: plain sbatch jobs that "
-              "deploy/slurm/job_submit.lua holds there are adopted (README: Plain sbatch, adopted).")
+              "deploy/slurm/job_submit.lua holds there are adopted (docs/sbatch.md: Plain sbatch, adopted).")
 @click.option("--submit-rate", default=DEFAULTS.submit_rate, type=_float("submit_rate"),
               help="Jobs per second each tenant may submit through the API, unless the tenant sets its own "
               f"(`metasched tenant set --submit-rate`). Default: {DEFAULTS.submit_rate:g}.")

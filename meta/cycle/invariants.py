@@ -1,4 +1,4 @@
-"""Invariants I1–I6 (DESIGN.md), checked by reading the store and, optionally, what Slurm shows.
+"""Invariants I1–I6 (docs/architecture.md), checked by reading the store and, optionally, what Slurm shows.
 
 ``check_invariants`` returns one message per violation (an empty list means all hold). Every
 check is a pure read: tests call it after a run, the daemon may call it behind a flag. Slurm
