@@ -23,6 +23,8 @@ MAX_RESPONSE_BYTES = 512 * 1024 * 1024
 USAGE_STATUSES = frozenset({400, 413, 414, 422})
 
 Credential = Callable[[str, str, bytes], str]
+Transport = Callable[[str, str, bytes | None, dict[str, str]], tuple[int, bytes]]
+"""Transport sends (method, target, body, headers) and returns (status, body): local mode's in-process app."""
 
 
 class ApiError(Exception):
@@ -87,9 +89,12 @@ class ApiClient:
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         connect_wait_s: float = 0.0,
+        transport: Transport | None = None,
     ):
         self.address = address
-        self._connect = _connector(address, timeout)
+        # ``transport``: requests go to it instead of a socket (local mode runs the service's app in process)
+        self._transport = transport
+        self._connect = _connector(address, timeout) if transport is None else None
         self._credential = credential
         # how long to keep trying while nothing listens (a daemon restarting on its socket): only
         # the connection is retried, never a request that was sent
@@ -163,6 +168,8 @@ class ApiClient:
                 time.sleep(pause)
 
     def _exchange(self, method: str, target: str, data: bytes | None, headers: dict[str, str]) -> tuple[int, bytes]:
+        if self._transport is not None:
+            return self._transport(method, target, data, headers)
         connection = self._connected()
         try:
             connection.request(method, target, body=data, headers=headers)

@@ -8,12 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from cli.backend import Backend
 from cli.client import API_ENV, DEFAULT_API
+from cli.remote import ApiBackend
 from meta.model.errors import InvalidRequest
 
-if TYPE_CHECKING:  # the store is imported only by the commands that use it
-    from meta.service.api import Service
+if TYPE_CHECKING:  # the store is imported only by the commands that use it (through cli.local)
+    from cli.local import Service
 
 DB_FILE_ENV = "METASCHED_DB_FILE"
 JOB_SIDE_WAIT_S = 60.0  # a replica restarting on the same socket is back within seconds
@@ -39,27 +39,25 @@ class CliState:
     def service(self) -> Service:
         """service opens the store on first use (daemon and local-mode commands only)."""
         if self._service is None:
-            from meta.service.api import Service
+            from cli.local import open_store
 
-            self._service = Service.open(self.db_url)
+            self._service = open_store(self.db_url)
         return self._service
 
-    def backend(self, secrets_root: str | None = None, *, job_side: bool = False) -> Backend:
-        """backend is the API (the normal way) or, with an explicit store, local mode for root.
+    def backend(self, secrets_root: str | None = None, *, job_side: bool = False) -> ApiBackend:
+        """backend is the API: over its socket (the normal way) or, with an explicit store, in process (local mode, root).
 
         ``job_side``: a running job's call (commit, checkpoint report, its secrets) waits up to
         JOB_SIDE_WAIT_S for a daemon that is restarting rather than failing the job at once.
         """
         if self.is_local():
-            from cli.local import check_local_mode, local_operations
-            from meta.store.db import resolve_url
+            from cli.local import check_store, local_backend
 
-            check_local_mode(resolve_url(self.db_url))
-            return local_operations(self.service(), self.tenant, secrets_root)
+            check_store(self.db_url)
+            return local_backend(self.service(), self.tenant, secrets_root)
         if secrets_root is not None:
             raise InvalidRequest("--root applies to local mode (--db) only: the service uses its own --secrets-root")
         from cli.client import ApiClient
-        from cli.remote import ApiBackend
 
         wait = JOB_SIDE_WAIT_S if job_side else 0.0
         return ApiBackend(ApiClient(self.api_address(), connect_wait_s=wait), self.tenant)

@@ -50,9 +50,11 @@ def submit(state: CliState, paths: tuple[str, ...], key: str | None, as_json: bo
     texts = [(path, read_job_file(path)) for path in paths]
     try:
         if len(texts) == 1:
-            results = [state.backend().submit_text(texts[0][1], source=texts[0][0], key=key, submit_dir=_cwd())]
+            source, text = texts[0]
+            results = [state.backend().submit(spec_text=text, source=source, key=key, submit_dir=_cwd())]
         else:
-            results = state.backend().submit_texts(texts, key=key, submit_dir=_cwd())
+            jobs = [{"spec_text": text, "source": source} for source, text in texts]
+            results = state.backend().submit_batch(jobs=jobs, key=key, submit_dir=_cwd())["jobs"]
     except Exception as exc:
         refuse_submission(exc)
         raise

@@ -21,7 +21,7 @@ def web(state: CliState, as_json: bool) -> None:
     if state.is_local():
         fail("metasched web needs the API (a browser signs in through `metasched serve`); drop --db", EXIT_USAGE)
     backend = state.backend()
-    link = backend.web_link()  # type: ignore[attr-defined]  # the API backend's own: local mode has no web view
+    link = backend.web_link()
     if as_json:
         echo_json(link)
         return

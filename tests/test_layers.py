@@ -38,6 +38,10 @@ ALLOWED: dict[str, frozenset[str]] = {
 }
 # layer -> the only modules of the importing layers that may import it (the CLI's `serve` command alone)
 ONLY_FROM: dict[str, frozenset[str]] = {"meta.serve": frozenset({"cli.serve_cmd"})}
+# the thin client speaks the API: of cli, only local mode's wiring (it runs the API's app in process)
+# and `db` reach the store or the service (README "Layout")
+CLI_WIRING = frozenset({"cli.local", "cli.db_cmd"})
+KEPT_FROM_CLI = frozenset({"meta.store", "meta.service"})
 
 
 @dataclass(frozen=True)
@@ -51,6 +55,9 @@ class Violation:
 
     def __str__(self) -> str:
         target = _target_layer(self.imported)
+        if self.layer == "cli" and target in KEPT_FROM_CLI:
+            return (f"{self.path}:{self.line} imports {self.imported}: cli may import it only from "
+                    + ", ".join(sorted(CLI_WIRING)) + " (the thin client speaks the API)")
         if target in ONLY_FROM and target in ALLOWED[self.layer]:
             return f"{self.path}:{self.line} imports {self.imported}: {self.layer} may import it only from " + ", ".join(
                 sorted(ONLY_FROM[target]))
@@ -117,6 +124,8 @@ def violations(root: Path) -> list[Violation]:
 
 def _may_reach(module: str, target: str) -> bool:
     """_may_reach tells whether ``module`` is one of the few that may import a layer kept to ONLY_FROM."""
+    if target in KEPT_FROM_CLI and layer_of(module) == "cli" and module not in CLI_WIRING:
+        return False
     return target not in ONLY_FROM or module in ONLY_FROM[target]
 
 
@@ -157,6 +166,11 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
         ("meta/policy/sub/x.py", "from ...store import models\n", "imports meta.store: meta.policy"),
         ("cli/x.py", "from meta.serve.run import serve\n", "imports meta.serve.run: cli may import it only from cli.serve_cmd"),
         ("meta/service/x.py", "from meta.serve import settings\n", "imports meta.serve: meta.service may"),
+        # the thin client: a command module reaching the store or the service, even lazily
+        ("cli/x.py", "def f():\n    from meta.store.db import resolve_url\n",
+         "cli/x.py:2 imports meta.store.db: cli may import it only from cli.db_cmd, cli.local"),
+        ("cli/sbatch/x.py", "from meta.service.operations import Operations\n",
+         "imports meta.service.operations: cli may import it only from cli.db_cmd, cli.local"),
     ],
 )
 def test_a_broken_rule_is_named(tmp_path: Path, path: str, source: str, want: str) -> None:
@@ -173,8 +187,21 @@ def test_a_broken_rule_is_named(tmp_path: Path, path: str, source: str, want: st
         ("slurm_bridge/x.py", "from meta.model.resources import ResourceVector\nfrom . import errors\n"),
         ("cli/x.py", "from meta.cycle.daemon import Daemon\nfrom cli.output import emit\n"),
         ("cli/serve_cmd.py", "from meta.serve.run import serve\n"),
+        ("cli/local.py", "from meta.service.http import create_app\nfrom meta.store.db import resolve_url\n"),
         ("meta/serve/x.py", "from meta.cycle.daemon import DaemonConfig\nfrom meta.service.api import Service\n"),
     ],
 )
 def test_an_allowed_import_passes(tmp_path: Path, path: str, source: str) -> None:
     assert violations(_tree(tmp_path, {path: source})) == []
+
+
+def test_a_store_import_planted_in_a_copy_of_the_thin_client_fails(tmp_path: Path) -> None:
+    import shutil
+
+    shutil.copytree(ROOT / "cli", tmp_path / "cli", ignore=shutil.ignore_patterns("__pycache__"))
+    root = _tree(tmp_path, {})
+    assert violations(root) == []  # the real thin client keeps the rule
+    command = root / "cli" / "jobs_cmd.py"
+    command.write_text(command.read_text() + "\n\ndef _direct():\n    from meta.service.api import Service\n")
+    found = [str(v) for v in violations(root)]
+    assert len(found) == 1 and "cli/jobs_cmd.py" in found[0] and "the thin client speaks the API" in found[0], found

@@ -22,10 +22,10 @@ from typing import NoReturn
 
 import click
 
-from cli.backend import Backend
 from cli.client import API_ENV, DEFAULT_API, ApiClient, ApiError
 from cli.context import DB_FILE_ENV
 from cli.errors import EXIT_USAGE, SUBMISSION_FAILED, fail, handle_errors, loaded_class, refuse_submission
+from cli.remote import ApiBackend
 from cli.sbatch.options import (
     SUPPORTED,
     CommandLine,
@@ -147,16 +147,14 @@ def _informational(command: CommandLine) -> bool:
 # --- submitting -----------------------------------------------------------------------------
 
 
-def backend(options: Options) -> Backend:
-    """backend is the API (--api, METASCHED_API, the default socket) or, with --db / METASCHED_DB, the store."""
+def backend(options: Options) -> ApiBackend:
+    """backend is the API (--api, METASCHED_API, the default socket) or, with --db / METASCHED_DB, local mode's in-process API."""
     url = options.value("db") or os.environ.get("METASCHED_DB")
     if url or os.environ.get(DB_FILE_ENV):
-        from cli.local import local_operations, open_service
+        from cli.local import local_backend, open_service
 
-        return local_operations(open_service(url), None)
+        return local_backend(open_service(url), None)
     address = options.value("api") or os.environ.get(API_ENV) or DEFAULT_API
-    from cli.remote import ApiBackend
-
     return ApiBackend(ApiClient(address))
 
 
@@ -179,7 +177,7 @@ def submit(prepared: Prepared, cwd: str) -> None:
     options = prepared.options
     key = options.value("key")
     try:
-        result = backend(options).submit_spec(prepared.translation.data, key=key, submit_dir=cwd)
+        result = backend(options).submit(spec=prepared.translation.data, key=key, submit_dir=cwd)
     except ApiError as exc:
         refuse_submission(exc)
         refuse_unknown_name(exc.message)

@@ -18,8 +18,8 @@ from typing import Any
 
 import click
 
-from cli.backend import Backend
 from cli.errors import handle_errors
+from cli.remote import ApiBackend
 from cli.sbatch.slurm_views import error, my_name, split_list, view_backend
 from cli.sbatch.squeue_format import FormatError, check_states
 from meta.model.arrays import parse_element_ref
@@ -39,7 +39,7 @@ def _error_kind(exc: Exception) -> str:
     return str(getattr(exc, "error", type(exc).__name__))
 
 
-def _selected(backend: Backend, ids: list[str], filters: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
+def _selected(backend: ApiBackend, ids: list[str], filters: dict[str, Any]) -> tuple[list[dict[str, Any]], int]:
     """_selected are the queued jobs the ids and filters name, and the exit code of ids that name none."""
     rows = backend.queue(**filters)
     if not ids:
@@ -64,7 +64,7 @@ def _array_rows(rows: list[dict[str, Any]], ref: str) -> list[dict[str, Any]]:
     return [{**mine[0], "job_id": ref}] if mine else []  # one cancel names them all
 
 
-def _known(backend: Backend, ref: str) -> bool:
+def _known(backend: ApiBackend, ref: str) -> bool:
     """_known: the caller may see job ``ref`` (ended, or not matched by the filters: no error, as scancel)."""
     if ref.isdigit():
         return False  # a Slurm id that is no queued metasched job's
@@ -77,7 +77,7 @@ def _known(backend: Backend, ref: str) -> bool:
     return True
 
 
-def _cancel(backend: Backend, row: dict[str, Any]) -> int:
+def _cancel(backend: ApiBackend, row: dict[str, Any]) -> int:
     """_cancel cancels one job through the API; its scancel-style exit code."""
     try:
         backend.cancel(row["job_id"])

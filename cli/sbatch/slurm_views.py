@@ -10,26 +10,24 @@ from collections.abc import Iterable
 
 import click
 
-from cli.backend import Backend
 from cli.client import API_ENV, DEFAULT_API, ApiClient
 from cli.context import DB_FILE_ENV
+from cli.remote import ApiBackend
 
 _LIST_ITEM = re.compile(r"(?:[^,\[]|\[[^\]]*\])+")  # items between commas outside brackets
 
 
-def view_backend(api: str | None) -> Backend:
-    """view_backend is the API (--api, METASCHED_API, the default socket) or, with METASCHED_DB, the store."""
+def view_backend(api: str | None) -> ApiBackend:
+    """view_backend is the API (--api, METASCHED_API, the default socket) or, with METASCHED_DB, local mode's in-process API."""
     url = os.environ.get("METASCHED_DB")
     if url or os.environ.get(DB_FILE_ENV):
-        from cli.local import local_operations, open_service
+        from cli.local import local_backend, open_service
 
-        return local_operations(open_service(url), None)
-    from cli.remote import ApiBackend
-
+        return local_backend(open_service(url), None)
     return ApiBackend(ApiClient(api or os.environ.get(API_ENV) or DEFAULT_API))
 
 
-def my_name(backend: Backend) -> str:
+def my_name(backend: ApiBackend) -> str:
     """my_name is the caller's user name as the API authenticated it (``--me``)."""
     return str(backend.whoami()["user"])
 

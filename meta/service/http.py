@@ -3,7 +3,8 @@
 ``create_app`` takes the authenticator and the principal resolver as arguments: production
 passes MUNGE and Slurm's associations (``cli/serve_api.py``), tests pass their own. Every
 route answers JSON; errors are ``{"error", "message"}`` with the status codes of
-``meta.service.http_errors``. Bodies and query values are bounded.
+``meta.service.http_errors``. Bodies and query values are bounded. Each route's path, method and
+status come from the operation table (``meta.model.api_operations``, registered by ``api_route``).
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from meta.service.decision_history import MAX_LIMIT as MAX_HISTORY
 from meta.service.http_errors import describe, error_body, error_headers
 from meta.service.http_guard import DEFAULT_MAX_BODY_BYTES, ASGIApp, RequestGuard
 from meta.service.http_metrics import ApiMetrics, MetricsMiddleware
+from meta.service.op_routes import api_route, unmatched
 from meta.service.operations import MAX_LIST, Operations
 from meta.service.queue_view import MAX_QUEUE_ROWS
 from meta.service.web.auth import WebAuth, WebSettings
@@ -221,6 +223,10 @@ def create_app(
         service.log_dir = web.log_dir  # metasched status shows where the daemon's own jobs log
     app.include_router(router)
     app.include_router(web_router)
+    # every operation of the table served, no /v1 route outside it (the app lists an included router as one entry)
+    mismatched = unmatched([*router.routes, *web_router.routes])
+    if mismatched:
+        raise RuntimeError("API routes and the operation table differ: " + "; ".join(mismatched))
     on_auth_failure = metrics.auth_failed if metrics is not None else None
     guarded = RequestGuard(app, authenticator, max_body_bytes=max_body_bytes, on_auth_failure=on_auth_failure)
     if metrics is None:
@@ -235,7 +241,7 @@ def healthz() -> JSONResponse:
     """healthz answers liveness, without authentication."""
     return JSONResponse({"status": "ok"})
 
-@router.get("/v1/whoami", tags=["service"])
+@api_route(router, "whoami")
 def whoami(request: Request, ops: Ops) -> JSONResponse:
     """whoami is the authenticated caller: user, uid, gid, tenants and whether it is an admin."""
     identity: Identity = request.state.identity
@@ -243,7 +249,7 @@ def whoami(request: Request, ops: Ops) -> JSONResponse:
 
 # --- jobs -------------------------------------------------------------------------------
 
-@router.post("/v1/jobs", tags=["jobs"], status_code=201)
+@api_route(router, "submit")
 def submit(request: Request, body: SubmitRequest, as_tenant: AsTenant = None) -> JSONResponse:
     """submit stores a job: 201 when created, 200 when the idempotency key names an existing job."""
     ops = operations_for(request, body.tenant or as_tenant)
@@ -255,7 +261,7 @@ def submit(request: Request, body: SubmitRequest, as_tenant: AsTenant = None) ->
         result = ops.submit_spec(body.spec, key=body.key, submit_dir=body.submit_dir)
     return JSONResponse(result, status_code=201 if result["created"] else 200)
 
-@router.post("/v1/jobs/batch", tags=["jobs"], status_code=201)
+@api_route(router, "submit_batch")
 def submit_batch(request: Request, body: BatchRequest, as_tenant: AsTenant = None) -> JSONResponse:
     """submit_batch stores several jobs in one transaction: 201 when any was created, 200 when the key named them all."""
     ops = operations_for(request, body.tenant or as_tenant)
@@ -267,7 +273,7 @@ def submit_batch(request: Request, body: BatchRequest, as_tenant: AsTenant = Non
     results = ops.submit_texts(files, key=body.key, submit_dir=body.submit_dir)
     return JSONResponse({"jobs": results}, status_code=201 if any(r["created"] for r in results) else 200)
 
-@router.get("/v1/jobs", tags=["jobs"])
+@api_route(router, "list_jobs")
 def list_jobs(
     ops: Ops,
     tenant: Annotated[str | None, Query(max_length=MAX_NAME)] = None,
@@ -278,7 +284,7 @@ def list_jobs(
     """list_jobs lists the jobs the caller may see, newest first (``after``: the last job of the previous page)."""
     return JSONResponse(ops.list_jobs(tenant=tenant or None, state=state or None, limit=limit, after=after or None))
 
-@router.get("/v1/queue", tags=["jobs"])
+@api_route(router, "queue")
 def queue(
     ops: Ops,
     user: Annotated[list[str] | None, Query(max_length=MAX_NAME)] = None,
@@ -298,88 +304,88 @@ def queue(
                                   states=state or (), jobs=job or (), names=name or (), limit=limit,
                                   any_age=any_age))  # fmt: skip
 
-@router.get("/v1/jobs/{ref}", tags=["jobs"])
+@api_route(router, "status")
 def status(ref: Ref, ops: Ops) -> JSONResponse:
     """status is a job's spec, tasks, attempts and recent transitions."""
     return JSONResponse(ops.status(ref))
 
-@router.get("/v1/jobs/{ref}/explain", tags=["jobs"])
+@api_route(router, "explain")
 def explain(ref: Ref, ops: Ops) -> JSONResponse:
     """explain is why each task of a job waits."""
     return JSONResponse(ops.explain(ref))
 
-@router.get("/v1/jobs/{ref}/explain/history", tags=["jobs"])
+@api_route(router, "explain_history")
 def explain_history(ref: Ref, ops: Ops, limit: Annotated[int, Query(ge=1, le=MAX_HISTORY)] = 20) -> JSONResponse:
     """explain_history is what ran before the job while it waited (the decision log), and what held or preempted it."""
     return JSONResponse(ops.explain_history(ref, limit))
 
-@router.get("/v1/jobs/{ref}/outputs", tags=["jobs"])
+@api_route(router, "outputs")
 def outputs(ref: Ref, ops: Ops) -> JSONResponse:
     """outputs is an inference job's committed outputs: one manifest per partition."""
     return JSONResponse(ops.outputs(ref))
 
-@router.get("/v1/jobs/{ref}/checkpoints", tags=["jobs"])
+@api_route(router, "checkpoints")
 def checkpoints(
     ref: Ref, ops: Ops, node_mtbf_s: Annotated[float, Query(gt=0, le=1e10)] = DEFAULT_NODE_MTBF_S
 ) -> JSONResponse:
     """checkpoints lists a training job's checkpoints and the recommended interval (Young/Daly)."""
     return JSONResponse(ops.checkpoints(ref, node_mtbf_s=node_mtbf_s))
 
-@router.post("/v1/jobs/{ref}/cancel", tags=["jobs"])
+@api_route(router, "cancel")
 def cancel(ref: Ref, ops: Ops) -> JSONResponse:
     """cancel stops a job (idempotent) and answers its status."""
     return JSONResponse(ops.cancel(ref))
 
-@router.post("/v1/jobs/{ref}/hold", tags=["jobs"])
+@api_route(router, "hold")
 def hold(ref: Ref, ops: Ops) -> JSONResponse:
     """hold keeps a waiting job from being scheduled (JobHeldUser, or JobHeldAdmin by an admin)."""
     return JSONResponse(ops.hold(ref))
 
-@router.post("/v1/jobs/{ref}/release", tags=["jobs"])
+@api_route(router, "release")
 def release(ref: Ref, ops: Ops) -> JSONResponse:
     """release lets a held job be scheduled (an admin's hold by admins only)."""
     return JSONResponse(ops.release(ref))
 
-@router.post("/v1/jobs/{ref}/retry", tags=["jobs"])
+@api_route(router, "retry")
 def retry(ref: Ref, ops: Ops, body: RetryRequest | None = None) -> JSONResponse:
     """retry re-queues a job's failed or cancelled tasks (or one task)."""
     return JSONResponse(ops.retry(ref, body.task if body else None))
 
 # --- tenants, secrets, audit ------------------------------------------------------------
 
-@router.get("/v1/tenants", tags=["tenants"])
+@api_route(router, "tenants")
 def tenants(ops: Ops) -> JSONResponse:
     """tenants lists the tenants the caller may see."""
     return JSONResponse(ops.tenants())
 
-@router.get("/v1/tenants/{name}", tags=["tenants"])
+@api_route(router, "tenant")
 def tenant(name: Name, ops: Ops) -> JSONResponse:
     """tenant shows one tenant the caller may see."""
     return JSONResponse(ops.tenant(name))
 
-@router.put("/v1/tenants/{name}", tags=["tenants"])
+@api_route(router, "set_tenant")
 def set_tenant(name: Name, body: TenantUpdate, ops: Ops) -> JSONResponse:
     """set_tenant sets a tenant's guaranteed GPUs (admins; weights and limits are Slurm's)."""
     return JSONResponse(
         ops.set_tenant(name, weight=body.weight, guaranteed=body.guaranteed, limits=body.limits, submit=body.submit)
     )
 
-@router.get("/v1/tenants/{tenant}/secrets", tags=["secrets"])
+@api_route(router, "secret_names")
 def secret_names(tenant: Name, ops: Ops) -> JSONResponse:
     """secret_names lists a tenant's secret names (never values)."""
     return JSONResponse(ops.secret_names(tenant))
 
-@router.put("/v1/tenants/{tenant}/secrets/{name}", tags=["secrets"])
+@api_route(router, "set_secret")
 def set_secret(tenant: Name, name: Name, body: SecretValue, ops: Ops) -> JSONResponse:
     """set_secret sets a secret's value (audited by name)."""
     return JSONResponse(ops.set_secret(tenant, name, body.value))
 
-@router.delete("/v1/tenants/{tenant}/secrets/{name}", tags=["secrets"])
+@api_route(router, "delete_secret")
 def delete_secret(tenant: Name, name: Name, ops: Ops) -> JSONResponse:
     """delete_secret deletes a secret (audited by name)."""
     return JSONResponse(ops.delete_secret(tenant, name))
 
-@router.get("/v1/audit", tags=["audit"])
+@api_route(router, "audit")
 def audit(
     ops: Ops,
     since: Annotated[str | None, Query(max_length=64)] = None,
@@ -390,12 +396,12 @@ def audit(
 
 # --- from inside a job ------------------------------------------------------------------
 
-@router.post("/v1/attempts/{attempt_id}/commit", tags=["job side"])
+@api_route(router, "commit")
 def commit(attempt_id: Name, body: CommitRequest, ops: JobOps) -> JSONResponse:
     """commit records a partition attempt's output manifest: the job's owner with its attempt secret (fenced; once)."""
     return JSONResponse(ops.commit(attempt_id, body.token, body.manifest, secret=body.secret))
 
-@router.post("/v1/attempts/{attempt_id}/checkpoints", tags=["job side"])
+@api_route(router, "report_checkpoint")
 def report_checkpoint(attempt_id: Name, body: CheckpointReport, ops: JobOps) -> JSONResponse:
     """report_checkpoint records a checkpoint of a running attempt: the job's owner with its attempt secret (fenced)."""
     return JSONResponse(
@@ -406,7 +412,7 @@ def report_checkpoint(attempt_id: Name, body: CheckpointReport, ops: JobOps) -> 
         )  # fmt: skip
     )
 
-@router.get("/v1/attempts/{attempt_id}/secrets/{name}", tags=["job side"])
+@api_route(router, "attempt_secret")
 def attempt_secret(
     attempt_id: Name,
     name: Name,

@@ -20,6 +20,7 @@ from sqlalchemy import select
 from meta.model.errors import Forbidden, InvalidRequest, MetaschedError
 from meta.model.spec import SpecError
 from meta.service.http_errors import describe
+from meta.service.op_routes import api_route
 from meta.service.operations import Operations
 from meta.service.web import data, pages
 from meta.service.web.auth import COOKIE, WebAuth
@@ -53,7 +54,7 @@ def _slurm_id(status: dict[str, Any], attempt_id: str) -> str:
     return "<slurm id>"
 
 
-@router.post("/v1/web/link", tags=["web"])
+@api_route(router, "web_link")
 def web_link(request: Request) -> JSONResponse:
     """web_link is a login link for the MUNGE-authenticated caller (``metasched web``): single use, 10 minutes."""
     identity: Identity = request.state.identity
