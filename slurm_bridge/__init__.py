@@ -8,6 +8,7 @@ Modules, one concept each:
 - ``call_records``: ``CallRecord`` (one command call: latency, outcome), the ``CallObserver`` protocol, ``CallCounter``.
 - ``client``: the ``SlurmClient`` protocol; ``commands.CliSlurmClient`` is the default implementation.
 - ``faults``: ``FaultInjectingClient`` for tests (drop, reject, timeout before / after delegating).
+- ``fake``: ``FakeSlurm``, the in-memory ``SlurmClient`` (jobs, nodes, accounting, queued faults) tests and benchmarks drive.
 - ``pyslurm_adapter``: optional stub; refuses unless a matching pyslurm is importable.
 - ``parse.*``: pure parsers (squeue ``--Format`` text and ``--json``, sinfo ``--json``, ``sacct -P``, ``scontrol -o``, topology, sdiag).
 - ``hostlist``: ``a100n[1-2],t4n1`` expand / compress.
