@@ -11,7 +11,6 @@ from __future__ import annotations
 import importlib
 
 import click
-from click.utils import make_default_short_help
 
 from cli.audit_cmd import audit_cmd
 from cli.checkpoint_cmd import checkpoint_group
@@ -60,7 +59,7 @@ class LazyGroup(click.Group):
         rows = []
         for name in self.list_commands(ctx):
             if name in LAZY:
-                rows.append((name, make_default_short_help(LAZY[name][2], limit)))
+                rows.append((name, click.Command(name, help=LAZY[name][2]).get_short_help_str(limit)))
             else:
                 command = self.commands[name]
                 if not command.hidden:

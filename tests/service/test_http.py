@@ -7,16 +7,12 @@ tenant isolation: tenant-A's caller gets 404 for tenant-B's job, and learns noth
 from __future__ import annotations
 
 import json
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-with warnings.catch_warnings():  # starlette's TestClient warns about httpx's future, not about us
-    warnings.simplefilter("ignore")
-    from fastapi.testclient import TestClient
+from fastapi.testclient import TestClient
 
 from checkpoint.manifest_files import build_manifest
 from meta.service.api import Service

@@ -6,16 +6,12 @@ limits set the way an admin sets them (``PUT /v1/tenants/{name}`` with ``submit`
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")
-    from fastapi.testclient import TestClient
+from fastapi.testclient import TestClient
 
 from meta.service.api import Service
 from meta.service.http import create_app

@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import base64
 import json
-import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-with warnings.catch_warnings():  # starlette's TestClient warns about httpx's future, not about us
-    warnings.simplefilter("ignore")
-    from fastapi.testclient import TestClient
+from fastapi.testclient import TestClient
 
 from meta.model.nodes import NodeState
 from meta.model.resources import ResourceVector
