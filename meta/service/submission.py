@@ -1,10 +1,8 @@
-"""Storing submitted jobs: one job or a batch, in a few multi-row statements whatever the count.
+"""Submitting jobs: one job or a batch; the store writes the rows (``meta.store.job_rows``), this keeps the checks.
 
-A job is its row, its spec row and its task rows. A batch writes the rows of all its jobs with
-one statement per table (COPY on PostgreSQL), so 1,000 jobs cost about what one job costs times
-the bytes, not 1,000 round trips each. Idempotency keys are looked up in one query for the
-whole batch: a key that names a stored job with the same spec answers that job (not created),
-a different spec is a Conflict.
+Idempotency keys are looked up in one query for the whole batch: a key that names a stored job
+with the same spec answers that job (not created), a different spec is a Conflict. New jobs have
+their dependencies checked for the caller, then are written in one statement per table.
 """
 
 from __future__ import annotations
@@ -12,21 +10,18 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
 
 from sqlalchemy import select, tuple_
 from sqlalchemy.orm import Session
 
 from meta.model.errors import Conflict
-from meta.model.ids import new_short_job_id, new_uuids
-from meta.model.spec import AnySpec, spec_to_json
+from meta.model.spec import AnySpec
 from meta.model.states import TaskState
 from meta.service.dependency_check import check_dependencies
 from meta.service.views import JobSummary, task_counts
-from meta.store.bulk_insert import insert_sharing
 from meta.store.chunks import chunked
-from meta.store.models import Job, JobSpecRow, Queue, Task, Tenant
-from meta.store.upsert import insert_ignore
+from meta.store.job_rows import JobOwner, JobToWrite, write_jobs
+from meta.store.models import Job
 from tenants.identity import Principal
 
 _IN_CHUNK = 500  # (tenant, key) pairs per lookup: two parameters each, well under SQLite's bound
@@ -85,50 +80,14 @@ def _existing(session: Session, keyed: Sequence[NewJob]) -> dict[tuple[str, str 
 def _insert(
     session: Session, wanted: Sequence[NewJob], principal: Principal, submit_dir: str | None, now: datetime
 ) -> list[Stored]:
-    """_insert writes the jobs, their specs and their tasks with one statement per table."""
+    """_insert checks the jobs' dependencies, then has the store write them (meta.store.job_rows), owned by the caller."""
     if not wanted:
         return []
     check_dependencies(session, [w.spec for w in wanted], principal)
-    for tenant in sorted({w.spec.tenant for w in wanted}):
-        insert_ignore(session, Tenant, name=tenant, weight=1.0, guaranteed={}, limits={}, created_at=now)
-    for queue in sorted({w.spec.queue for w in wanted}):
-        insert_ignore(session, Queue, name=queue, description="", created_at=now)
-    ids = new_uuids(len(wanted))
-    jobs = [_job_row(job_id, w, principal, submit_dir, now) for job_id, w in zip(ids, wanted, strict=True)]
-    insert_sharing(session, Job.__table__, jobs, {
-        "submitted_by": principal.name, "owner_uid": principal.uid, "owner_gid": principal.gid,
-        "submit_dir": submit_dir, "submitted_at": now, "cancel_requested": False, "version": 1,
-    })  # fmt: skip
-    specs = [{"job_id": job_id, "spec_json": spec_to_json(w.spec), "spec_hash": w.fingerprint}
-             for job_id, w in zip(ids, wanted, strict=True)]  # fmt: skip
-    insert_sharing(session, JobSpecRow.__table__, specs, {})
-    names = [w.spec.task_names() for w in wanted]
-    # ids ascending with the index: the policy breaks ties by task id, so a job's tasks (an array's
-    # elements) start in index order, as Slurm starts an array's
-    task_ids = iter(sorted(new_uuids(sum(len(n) for n in names))))
-    tasks = [{"id": next(task_ids), "job_id": job_id, "index": index, "name": name}
-             for job_id, job_names in zip(ids, names, strict=True) for index, name in enumerate(job_names)]  # fmt: skip
-    insert_sharing(session, Task.__table__, tasks, {
-        "state": TaskState.PENDING.value, "version": 1, "fencing_counter": 0, "attempts_made": 0,
-        "retry_base": 0, "reason": "submitted", "avoid_nodes": [], "updated_at": now,
-    })  # fmt: skip
-    stored = [Job(**row, submitted_at=now, cancel_requested=False) for row in jobs]
-    return [Stored(JobSummary.of_counts(job, {TaskState.PENDING.value: len(n)}), created=True)
-            for job, n in zip(stored, names, strict=True)]  # fmt: skip
-
-
-def _job_row(job_id: str, wanted: NewJob, principal: Principal, submit_dir: str | None, now: datetime) -> dict[str, Any]:
-    """_job_row is the columns of one job that differ from its batch's (the rest are shared)."""
-    spec = wanted.spec
-    return {
-        "id": job_id,
-        "short_id": new_short_job_id(),
-        "tenant": spec.tenant,
-        "queue": spec.queue,
-        "name": spec.name,
-        "kind": spec.kind.value,
-        "priority_class": spec.effective_priority_class().value,
-        "idempotency_key": wanted.key,
-        # submitted held (--hold): by an admin it is an admin's hold, as under Slurm
-        "hold": ("admin" if principal.may_admin() else "user") if spec.hold else None,
-    }
+    # submitted held (--hold): by an admin it is an admin's hold, as under Slurm
+    hold = "admin" if principal.may_admin() else "user"
+    rows = [JobToWrite(w.spec, w.fingerprint, w.key, hold if w.spec.hold else None) for w in wanted]
+    owner = JobOwner(principal.name, principal.uid, principal.gid, submit_dir)
+    jobs = write_jobs(session, rows, owner, now)
+    return [Stored(JobSummary.of_counts(job, {TaskState.PENDING.value: len(w.spec.task_names())}), created=True)
+            for job, w in zip(jobs, wanted, strict=True)]  # fmt: skip
