@@ -288,7 +288,7 @@ def test_kill9_while_sbatch_is_slow_never_duplicates(
     }
     daemon = ServeProcess(tmp_path, "slow-0", submit_timeout_s=8, env=env)
     try:
-        job = pg_service.submit(spec_from_dict(small_eval("slow-sbatch"))).job.short_id
+        job = pg_service.submit(spec_from_dict(small_eval("slow-sbatch", command="sleep 1"))).job.short_id
         daemon.start()
         log = tmp_path / "sbatch.control.log"
         deadline = time.monotonic() + 30
