@@ -51,3 +51,31 @@ def test_the_client_builds_each_request_from_the_table() -> None:
     assert secret["headers"] == {"X-Metasched-Attempt-Secret": "s"}
     assert queue["query"]["user"] == ["alice"] and queue["query"]["state"] == ["PD"]
     assert [op.name for op in OPERATIONS if op.resend] == ["commit"]
+
+
+def test_each_route_takes_the_arguments_the_table_sends() -> None:
+    from fastapi import FastAPI
+
+    app = FastAPI()
+    app.include_router(router)
+    app.include_router(web_router)
+    schema = app.openapi()  # what each route takes, as the service documents it
+    for op in OPERATIONS:
+        route = schema["paths"][op.path][op.method.lower()]
+        params = {(p["in"], p["name"].lower()) for p in route.get("parameters", [])}
+        sent = {(a.at, a.key.lower()) for a in op.args if a.at != "body"}
+        sent |= {("query", "as_tenant")} if op.tenant == "query" else set()
+        assert sent <= params, (op.name, sent - params)
+        assert {name for at, name in params if at == "path"} == {a.key for a in op.of("path")}, op.name
+        wanted = {a.key for a in op.of("body")} | ({"tenant"} if op.tenant == "body" else set())
+        assert wanted <= _body_fields(schema, route), (op.name, wanted - _body_fields(schema, route))
+
+
+def _body_fields(schema: dict[str, Any], route: dict[str, Any]) -> set[str]:
+    """_body_fields is the JSON body's field names a route documents (none without a body)."""
+    body = route.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+    refs = [body.get("$ref")] + [alt.get("$ref") for alt in body.get("anyOf", [])]
+    fields: set[str] = set()
+    for ref in filter(None, refs):
+        fields |= set(schema["components"]["schemas"][ref.rsplit("/", 1)[-1]].get("properties", {}))
+    return fields
