@@ -1,8 +1,9 @@
 """Operations: every operation of the API for one caller, with JSON-ready answers.
 
-The HTTP service (``meta.service.http``) builds one per request from the authenticated caller;
-the CLI's local mode (root on the server host, ``--db``) builds one from the local user. Both
-therefore authorize, validate and answer alike, and the CLI renders the same JSON either way.
+The HTTP service (``meta.service.http``) builds one per request from the authenticated caller,
+whose routes come from the operation table (``meta.model.api_operations``). The CLI's local mode
+(root on the server host, ``--db``) runs that same app in process, so it authorizes, validates
+and answers alike, and the CLI renders the same JSON either way.
 """
 
 from __future__ import annotations
