@@ -17,7 +17,7 @@ What the log adds is measured where it happens, because a busy cycle also rewrit
 tasks' reasons (their fair-share attributions change) and that swings the cycle by seconds:
 the policy's share is ``schedule()`` replayed on each period's own snapshot with and without
 recording (best of 3 each, after the period), the write's is the timed ``DecisionLog.write`` and ``prune``.
-The whole cycle (``Daemon._cycle``: snapshot, schedule, apply, the log's write) on vs off is
+The whole cycle (steps 7 to 12: snapshot, gates, schedule, apply with the log's write, holds) on vs off is
 printed too; rows and bytes per cycle are read back from the log.
 """
 
@@ -39,9 +39,9 @@ from sqlalchemy import func, select  # noqa: E402
 import meta.cycle.daemon as daemon_module  # noqa: E402
 from benchmarks.bench_period import StepClock, shards  # noqa: E402
 from benchmarks.store import open_store  # noqa: E402
+from meta.cycle.actuate.launch_plan import LaunchSettings  # noqa: E402
+from meta.cycle.apply.decision_log import DecisionLogSettings  # noqa: E402
 from meta.cycle.daemon import Daemon, DaemonConfig  # noqa: E402
-from meta.cycle.decision_log import DecisionLogSettings  # noqa: E402
-from meta.cycle.launch_plan import LaunchSettings  # noqa: E402
 from meta.policy.scheduler import schedule  # noqa: E402
 from meta.service.api import Service  # noqa: E402
 from meta.store.models import DecisionRow  # noqa: E402

@@ -42,8 +42,8 @@ from sqlalchemy import func, select, text
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from meta.cycle.actuate.launch_plan import LaunchSettings  # noqa: E402
 from meta.cycle.daemon import Daemon, DaemonConfig  # noqa: E402
-from meta.cycle.launch_plan import LaunchSettings  # noqa: E402
 from meta.cycle.reconcile import ReconcileSettings  # noqa: E402
 from meta.model.spec import spec_from_dict  # noqa: E402
 from meta.model.states import LIVE_ATTEMPT_STATES, JobState, TaskState  # noqa: E402

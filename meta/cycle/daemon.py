@@ -1,34 +1,41 @@
 """The ``metasched serve`` daemon: one replica's loop, a numbered period at a time.
 
-This list is the cycle's one numbering: the README and every step module use it. Each step is
-the module of ``meta/cycle`` named after it (step 6 is the pure policy, ``meta/policy``).
+This list is the cycle's one numbering: the README, ``Daemon.period`` (a ``# N. name`` comment
+over each step's call) and every step module use it (``tests/test_cycle_numbering.py`` checks
+them). Each step's module or package of ``meta/cycle`` is named in brackets; its docstring opens
+with "Cycle step N, name". Step 9 is the pure policy, ``meta/policy``.
 
 One period, in order:
 1. lease (``lease.py``): take or renew the leader lease; its epoch fences every write. A standby
    just waits; a new leader reconciles with Slurm before it schedules anything.
-2. inventory (``inventory.py``): one ``sinfo --json`` (the switch tree now and then), stored for
-   submit-time checks; capacity Slurm gave to jobs metasched does not own is taken out.
-3. reconcile (``reconcile.py``): one ``squeue`` (``--Format`` text), ``sacct -P`` only when squeue
+2. inventory (``inventory/``): one ``sinfo --json`` (the switch tree and QOS now and then), stored
+   for submit-time checks; capacity Slurm gave to jobs metasched does not own is taken out.
+3. shares (``inventory/shares.py``): at the topology cadence, the tenants' weights and GPU limits
+   from Slurm's accounts; accounting being down never fails the period.
+4. reconcile (``reconcile/``): one ``squeue`` (``--Format`` text), ``sacct -P`` only when squeue
    misses a live attempt; move attempts by what Slurm reports, look unknown launches up and
    relaunch them only when confirmed absent, mark lost after a grace, cancel orphans.
-3b. adopt (``adopt.py``): held plain sbatch jobs in managed partitions become metasched jobs;
-   a Slurm cancel of one still waiting cancels it (step 10 releases placed ones instead of sbatch).
-4. health (``health.py``): evict whole attempts from nodes drained or down past a grace.
-5. snapshot (``snapshot.py``): one consistent read of pending tasks, live attempts and tenants.
-6. schedule (``meta/policy/scheduler.py``): ``schedule(snapshot, config) -> Plan``, no I/O.
-7. usage (``usage.py``): decay and accrue tenants' usage, in the same transaction as step 8.
-8. apply (``apply.py``): fenced by the epoch, capacity re-checked (I5), attempts created with
-   leases and fencing tokens, victims marked for stopping, pending reasons stored.
-9. holds (``holds.py``): Slurm reservations for held head-of-line gangs, changed only when the
-   wanted set changes.
-10. actuate (``actuate.py``): new attempts go to the launch pool (``launch_pool.py``) in the
+5. adopt (``adopt/``): held plain sbatch jobs in managed partitions become metasched jobs;
+   a Slurm cancel of one still waiting cancels it (step 13 releases placed ones instead of sbatch).
+6. health (``health.py``): evict whole attempts from nodes drained or down past a grace.
+7. snapshot (``snapshot/``): one consistent read of pending tasks, live attempts and tenants.
+8. gates (``snapshot/gates.py``): held, dependent and not-yet-begun jobs wait before the policy,
+   with their reason; jobs whose dependency can never be met and asked for it are cancelled.
+9. schedule (``meta/policy/scheduler.py``): ``schedule(snapshot, config) -> Plan``, no I/O.
+10. usage (``usage.py``): decay and accrue tenants' usage, in the same transaction as step 11.
+11. apply (``apply/``): fenced by the epoch, capacity re-checked (I5), attempts created with
+    leases and fencing tokens, victims marked for stopping, pending reasons stored, decisions logged.
+12. holds (``actuate/holds.py``): Slurm reservations for held head-of-line gangs, changed only when
+    the wanted set changes.
+13. actuate (``actuate/``): new attempts go to the launch pool (``launch_pool.py``) in the
     policy's order, one tenant per round (``launch_order.py``); the pool
     commits ``launching``, then runs sbatch, then records the Slurm id behind the period (the
     next period takes its progress); USR1 + grace + scancel for attempts being stopped.
-11. outputs (``outputs.py``): inference partitions that exited 0 are committed during step 3;
-    here finished jobs get their manifest.
-Then the leader's gauges of ``metrics.py`` are set (``period_metrics.py``). Nothing that matters
-lives in memory: a kill -9 at any point loses nothing.
+14. outputs (``outputs.py``): inference partitions that exited 0 are committed during step 4;
+    here finished jobs get their manifest, and deadline outcomes are counted.
+15. gauges (``period_metrics.py``): the leader's gauges of ``metrics.py``, every known key set.
+
+Nothing that matters lives in memory: a kill -9 at any point loses nothing.
 """
 
 from __future__ import annotations
@@ -42,32 +49,35 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
 from sqlalchemy import event, func, select
+from sqlalchemy.orm import Session
 
 from meta.config.period import DEFAULT_PERIOD_S
-from meta.cycle.actuate import SUBMIT_PARALLEL, ActuationResult, Actuator
-from meta.cycle.adopt import Adopter
-from meta.cycle.apply import apply_plan
-from meta.cycle.cancellers import CancellerLookup
-from meta.cycle.decision_log import DecisionLog, DecisionLogSettings
-from meta.cycle.gates import apply_gates, cancel_doomed, cancel_doomed_tasks
+from meta.cycle.actuate.actuator import SUBMIT_PARALLEL, ActuationResult, Actuator
+from meta.cycle.actuate.holds import HoldSync, desired_holds
+from meta.cycle.actuate.launch_order import by_placement, round_robin_by_tenant
+from meta.cycle.actuate.launch_plan import LaunchSettings
+from meta.cycle.actuate.launch_pool import LaunchPool
+from meta.cycle.adopt.adopter import Adopter
+from meta.cycle.apply.decision_log import DecisionLog, DecisionLogSettings
+from meta.cycle.apply.reasons import ReasonMemo
+from meta.cycle.apply.transaction import ApplyResult, apply_plan
 from meta.cycle.health import NodeWatch, evict_from_unusable_nodes
-from meta.cycle.holds import HoldSync, desired_holds
-from meta.cycle.inventory import InventoryReader, effective_nodes
-from meta.cycle.launch_order import by_placement, round_robin_by_tenant
-from meta.cycle.launch_plan import LaunchSettings
-from meta.cycle.launch_pool import LaunchPool
+from meta.cycle.inventory.reader import InventoryReader, effective_nodes
+from meta.cycle.inventory.shares import SharesSync
 from meta.cycle.lease import Leadership, NotLeader, fence, release, renew, try_acquire
-from meta.cycle.live_view import LiveView
 from meta.cycle.metrics import Metrics
 from meta.cycle.outputs import commit_on_success, finalize_jobs
-from meta.cycle.pending_view import PendingView
 from meta.cycle.period_metrics import count_placements, deadline_outcomes, publish, store_counts
-from meta.cycle.reasons import ReasonMemo
 from meta.cycle.reconcile import Reconciler, ReconcileSettings
-from meta.cycle.snapshot import SpecCache, build_snapshot
+from meta.cycle.reconcile.cancellers import CancellerLookup
+from meta.cycle.snapshot.build import SpecCache, build_snapshot
+from meta.cycle.snapshot.gates import GateResult, apply_gates, cancel_doomed, cancel_doomed_tasks
+from meta.cycle.snapshot.live_view import LiveView
+from meta.cycle.snapshot.pending_view import PendingView
 from meta.cycle.usage import accrue
 from meta.model.durations import utcnow
 from meta.model.errors import invalid_spec_reason
+from meta.model.nodes import NodeState
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState
 from meta.policy.config import SchedulerConfig
 from meta.policy.plan import Plan
@@ -105,7 +115,7 @@ class DaemonConfig:
     launch: LaunchSettings = field(default_factory=LaunchSettings)
     reconcile: ReconcileSettings = field(default_factory=ReconcileSettings)
     decisions: DecisionLogSettings = field(default_factory=DecisionLogSettings)
-    # metasched-managed partitions: held plain sbatch jobs there are adopted (adopt.py)
+    # metasched-managed partitions: held plain sbatch jobs there are adopted (step 5, adopt/)
     managed_partitions: tuple[str, ...] = ()
 
 
@@ -122,6 +132,22 @@ class PeriodReport:
     reconcile_transitions: int = 0
     slurm_reads: int = 0
     error: str = ""
+
+
+@dataclass
+class _Cycle:
+    """_Cycle is what steps 7 to 15 of one period hand on: the snapshot, the gates, the plan and what applied."""
+
+    inventory: Inventory
+    started_at: datetime  # the cycle's "now": snapshot, gates, usage, apply and holds all use it
+    t0: float  # perf_counter at step 7: the cycle's duration runs to the plan (step 9)
+    snapshot: Snapshot | None = None
+    nodes: list[NodeState] = field(default_factory=list)  # the inventory minus foreign work
+    gated: GateResult | None = None
+    job_of_task: dict[str, str] = field(default_factory=dict)
+    plan: Plan | None = None
+    duration_s: float = 0.0
+    skipped: set[str] = field(default_factory=set)
 
 
 def limit_idle_transactions(db: Database, seconds: float) -> None:
@@ -162,6 +188,7 @@ class Daemon:
         self.specs = SpecCache()
         self.node_watch = NodeWatch(config.unhealthy_grace_s)
         self.inventory = InventoryReader(db, client, config.topology_refresh_s)
+        self.shares = SharesSync(db, client, config.topology_refresh_s)  # step 3, at the topology cadence
         limit_idle_transactions(db, config.leader_lease_s)
         # an sbatch still in flight can land until its own deadline: a launch is only "absent"
         # once the look-up window has outlasted the submit timeout (the runner caps its lifetime)
@@ -241,38 +268,42 @@ class Daemon:
         return not busy
 
     def period(self) -> PeriodReport:
-        """period runs one leader-fenced round; errors end the round, never the daemon."""
+        """period runs one leader-fenced round, the numbered steps in order; errors end the round, never the daemon."""
         report = PeriodReport()
         try:
-            self._lead(report)
-            self.reasons.follow(self.leadership.epoch if self.leadership else None)
-            if self.leadership is not None and not self.reasons.holds(self.leadership.epoch):
-                with self.db.session() as session:  # what the store holds needs no rewrite
-                    self.reasons.load(session, self.leadership.epoch)
-            self._launch_progress(report)
-            if self.leadership is None:
-                self.launches.abandon()
+            # 1. lease
+            if not self._lease(report):
                 return report
+            # 2. inventory
             inventory = self._inventory(report)
-            # reconcile first, every period: a new leader never schedules on a stale picture, and
-            # if Slurm cannot be read the period ends here (SlurmError) without scheduling
+            # 3. shares
+            self._shares()
+            # 4. reconcile
             self._reconcile(report)
+            # 5. adopt
             self._adopt()
-            with self.db.session() as session:
-                bad = self.node_watch.confirmed(inventory.nodes, time.monotonic())
-                evicted = evict_from_unusable_nodes(session, self.leadership, inventory.nodes, bad)
-            report.preempting += len(evicted)
-            snapshot, plan, skipped = self._cycle(inventory, report)
+            # 6. health
+            self._health(inventory, report)
+            # 7. snapshot
+            cycle = self._snapshot(inventory)
+            # 8. gates
+            self._gates(cycle)
+            # 9. schedule
+            self._schedule(cycle)
+            with self.db.session() as session:  # steps 10 and 11 commit in one transaction
+                # 10. usage
+                accrue(session, self.config.scheduler, cycle.started_at)
+                # 11. apply
+                result = self._apply(session, cycle)
+            self._applied(cycle, result, report)  # step 11, once committed
+            # 12. holds
+            self._holds(cycle)
+            # 13. actuate
             self._actuate(report)
-            with self.db.session() as session:
-                looked = utcnow()
-                finished = finalize_jobs(session, self.specs, self._finalized, self._finalize_since)
-                outcomes = deadline_outcomes(session, self.specs, finished, self._started_at)
-            # next time, jobs with a success since this look (a minute's margin for late commits)
-            self._finalize_since = looked - timedelta(seconds=60)
-            for (tenant, outcome), count in outcomes.items():
-                self.metrics.deadlines.labels(tenant, outcome).inc(count)
-            self._gauges(snapshot, plan, skipped)
+            # 14. outputs
+            self._outputs()
+            # 15. gauges
+            self._gauges(cycle)
         except NotLeader as exc:
             self.reasons.forget()
             log.warning("lost leadership: %s", exc)
@@ -290,6 +321,19 @@ class Daemon:
         return report
 
     # --- steps ---------------------------------------------------------------------------------
+
+    def _lease(self, report: PeriodReport) -> bool:
+        """_lease runs step 1: take or renew the lease, take the launch pool's progress; False on a standby."""
+        self._lead(report)
+        self.reasons.follow(self.leadership.epoch if self.leadership else None)
+        if self.leadership is not None and not self.reasons.holds(self.leadership.epoch):
+            with self.db.session() as session:  # what the store holds needs no rewrite
+                self.reasons.load(session, self.leadership.epoch)
+        self._launch_progress(report)
+        if self.leadership is None:
+            self.launches.abandon()
+            return False
+        return True
 
     def _lead(self, report: PeriodReport) -> None:
         renewing = time.monotonic()
@@ -321,12 +365,26 @@ class Daemon:
                 raise NotLeader(f"lease of epoch {current.epoch} lapsed during the period")
             self._renewed_at = renewing
 
+    def _launch_progress(self, report: PeriodReport) -> None:
+        """_launch_progress takes what the launch pool finished since the last period into the report."""
+        progress = self.launches.progress()
+        report.launched += len(progress.launched)
+
     def _inventory(self, report: PeriodReport) -> Inventory:
+        """_inventory runs step 2: sinfo (topology and QOS when due), stored."""
         inventory = self.inventory.read()
         report.slurm_reads += 1
         return inventory
 
+    def _shares(self) -> None:
+        """_shares runs step 3 at the topology cadence, on its own clock (a cluster without a switch tree re-reads topology each period)."""
+        self.shares.sync_if_due(time.monotonic())
+
     def _reconcile(self, report: PeriodReport) -> None:
+        """_reconcile runs step 4, every period: a new leader never schedules on a stale picture.
+
+        If Slurm cannot be read the period ends here (SlurmError) without scheduling.
+        """
         assert self.leadership is not None
         result = self.reconciler.run(self.leadership)
         report.slurm_reads += result.slurm_reads
@@ -337,11 +395,26 @@ class Daemon:
         report.queued += self.launches.enqueue(result.relaunch, self.leadership, AttemptState.LAUNCH_UNKNOWN)
         self.metrics.reconciled()
 
-    def _cycle(self, inventory: Inventory, report: PeriodReport) -> tuple[Snapshot, Plan, set[str]]:
+    def _adopt(self) -> None:
+        """_adopt runs step 5; Slurm failing there only postpones adoption, never the period."""
         assert self.leadership is not None
+        try:
+            self.adopter.run(self.leadership)
+        except SlurmError as exc:
+            log.warning("adoption skipped this period: %s", exc)
+
+    def _health(self, inventory: Inventory, report: PeriodReport) -> None:
+        """_health runs step 6: whole attempts on nodes drained or down past the grace are evicted."""
+        assert self.leadership is not None
+        with self.db.session() as session:
+            bad = self.node_watch.confirmed(inventory.nodes, time.monotonic())
+            evicted = evict_from_unusable_nodes(session, self.leadership, inventory.nodes, bad)
+        report.preempting += len(evicted)
+
+    def _snapshot(self, inventory: Inventory) -> _Cycle:
+        """_snapshot runs step 7: the policy's snapshot on the nodes minus foreign work; poison tasks quarantined."""
         self._placed = []
-        started_at = utcnow()
-        t0 = time.perf_counter()
+        cycle = _Cycle(inventory=inventory, started_at=utcnow(), t0=time.perf_counter())
         poison: list[tuple[str, Exception]] = []
         with self.db.session() as session:
             snapshot = build_snapshot(
@@ -350,53 +423,16 @@ class Daemon:
                 self.specs,
                 switch_parent=inventory.switch_parent,
                 inventory_version=inventory.version,
-                now=started_at,
+                now=cycle.started_at,
                 quarantine=poison,
                 view=self.pending_view,
                 live=self.live_view,
             )
-            # held, dependent and not-yet-begun jobs wait before the policy, with their reason
-            gated = apply_gates(session, snapshot.pending, self.specs, started_at, self.config.scheduler.kill_invalid_depend)
-        nodes = effective_nodes(inventory, self.live_view.held_per_node())
-        snapshot = replace(snapshot, nodes=tuple(nodes), pending=tuple(gated.open))
+        cycle.nodes = effective_nodes(inventory, self.live_view.held_per_node())
+        cycle.snapshot = replace(snapshot, nodes=tuple(cycle.nodes))
         if poison:
             self._quarantine(poison)
-        if gated.doomed or gated.doomed_tasks:
-            with self.db.session() as session:
-                fence(session, self.leadership)
-                cancel_doomed(session, gated.doomed)
-                cancel_doomed_tasks(session, gated.doomed_tasks)
-        plan = schedule(snapshot, self.config.scheduler, record=self.decision_log.record)
-        plan.reasons.update(gated.reasons)
-        plan.inventory_version = inventory.version
-        duration = time.perf_counter() - t0
-        job_of_task = {t.task_id: t.job_id for t in snapshot.pending} | gated.job_of_task
-        with self.db.session() as session:
-            accrue(session, self.config.scheduler, started_at)
-            result = apply_plan(
-                session,
-                plan,
-                self.leadership,
-                nodes,
-                cycle_started=started_at,
-                duration_s=duration,
-                pending_count=len(snapshot.pending),
-                lease_s=self.config.attempt_lease_s,
-                job_of_task=job_of_task,
-                memo=self.reasons,
-            )
-            self.decision_log.write(session, plan, cycle=result.cycle_id, at=started_at, epoch=self.leadership.epoch,
-                                    skipped=result.skipped, preempting=result.preempting)  # fmt: skip
-            self.decision_log.prune(session, started_at, time.monotonic())
-        self.reasons.committed(plan.reasons, self.leadership.epoch)
-        runtime = {t.task_id: t.runtime_estimate_s for t in snapshot.pending}
-        self.holds.sync(desired_holds(plan.held, runtime, started_at), started_at)
-        self.metrics.cycle_seconds.observe(duration)
-        count_placements(self.metrics, snapshot, plan, result.skipped, set(result.preempting))
-        report.placed = len(result.created)
-        self._placed = list(result.created)
-        report.preempting += len(result.preempting)
-        return snapshot, plan, set(result.skipped)
+        return cycle
 
     def _quarantine(self, poison: list[tuple[str, Exception]]) -> None:
         """_quarantine fails the pending tasks whose own data broke the snapshot (fenced, audited)."""
@@ -407,15 +443,70 @@ class Daemon:
                 if quarantine_task(session, task_id, problem, actor="scheduler"):
                     log.warning("task %s quarantined: %s", task_id, invalid_spec_reason(problem))
 
-    def _adopt(self) -> None:
-        """_adopt runs step 3b; Slurm failing there only postpones adoption, never the period."""
-        assert self.leadership is not None
-        try:
-            self.adopter.run(self.leadership)
-        except SlurmError as exc:
-            log.warning("adoption skipped this period: %s", exc)
+    def _gates(self, cycle: _Cycle) -> None:
+        """_gates runs step 8: held, dependent and not-yet-begun jobs wait before the policy, with their reason."""
+        assert self.leadership is not None and cycle.snapshot is not None
+        with self.db.session() as session:
+            gated = apply_gates(session, cycle.snapshot.pending, self.specs, cycle.started_at,
+                                self.config.scheduler.kill_invalid_depend)  # fmt: skip
+        cycle.gated = gated
+        cycle.job_of_task = {t.task_id: t.job_id for t in cycle.snapshot.pending} | gated.job_of_task
+        cycle.snapshot = replace(cycle.snapshot, pending=tuple(gated.open))
+        if gated.doomed or gated.doomed_tasks:
+            with self.db.session() as session:
+                fence(session, self.leadership)
+                cancel_doomed(session, gated.doomed)
+                cancel_doomed_tasks(session, gated.doomed_tasks)
+
+    def _schedule(self, cycle: _Cycle) -> None:
+        """_schedule runs step 9, the pure policy; the gated tasks' reasons join its plan."""
+        assert cycle.snapshot is not None and cycle.gated is not None
+        plan = schedule(cycle.snapshot, self.config.scheduler, record=self.decision_log.record)
+        plan.reasons.update(cycle.gated.reasons)
+        plan.inventory_version = cycle.inventory.version
+        cycle.plan = plan
+        cycle.duration_s = time.perf_counter() - cycle.t0
+
+    def _apply(self, session: Session, cycle: _Cycle) -> ApplyResult:
+        """_apply runs step 11 in the usage step's transaction: the plan committed, its decisions logged."""
+        assert self.leadership is not None and cycle.snapshot is not None and cycle.plan is not None
+        result = apply_plan(
+            session,
+            cycle.plan,
+            self.leadership,
+            cycle.nodes,
+            cycle_started=cycle.started_at,
+            duration_s=cycle.duration_s,
+            pending_count=len(cycle.snapshot.pending),
+            lease_s=self.config.attempt_lease_s,
+            job_of_task=cycle.job_of_task,
+            memo=self.reasons,
+        )
+        self.decision_log.write(session, cycle.plan, cycle=result.cycle_id, at=cycle.started_at,
+                                epoch=self.leadership.epoch, skipped=result.skipped,
+                                preempting=result.preempting)  # fmt: skip
+        self.decision_log.prune(session, cycle.started_at, time.monotonic())
+        return result
+
+    def _applied(self, cycle: _Cycle, result: ApplyResult, report: PeriodReport) -> None:
+        """_applied ends step 11 once its transaction committed: the reason memo trusts it, the counts take it."""
+        assert self.leadership is not None and cycle.snapshot is not None and cycle.plan is not None
+        self.reasons.committed(cycle.plan.reasons, self.leadership.epoch)
+        self.metrics.cycle_seconds.observe(cycle.duration_s)
+        count_placements(self.metrics, cycle.snapshot, cycle.plan, result.skipped, set(result.preempting))
+        report.placed = len(result.created)
+        self._placed = list(result.created)
+        report.preempting += len(result.preempting)
+        cycle.skipped = set(result.skipped)
+
+    def _holds(self, cycle: _Cycle) -> None:
+        """_holds runs step 12: Slurm reservations for the plan's held gangs, touched only when they change."""
+        assert cycle.snapshot is not None and cycle.plan is not None
+        runtime = {t.task_id: t.runtime_estimate_s for t in cycle.snapshot.pending}
+        self.holds.sync(desired_holds(cycle.plan.held, runtime, cycle.started_at), cycle.started_at)
 
     def _actuate(self, report: PeriodReport) -> None:
+        """_actuate runs step 13: adopted jobs released, new attempts queued on the launch pool, stops sent."""
         assert self.leadership is not None
         self.adopter.release_created(self.leadership)  # adopted jobs are released, never sbatch'ed
         with self.db.session() as session:
@@ -427,16 +518,23 @@ class Daemon:
         report.queued += self.launches.enqueue(created, self.leadership, AttemptState.CREATED)
         self.actuator.stop_requested(self.leadership, ActuationResult())
 
-    def _launch_progress(self, report: PeriodReport) -> None:
-        """_launch_progress takes what the launch pool finished since the last period into the report."""
-        progress = self.launches.progress()
-        report.launched += len(progress.launched)
+    def _outputs(self) -> None:
+        """_outputs runs step 14: finished jobs get their manifest; their deadline outcomes are counted."""
+        with self.db.session() as session:
+            looked = utcnow()
+            finished = finalize_jobs(session, self.specs, self._finalized, self._finalize_since)
+            outcomes = deadline_outcomes(session, self.specs, finished, self._started_at)
+        # next time, jobs with a success since this look (a minute's margin for late commits)
+        self._finalize_since = looked - timedelta(seconds=60)
+        for (tenant, outcome), count in outcomes.items():
+            self.metrics.deadlines.labels(tenant, outcome).inc(count)
 
-    def _gauges(self, snapshot: Snapshot, plan: Plan, skipped: set[str]) -> None:
-        """_gauges sets the leader's gauges: every known tenant, state, reason and GPU type, 0 when empty."""
+    def _gauges(self, cycle: _Cycle) -> None:
+        """_gauges runs step 15: the leader's gauges, every known tenant, state, reason and GPU type, 0 when empty."""
+        assert cycle.snapshot is not None and cycle.plan is not None
         with self.db.session() as session:
             depth, attempts = store_counts(session)
         publish(
-            self.metrics, snapshot, plan, self.config.scheduler, skipped=skipped, depth=depth, attempts=attempts
+            self.metrics, cycle.snapshot, cycle.plan, self.config.scheduler, skipped=cycle.skipped, depth=depth,
+            attempts=attempts,
         )
-

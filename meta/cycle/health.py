@@ -1,4 +1,4 @@
-"""Cycle step 4, health: evict whole attempts from nodes that were drained or went down.
+"""Cycle step 6, health: evict whole attempts from nodes that were drained or went down.
 
 A gang is all-or-nothing: if one of its nodes is drained or lost, the whole attempt is stopped
 like a preemption (USR1, checkpoint grace, cancel) and its task is retried elsewhere from its

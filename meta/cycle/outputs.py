@@ -1,10 +1,10 @@
-"""Cycle step 11, outputs: inference partitions committed on success, job manifests written.
+"""Cycle step 14, outputs: inference partitions committed on success, job manifests written.
 
 Each job writes under its own ``<output>/<job id>/`` (``_attempts/<attempt>/`` staging and the
 job's ``_manifest.json``), so two jobs with the same output folder never overwrite each other.
 
 A partition's program may commit its own manifest (``metasched commit``); when it exits 0
-without doing so, step 3 (reconcile) commits the attempt's staging directory on its behalf —
+without doing so, step 4 (reconcile) commits the attempt's staging directory on its behalf —
 before the attempt leaves its live state, so the usual fence (current attempt, token, lease)
 applies to both paths alike.
 """
@@ -26,8 +26,8 @@ from checkpoint.manifest import (
     job_manifest,
     write_atomically,
 )
-from meta.cycle.launch_plan import job_output_dir, staging_dir
-from meta.cycle.snapshot import SpecCache
+from meta.cycle.actuate.launch_plan import job_output_dir, staging_dir
+from meta.cycle.snapshot.build import SpecCache
 from meta.model.errors import JOB_FAULTS, MetaschedError
 from meta.model.spec import InferenceSpec
 from meta.model.states import AttemptState, TaskState

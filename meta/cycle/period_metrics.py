@@ -1,4 +1,4 @@
-"""The leader's per-period metric values, computed from what the cycle already holds (snapshot, plan).
+"""Cycle step 15, gauges: the leader's per-period metric values, computed from what the cycle already holds (snapshot, plan).
 
 Pure functions from the period's Snapshot and Plan to ``{labels: value}`` maps with a value for
 every known key (0 when empty), and ``publish`` that hands them to ``Metrics``. The only store
@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from meta.cycle.metrics import Labels, Metrics, set_all
-from meta.cycle.snapshot import SpecCache
+from meta.cycle.snapshot.build import SpecCache
 from meta.model.errors import JOB_FAULTS
 from meta.model.kinds import JobKind
 from meta.model.spec import InferenceSpec

@@ -1,4 +1,4 @@
-"""Cycle step 7, usage: tenant usage for fair share, cost-weighted GPU-seconds of live attempts, decayed by a half-life."""
+"""Cycle step 10, usage: tenant usage for fair share, cost-weighted GPU-seconds of live attempts, decayed by a half-life."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 A job another tenant owns, or none at all, is refused with sbatch's words (``Job dependency
 problem``) and nothing else, so the answer never tells whether a job the caller may not see
-exists. Whether a dependency is satisfied is decided every cycle (``meta/cycle/gates.py``).
+exists. Whether a dependency is satisfied is decided every cycle (``meta/cycle/snapshot/gates.py``).
 """
 
 from __future__ import annotations

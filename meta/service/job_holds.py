@@ -5,7 +5,7 @@ is ``JobHeldAdmin``, anyone else's ``JobHeldUser``; only an admin releases an ad
 (Slurm's ``Access/permission denied``). Only a job that still has waiting tasks can be held
 (Slurm's ``Job is no longer pending execution``); holding a held job or releasing a job that is not
 held changes nothing and is not an error. Each change is audited (``job.hold``, ``job.release``).
-The daemon reads ``jobs.hold`` every cycle (``meta/cycle/gates.py``).
+The daemon reads ``jobs.hold`` every cycle (``meta/cycle/snapshot/gates.py``).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Tenant settings that come from Slurm: account Fairshare as the weight, GrpTRES GPUs as the limits.
 
-The daemon reads them with sacctmgr (``meta.cycle.shares``) and applies them here; each synced
+The daemon reads them with sacctmgr (``meta.cycle.inventory.shares``) and applies them here; each synced
 setting is marked ``"slurm"`` in the tenant's ``sources`` so ``tenant show`` can say where it
 comes from and ``tenant set`` can refuse to change it. A change is audited (actor ``slurm``).
 """

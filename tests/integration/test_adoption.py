@@ -30,7 +30,7 @@ from tests.identity.test_jobs_as_users import Serve, alice_dir, serve  # noqa: F
 from tests.identity.users import Call, run_one
 
 pytestmark = pytest.mark.slurm
-# time limits of 2 minutes: a gang's hold (an ms-hold reservation, meta/cycle/holds.py) planned to start
+# time limits of 2 minutes: a gang's hold (an ms-hold reservation, meta/cycle/actuate/holds.py) planned to start
 # within a minute starts at once on its nodes, and would keep Slurm from starting the job placed there before it
 WHOLE_PARTITION = ("-p", "managed", "-N", "2", "--gres=gpu:t4:4", "-t", "2")
 

@@ -9,10 +9,10 @@ import pytest
 from sqlalchemy import update
 
 from checkpoint import attempt_secret
-from meta.cycle.actuate import ActuationResult, Actuator
-from meta.cycle.launch_plan import LaunchSettings
+from meta.cycle.actuate.actuator import ActuationResult, Actuator
+from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.lease import LEASE_NAME, NotLeader, try_acquire
-from meta.cycle.snapshot import SpecCache
+from meta.cycle.snapshot.build import SpecCache
 from meta.model.durations import utcnow
 from meta.model.states import AttemptState, TaskState
 from meta.service.api import Service

@@ -1,4 +1,4 @@
-"""Adoption of held plain sbatch jobs (meta/cycle/adopt.py) against a scripted Slurm, on SQLite and PostgreSQL.
+"""Adoption of held plain sbatch jobs (meta/cycle/adopt/adopter.py) against a scripted Slurm, on SQLite and PostgreSQL.
 
 The Slurm side is what job_submit.lua leaves (a real ``scontrol -o show job`` line of a held
 job, shortened to the fields read); the real cluster is exercised by
@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from sqlalchemy import func, select
 
-from meta.cycle.adopt import Adopter
+from meta.cycle.adopt.adopter import Adopter
 from meta.model.spec import TrainingSpec
 from meta.model.states import AttemptState, JobState
 from meta.service.api import Service

@@ -7,9 +7,9 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import func, select, update
 
-from meta.cycle.apply import ApplyResult, apply_plan
+from meta.cycle.apply.transaction import ApplyResult, apply_plan
 from meta.cycle.lease import LEASE_NAME, Leadership, NotLeader, try_acquire
-from meta.cycle.snapshot import share_to_json
+from meta.cycle.snapshot.build import share_to_json
 from meta.model.durations import utcnow
 from meta.model.nodes import NodeState
 from meta.model.resources import ResourceVector
@@ -235,7 +235,7 @@ def _placement_record(db: Database, task_id: str) -> tuple:
 def test_a_burst_of_placements_writes_what_one_at_a_time_writes(
     service: Service, monkeypatch: pytest.MonkeyPatch, bulk: bool
 ) -> None:
-    import meta.cycle.apply
+    import meta.cycle.apply.transaction
     from meta.model.errors import ConcurrentModification
 
     db = service.db
@@ -252,7 +252,7 @@ def test_a_burst_of_placements_writes_what_one_at_a_time_writes(
         def refuse(*args, **kwargs):
             raise ConcurrentModification("injected")
 
-        monkeypatch.setattr(meta.cycle.apply, "create_attempts", refuse)
+        monkeypatch.setattr(meta.cycle.apply.transaction, "create_attempts", refuse)
     plan = Plan(placements=[Placement(retried, job, (_share("node1"),)), Placement(fresh, other, (_share("node2"),))])
     result = _apply(db, plan, leadership)
     assert len(result.created) == 2 and not result.skipped

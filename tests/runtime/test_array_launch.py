@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from meta.cycle.launch_plan import LaunchSettings, launch_request
+from meta.cycle.actuate.launch_plan import LaunchSettings, launch_request
 from meta.model.spec import AnySpec
 from meta.store.models import Attempt, Job, Task
 from slurm_bridge.render import render

@@ -18,7 +18,7 @@ from meta.cycle.invariants import (
     check_i5_capacity,
     check_invariants,
 )
-from meta.cycle.launch_plan import LaunchSettings
+from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.lease import LEASE_NAME, Leadership, try_acquire
 from meta.cycle.reconcile import ReconcileSettings
 from meta.model.durations import utcnow

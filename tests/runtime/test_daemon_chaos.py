@@ -14,7 +14,7 @@ from sqlalchemy import select
 
 from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.invariants import check_invariants
-from meta.cycle.launch_plan import LaunchSettings
+from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.reconcile import ReconcileSettings
 from meta.model.states import JobState
 from meta.service.api import Service

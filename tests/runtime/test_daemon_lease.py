@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 import meta.cycle.daemon as daemon_module
-from meta.cycle.actuate import SUBMIT_PARALLEL
+from meta.cycle.actuate.actuator import SUBMIT_PARALLEL
 from meta.cycle.daemon import Daemon, DaemonConfig
-from meta.cycle.launch_plan import LaunchSettings
+from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.lease import LEASE_NAME, try_acquire
 from meta.model.durations import utcnow
 from meta.model.states import AttemptState

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from meta.cycle.inventory import effective_nodes
+from meta.cycle.inventory.reader import effective_nodes
 from meta.model.resources import ResourceVector
 from slurm_bridge.inventory import build_inventory
 from slurm_bridge.parse.tres import Gres

@@ -1,4 +1,4 @@
-"""The cycle's gates (meta/cycle/gates.py) over a real store: observed phases, singleton, holds, begin times, kill-on-invalid-dep."""
+"""The cycle's gates (meta/cycle/snapshot/gates.py) over a real store: observed phases, singleton, holds, begin times, kill-on-invalid-dep."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from pathlib import Path
 from sqlalchemy import select
 
 from meta.cycle.daemon import Daemon, DaemonConfig
-from meta.cycle.gates import apply_gates, observe_jobs, singleton_blocked
-from meta.cycle.launch_plan import LaunchSettings
-from meta.cycle.snapshot import SpecCache, build_snapshot
+from meta.cycle.snapshot.gates import apply_gates, observe_jobs, singleton_blocked
+from meta.cycle.actuate.launch_plan import LaunchSettings
+from meta.cycle.snapshot.build import SpecCache, build_snapshot
 from meta.model.durations import utcnow
 from meta.model.kinds import FailureCategory
 from meta.model.states import AttemptState, TaskState

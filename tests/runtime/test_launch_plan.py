@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from meta.cycle.launch_plan import LaunchSettings, launch_request, staging_dir
+from meta.cycle.actuate.launch_plan import LaunchSettings, launch_request, staging_dir
 from meta.model.kinds import JobKind
 from meta.model.spec import AnySpec
 from meta.store.models import Attempt, Job, Task

@@ -12,7 +12,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from meta.cycle.daemon import Daemon, DaemonConfig
-from meta.cycle.launch_plan import LaunchSettings
+from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.lease import LEASE_NAME, Leadership, try_acquire
 from meta.cycle.reconcile import ReconcileSettings
 from meta.model.durations import utcnow

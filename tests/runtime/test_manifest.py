@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 from checkpoint.manifest import build_manifest, commit, committed, gc_staging, job_manifest, write_atomically
 from cli.main import cli
-from meta.cycle.launch_plan import job_output_dir
+from meta.cycle.actuate.launch_plan import job_output_dir
 from meta.model.durations import utcnow
 from meta.model.errors import Conflict, InvalidRequest, StaleFencingToken
 from meta.model.states import AttemptState

@@ -10,7 +10,7 @@ from pathlib import Path
 from checkpoint.manifest import commit, committed
 from meta.cycle.outputs import commit_on_success, finalize_jobs
 from meta.cycle.reconcile import Reconciler, observe
-from meta.cycle.snapshot import SpecCache
+from meta.cycle.snapshot.build import SpecCache
 from meta.model.states import AttemptState, TaskState
 from meta.service.api import Service
 from meta.store.lifecycle import attempt_event

@@ -15,7 +15,7 @@ import pytest
 from click.testing import CliRunner
 from sqlalchemy import select
 
-import meta.cycle.actuate
+import meta.cycle.actuate.actuator
 from cli.main import cli
 from meta.cycle.daemon import Daemon, PeriodReport
 from meta.model.kinds import Topology
@@ -116,13 +116,13 @@ def test_a_script_that_cannot_be_encoded_fails_only_its_attempt(
     _, (first,) = submit(service, evaluation("first", tenant="other"))
     bad_job, (bad_task,) = submit(service, evaluation("renders-badly", tenant="mallory"))
     _, (last,) = submit(service, evaluation("last", tenant="third"))
-    real_render = meta.cycle.actuate.render
+    real_render = meta.cycle.actuate.actuator.render
 
     def render(request: Any) -> str:  # a renderer gap: a lone surrogate reaches the script text
         script = real_render(request)
         return script + "\necho \udcff\n" if request.job_id == bad_job else script
 
-    monkeypatch.setattr(meta.cycle.actuate, "render", render)
+    monkeypatch.setattr(meta.cycle.actuate.actuator, "render", render)
     report = one_period(_daemon(service, fake, tmp_path))
     assert launched(service, first) and launched(service, last) and report.launched == 2
     (bad,) = attempts_of(service.db, bad_task)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from meta.cycle.actuate import ActuationResult, Actuator
-from meta.cycle.launch_plan import LaunchSettings
-from meta.cycle.snapshot import SpecCache
+from meta.cycle.actuate.actuator import ActuationResult, Actuator
+from meta.cycle.actuate.launch_plan import LaunchSettings
+from meta.cycle.snapshot.build import SpecCache
 from meta.service.api import Service
 from meta.store.models import Task
 from slurm_bridge.commands import CliSlurmClient

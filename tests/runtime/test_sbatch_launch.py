@@ -1,10 +1,10 @@
-"""What an sbatch job's ``sbatch:`` section adds to its launch (meta.cycle.sbatch_launch) and how render writes it."""
+"""What an sbatch job's ``sbatch:`` section adds to its launch (meta.cycle.actuate.sbatch_launch) and how render writes it."""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
-from meta.cycle.sbatch_launch import sbatch_env, sbatch_request_fields, working_dir
+from meta.cycle.actuate.sbatch_launch import sbatch_env, sbatch_request_fields, working_dir
 from meta.model.kinds import JobKind
 from meta.model.spec import spec_from_dict
 from slurm_bridge.launch import LaunchRequest

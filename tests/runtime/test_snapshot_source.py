@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import timedelta
 from pathlib import Path
 
-from meta.cycle.snapshot import SpecCache, build_snapshot
+from meta.cycle.snapshot.build import SpecCache, build_snapshot
 from meta.model.durations import utcnow
 from meta.model.kinds import JobKind
 from meta.model.states import AttemptState

@@ -17,7 +17,7 @@ with warnings.catch_warnings():
 
 from cli.main import cli
 from meta.cycle.daemon import Daemon, DaemonConfig
-from meta.cycle.launch_plan import LaunchSettings
+from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.service.api import Service
 from meta.service.http import create_app
 from meta.store.models import Job, Task

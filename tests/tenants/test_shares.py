@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from meta.cycle.inventory import InventoryReader
-from meta.cycle.shares import SharesSync
+from meta.cycle.inventory.reader import InventoryReader
+from meta.cycle.inventory.shares import SharesSync
 from meta.model.errors import Forbidden, InvalidRequest
 from meta.service.api import Service
 from meta.store import audit
@@ -90,19 +90,19 @@ def test_accounting_down_skips_the_sync_and_keeps_the_settings(service: Service,
         assert get_tenant(session, "tenant-a").weight == 70.0
 
 
-def test_the_inventory_step_syncs_at_the_topology_cadence_and_never_fails_on_it(tmp_path: Path) -> None:
+def test_the_shares_step_syncs_at_the_topology_cadence_and_never_fails_on_it(tmp_path: Path) -> None:
     db = sqlite_database(tmp_path / "s.sqlite")
     slurm = FakeSlurm()
     slurm.set_account("tenant-a", 70)
-    reader = InventoryReader(db, slurm, topology_refresh_s=3600)
-    reader.read()
-    reader.read()
+    shares = SharesSync(db, slurm, refresh_s=3600)  # the daemon's step 3, at the topology cadence
+    shares.sync_if_due(0.0)
+    shares.sync_if_due(1.0)
     assert slurm.calls["account_shares"] == 1  # not every period
     with db.session() as session:
         assert get_tenant(session, "tenant-a").weight == 70.0
     slurm.accounting_fault = SlurmTransient("slurmdbd down")
-    failing = InventoryReader(db, slurm, topology_refresh_s=0)
-    assert failing.read().nodes  # the period goes on
+    assert SharesSync(db, slurm, refresh_s=0).sync_if_due(0.0) is None  # the period goes on
+    assert InventoryReader(db, slurm, topology_refresh_s=0).read().nodes  # and so does step 2
     db.dispose()
 
 

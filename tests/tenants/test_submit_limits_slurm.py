@@ -12,7 +12,7 @@ import subprocess
 
 import pytest
 
-from meta.cycle.shares import to_shares
+from meta.cycle.inventory.shares import to_shares
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.errors import SlurmParseError
 from slurm_bridge.parse.sacctmgr import parse_account_shares

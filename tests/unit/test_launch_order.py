@@ -1,8 +1,8 @@
-"""The order new attempts reach sbatch: the policy's, one tenant per round (meta/cycle/launch_order.py)."""
+"""The order new attempts reach sbatch: the policy's, one tenant per round (meta/cycle/actuate/launch_order.py)."""
 
 from __future__ import annotations
 
-from meta.cycle.launch_order import by_placement, round_robin_by_tenant
+from meta.cycle.actuate.launch_order import by_placement, round_robin_by_tenant
 
 
 def test_a_flooding_tenant_takes_one_slot_per_round() -> None:

@@ -1,4 +1,4 @@
-"""Cycle step 5 (snapshot), the waiting tasks: the leader keeps each one's description and rebuilds only what changed.
+"""Cycle step 7 (snapshot), the waiting tasks: the leader keeps each one's description and rebuilds only what changed.
 
 Loading every waiting task and its job through the ORM each period made the snapshot grow by
 tens of microseconds per waiting task. The view reads only a few columns per waiting task (id,

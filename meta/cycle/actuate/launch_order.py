@@ -1,4 +1,4 @@
-"""The order in which a period's new attempts reach sbatch: the policy's, one tenant at a time.
+"""For step 13 (actuate): the order in which a period's new attempts reach sbatch: the policy's, one tenant at a time.
 
 The launch pool runs a few sbatch calls at once, so when a tenant has many placements in one
 period (a flood of short jobs filling the idle GPUs of one type), whatever comes first in the

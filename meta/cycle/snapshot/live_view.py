@@ -1,4 +1,4 @@
-"""Cycle steps 5 (snapshot) and 8's capacity check, the live attempts: described once, again only when they change.
+"""Cycle steps 7 (snapshot) and 11 (apply)'s capacity check, the live attempts: described once, again only when they change.
 
 Loading every live attempt through the ORM and parsing its placement each period cost about
 0.1 ms per running job (twice: once for what metasched holds per node, once for the policy's

@@ -1,4 +1,4 @@
-"""Cycle step 5, snapshot: the policy's Snapshot, built from the store and the Slurm inventory.
+"""Cycle step 7, snapshot: the policy's Snapshot, built from the store and the Slurm inventory.
 
 One read transaction gives a consistent view: pending tasks whose backoff has passed, every live
 attempt as a reservation (launching and unknown ones included: their capacity stays reserved),
@@ -15,8 +15,8 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
-from meta.cycle.live_view import LiveView
-from meta.cycle.pending_view import PendingView
+from meta.cycle.snapshot.live_view import LiveView
+from meta.cycle.snapshot.pending_view import PendingView
 from meta.model.durations import utcnow
 from meta.model.errors import JOB_FAULTS
 from meta.model.kinds import JobKind, Topology
@@ -266,7 +266,7 @@ def _pending_candidates(
             continue  # retry backoff has not passed yet
         try:
             candidates.append(pending_task(job, task, specs.get(session, job.id)))
-        except JOB_FAULTS as exc:  # this job's data, not the cycle's: set it aside (step 5 quarantines it)
+        except JOB_FAULTS as exc:  # this job's data, not the cycle's: set it aside (step 7 quarantines it)
             if quarantine is not None:
                 quarantine.append((task.id, exc))
     return candidates

@@ -1,8 +1,8 @@
 """Cycle step 2, inventory: the nodes as Slurm reports them, stored, minus what foreign jobs hold.
 
 Each period reads one ``sinfo --json`` (the switch tree from ``scontrol show topology``, the
-QOS names from ``sacctmgr`` and the tenants' weights and GPU limits from Slurm's accounts —
-``shares.py`` — only every ``topology_refresh_s``) into a NodeState list and stores
+QOS names from ``sacctmgr`` only every ``topology_refresh_s``; step 3 syncs the tenants' weights
+and GPU limits from Slurm's accounts, ``shares.py``, at the same cadence) into a NodeState list and stores
 it, so the submit API can refuse specs no node could ever host, and unknown partitions and QOS. ``effective_nodes`` then removes the capacity Slurm gave to jobs
 metasched does not own (plain sbatch): the policy must never plan on it, or it would
 double-allocate.
@@ -16,8 +16,7 @@ import time
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from meta.cycle.shares import SharesSync
-from meta.cycle.snapshot import placement_shares, totals_per_node
+from meta.cycle.snapshot.build import placement_shares, totals_per_node
 from meta.model.nodes import NodeState
 from meta.model.resources import ResourceVector
 from meta.model.states import AttemptState
@@ -40,7 +39,6 @@ class InventoryReader:
         self.topology_refresh_s = topology_refresh_s
         self._topology: dict = {}
         self._topology_at = 0.0
-        self.shares = SharesSync(db, client, topology_refresh_s)
 
     def read(self) -> Inventory:
         """read calls sinfo (topology and QOS when they are due) and stores the inventory if it changed."""
@@ -50,7 +48,6 @@ class InventoryReader:
             self._topology = self.client.topology()
             self._topology_at = now
             qos = self._qos_names()
-        self.shares.sync_if_due(now)  # its own clock: a cluster without a switch tree re-reads topology each period
         nodes = self.client.sinfo()
         inventory = build_inventory(nodes, self._topology)
         with self.db.session() as session:

@@ -1,4 +1,4 @@
-"""Cycle step 10, actuate: launch new attempts on Slurm and stop the ones marked for stopping.
+"""Cycle step 13, actuate: launch new attempts on Slurm and stop the ones marked for stopping.
 
 Launch protocol, safe against crashes and ambiguous outcomes:
 1. commit ``created -> launching`` (fenced by the leader epoch) *before* calling sbatch;
@@ -26,9 +26,9 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from checkpoint import attempt_secret
-from meta.cycle.launch_plan import LaunchSettings, launch_request, run_as_for
+from meta.cycle.actuate.launch_plan import LaunchSettings, launch_request, run_as_for
 from meta.cycle.lease import Leadership, NotLeader, fence, lock_lease_row
-from meta.cycle.snapshot import SpecCache
+from meta.cycle.snapshot.build import SpecCache
 from meta.model.durations import utcnow
 from meta.model.errors import JOB_FAULTS
 from meta.model.kinds import FailureCategory

@@ -1,4 +1,4 @@
-"""Cycle step 8 (apply), decisions on record: the plan's decisions appended to the bounded decision log.
+"""Cycle step 11 (apply), decisions on record: the plan's decisions appended to the bounded decision log.
 
 The policy returns, with its plan, each placement's, preemption's and hold's inputs (order key,
 share, age, slack, the alternatives it beat and why they lost) and the cycle's context (every

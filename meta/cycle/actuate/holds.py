@@ -1,4 +1,4 @@
-"""Cycle step 9, holds: the plan's held reservations become ``ms-hold-<task>`` reservations.
+"""Cycle step 12, holds: the plan's held reservations become ``ms-hold-<task>`` reservations.
 
 The policy backfills only work that cannot delay a held gang; a Slurm reservation on the same
 nodes from the planned start makes that true for jobs submitted to Slurm directly as well.

@@ -1,4 +1,4 @@
-"""For step 10 (actuate): from a stored attempt to a LaunchRequest, nodes, per-node shapes, roles and environment."""
+"""For step 13 (actuate): from a stored attempt to a LaunchRequest, nodes, per-node shapes, roles and environment."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from meta.config.paths import default_log_dir
-from meta.cycle.array_launch import array_env, array_output_fields
-from meta.cycle.sbatch_launch import sbatch_env, sbatch_request_fields, working_dir
-from meta.cycle.snapshot import placement_shares
+from meta.cycle.actuate.array_launch import array_env, array_output_fields
+from meta.cycle.actuate.sbatch_launch import sbatch_env, sbatch_request_fields, working_dir
+from meta.cycle.snapshot.build import placement_shares
 from meta.model.kinds import JobKind
 from meta.model.resources import ResourceVector
 from meta.model.spec import AnySpec, InferenceSpec, TrainingSpec

@@ -1,8 +1,8 @@
-"""For step 10 (actuate): launches stream from a bounded pool of threads behind the period.
+"""For step 13 (actuate): launches stream from a bounded pool of threads behind the period.
 
-The period commits its placements (step 8) and hands the new attempts here; it does not wait
+The period commits its placements (step 11) and hands the new attempts here; it does not wait
 for sbatch. One dispatcher thread takes the queued work a batch at a time and runs the launch
-protocol of ``actuate.py`` on it (commit ``launching``, sbatch on at most ``workers`` threads,
+protocol of ``actuator.py`` on it (commit ``launching``, sbatch on at most ``workers`` threads,
 commit the Slurm ids), so a burst of 2,000 launches, a slow sbatch or a failing one never
 stretches a period. What the pool finished is taken by the next period (``progress``).
 
@@ -23,7 +23,7 @@ from collections import deque
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
-from meta.cycle.actuate import LAUNCH_BATCH, ActuationResult, Actuator
+from meta.cycle.actuate.actuator import LAUNCH_BATCH, ActuationResult, Actuator
 from meta.cycle.lease import Leadership, NotLeader
 from meta.model.states import AttemptState
 from meta.store.chunks import chunked

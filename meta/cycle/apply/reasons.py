@@ -1,4 +1,4 @@
-"""Cycle step 8 (apply), pending reasons: a waiting task's typed reason is written only when it changes.
+"""Cycle step 11 (apply), pending reasons: a waiting task's typed reason is written only when it changes.
 
 Most waiting tasks wait for the same reason period after period; rewriting each one's row every
 period made the period grow by about a millisecond per waiting task. The leader remembers what

@@ -1,4 +1,4 @@
-"""For step 10 (actuate): what makes an array element's Slurm job look like an element of an sbatch array.
+"""For step 13 (actuate): what makes an array element's Slurm job look like an element of an sbatch array.
 
 Each element is its own Slurm job (metasched places elements independently, so Slurm never
 makes an array of them). The element gets the ``SLURM_ARRAY_*`` variables sbatch gives an

@@ -1,4 +1,4 @@
-"""Cycle step 5 (snapshot), the gates: held jobs, unsatisfied dependencies and begin times wait before the policy.
+"""Cycle step 8, gates: held jobs, unsatisfied dependencies and begin times wait before the policy.
 
 The spec says what a job waits for (``dependency``, ``begin``), the store says whether it is held
 (``jobs.hold``) and how far the jobs it depends on have come. This module reads those few facts

@@ -1,6 +1,6 @@
-"""Shares from Slurm (docs/identity.md §6): account Fairshare -> tenant weight, GrpTRES GPUs -> tenant limits.
+"""Cycle step 3, shares: Slurm's account Fairshare -> tenant weight, GrpTRES GPUs -> tenant limits.
 
-Part of cycle step 2 (inventory), at the topology cadence: one ``sacctmgr show assoc`` read, the
+As docs/identity.md §6 describes; right after step 2 (inventory), at the topology cadence: one ``sacctmgr show assoc`` read, the
 account rows of the local cluster applied to the tenants table. Accounting being down skips the
 sync for that period (the stored settings stay); it never fails the period.
 """

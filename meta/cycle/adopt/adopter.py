@@ -1,4 +1,4 @@
-"""Cycle step 3b, adopt: plain sbatch jobs held in managed partitions become metasched jobs.
+"""Cycle step 5, adopt: plain sbatch jobs held in managed partitions become metasched jobs.
 
 A site lists its metasched-managed partitions (``serve --managed-partitions``) and installs
 ``deploy/slurm/job_submit.lua``, which holds users' jobs there (``slurm_bridge.adoption``).
@@ -6,13 +6,13 @@ Each period, after reconcile, the leader:
 1. reads squeue; a held job in a managed partition that no metasched job has adopted yet is
    read in ``scontrol -o show job`` and, if job_submit.lua marked it, stored as a metasched job
    of its user (uid, gid, working folder), tenant = its account, with the spec
-   ``adopt_spec.py`` gives it and a row in ``adopted_jobs`` — unique on the Slurm job id and
+   ``spec.py`` gives it and a row in ``adopted_jobs`` — unique on the Slurm job id and
    submit time, so restarts and new leaders never adopt it twice;
 2. follows adopted jobs not released yet: a Slurm job cancelled (``scancel``) or gone ends its
    metasched job as cancelled; a metasched job cancelled (``metasched cancel``, ``mscancel``)
    scancels its held Slurm job; the held job's comment carries metasched's waiting reason;
    an attempt whose release did not take is released again.
-Step 10 (``release_created``) releases each new attempt of an adopted job onto the nodes the
+Step 13 (actuate, ``release_created``) releases each new attempt of an adopted job onto the nodes the
 policy chose instead of running sbatch: commit ``launching`` with the job's Slurm id, then
 ``scontrol update NodeList=... Comment=<tag>`` and ``scontrol release``. From there the
 reconciler follows the job by its tag like any launched attempt.
@@ -27,7 +27,7 @@ from datetime import datetime
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from meta.cycle.adopt_spec import adopted_spec
+from meta.cycle.adopt.spec import adopted_spec
 from meta.cycle.lease import Leadership, fence
 from meta.model.durations import utcnow
 from meta.model.spec import SpecError, TrainingSpec
@@ -77,7 +77,7 @@ class Adopter:
         self._refused: set[str] = set()  # held jobs without a spec: logged once per replica
         self._comments: dict[str, str] = {}  # Slurm id -> the comment this replica last set
 
-    # --- step 3b ------------------------------------------------------------------------------
+    # --- step 5 -------------------------------------------------------------------------------
 
     def run(self, leadership: Leadership) -> AdoptResult:
         """run adopts new held jobs and follows adopted ones not released yet (nothing without managed partitions)."""
@@ -215,7 +215,7 @@ class Adopter:
         except SlurmError as exc:
             log.warning("cannot cancel held Slurm job %s: %s", slurm_id, exc)
 
-    # --- step 10 ------------------------------------------------------------------------------
+    # --- step 13 ------------------------------------------------------------------------------
 
     def release_created(self, leadership: Leadership) -> AdoptResult:
         """release_created releases every new attempt of an adopted job onto its nodes (instead of sbatch)."""

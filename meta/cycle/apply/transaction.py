@@ -1,4 +1,4 @@
-"""Cycle step 8, apply: one transaction, fenced by the leader epoch, capacity re-checked.
+"""Cycle step 11, apply: one transaction, fenced by the leader epoch, capacity re-checked.
 
 The plan was computed from a snapshot that may be a moment old. Before anything commits:
 1. the leader lease row is locked and must still carry our epoch (a stale leader commits nothing);
@@ -18,9 +18,9 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
+from meta.cycle.apply.reasons import ReasonMemo, store_reasons
 from meta.cycle.lease import Leadership, fence
-from meta.cycle.reasons import ReasonMemo, store_reasons
-from meta.cycle.snapshot import share_to_json, totals_per_node
+from meta.cycle.snapshot.build import share_to_json, totals_per_node
 from meta.model.durations import utcnow
 from meta.model.errors import ConcurrentModification, Conflict
 from meta.model.nodes import NodeState

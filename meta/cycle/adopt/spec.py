@@ -1,4 +1,4 @@
-"""The metasched spec of an adopted plain sbatch job: what Slurm stores about it, in metasched's words.
+"""For step 5 (adopt): the metasched spec of an adopted plain sbatch job: what Slurm stores about it, in metasched's words.
 
 An adopted job is a training gang of ``-N`` workers, one per node (``sbatch:`` section: -N
 counts nodes), each asking for the job's per-node CPUs, memory and GPUs, in the job's

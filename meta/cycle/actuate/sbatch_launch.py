@@ -1,4 +1,4 @@
-"""For step 10 (actuate): what an sbatch job's ``sbatch:`` section adds to its LaunchRequest.
+"""For step 13 (actuate): what an sbatch job's ``sbatch:`` section adds to its LaunchRequest.
 
 Slurm itself acts on these: ``-o/-e`` go to it as patterns (it expands ``%j %x %u %N %A %a %%``
 for each attempt, so ``%j`` is that attempt's Slurm job id), the open mode, mail, ``--export``

@@ -1,0 +1,103 @@
+"""For step 4 (reconcile), observe: one period's batched read of Slurm, indexed by attempt tag.
+
+One ``squeue`` and, only when some live attempt is missing from it (or shows a cancel, whose
+canceller only accounting names), one ``sacct -P``. Jobs are matched to attempts by their tag
+(the comment; ``ms-<attempt>`` names of older jobs), never by Slurm job id alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from meta.model.durations import utcnow
+from slurm_bridge.client import SlurmClient
+from slurm_bridge.parse.sacct import SacctJob
+from slurm_bridge.parse.squeue import SqueueJob
+from slurm_bridge.states import Observed, Outcome, map_state
+from slurm_bridge.tags import parse_tag
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """Sighting is one Slurm job seen for an attempt: its id, nodes and mapped state."""
+
+    slurm_job_id: str
+    observed: Observed
+    nodes: tuple[str, ...]
+    source: str  # "squeue" | "sacct"
+    cancelled_by: int | None = None  # sacct's ``CANCELLED by <uid>``
+
+
+@dataclass
+class Observation:
+    """Observation is one period's batched read of Slurm, indexed by attempt id."""
+
+    at: datetime
+    squeue: dict[str, list[Sighting]] = field(default_factory=dict)
+    sacct: dict[str, list[Sighting]] = field(default_factory=dict)
+    calls: int = 0
+    accounting_read: bool = True  # False: sacct was skipped, so no attempt may be concluded absent
+
+    def sightings(self, attempt_id: str) -> list[Sighting]:
+        """sightings are the attempt's jobs in squeue, else in sacct."""
+        return self.squeue.get(attempt_id) or self.sacct.get(attempt_id) or []
+
+    def accounted(self, attempt_id: str, slurm_job_id: str) -> Sighting | None:
+        """accounted is sacct's record of one job of the attempt (None: not read, or not there yet)."""
+        return next((s for s in self.sacct.get(attempt_id, []) if s.slurm_job_id == slurm_job_id), None)
+
+
+def _index_squeue(jobs: Iterable[SqueueJob]) -> dict[str, list[Sighting]]:
+    index: dict[str, list[Sighting]] = {}
+    for job in jobs:
+        if job.het_job_offset not in (None, 0):
+            continue  # a het-job is followed through its leader component
+        tag = parse_tag(job.name, job.comment)
+        if tag is None:
+            continue
+        observed = map_state(job.state, job.exit_code, job.signal)
+        index.setdefault(tag.attempt_id, []).append(Sighting(str(job.job_id), observed, job.nodes, "squeue"))
+    return index
+
+
+def _index_sacct(records: Iterable[SacctJob]) -> dict[str, list[Sighting]]:
+    index: dict[str, list[Sighting]] = {}
+    for record in records:
+        if record.step is not None or record.het_offset not in (None, 0):
+            continue
+        tag = parse_tag(record.name, record.comment)
+        if tag is None:
+            continue
+        index.setdefault(tag.attempt_id, []).append(
+            Sighting(str(record.base_job_id), record.observed, record.nodes, "sacct", record.state_by_uid)
+        )
+    return index
+
+
+def observe(
+    client: SlurmClient, since: datetime | Callable[[], datetime], live_ids: Iterable[str] | None = None
+) -> Observation:
+    """observe reads squeue, then sacct unless every one of ``live_ids`` is in squeue (None: always).
+
+    Raises SlurmError if a read fails. ``since`` may be a callable: the sacct window is then
+    worked out only when sacct is read.
+    """
+    now = utcnow()
+    observation = Observation(at=now, squeue=_index_squeue(client.squeue()), calls=1)
+    # a cancel seen in squeue is read in accounting too: only sacct says who cancelled
+    if live_ids is not None and all(
+        attempt_id in observation.squeue and not _cancelled(observation.squeue[attempt_id]) for attempt_id in live_ids
+    ):
+        observation.accounting_read = False
+        return observation
+    start = since() if callable(since) else since
+    observation.sacct = _index_sacct(client.sacct(start))
+    observation.calls += 1
+    return observation
+
+
+def _cancelled(sightings: list[Sighting]) -> bool:
+    """_cancelled: one of the sightings is a job Slurm cancelled."""
+    return any(s.observed.outcome == Outcome.CANCELLED for s in sightings)

@@ -1,0 +1,150 @@
+"""For step 4 (reconcile), the Reconciler: one observation of Slurm applied to every live attempt, chunk by chunk."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Collection
+from datetime import datetime, timedelta
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from meta.cycle.lease import Leadership, fence
+from meta.cycle.reconcile.attribution import CancelAttribution
+from meta.cycle.reconcile.cancellers import Canceller
+from meta.cycle.reconcile.observe import Observation, observe
+from meta.cycle.reconcile.orphans import cancel_orphans, scancel
+from meta.cycle.reconcile.seen import choose, seen
+from meta.cycle.reconcile.settings import LIVE, ReconcileResult, ReconcileSettings, SuccessHook
+from meta.cycle.reconcile.sightings import Sightings
+from meta.cycle.reconcile.steady import classify, move_together
+from meta.cycle.reconcile.unseen import unseen
+from meta.model.durations import utcnow
+from meta.model.errors import JOB_FAULTS, ConcurrentModification, StaleFencingToken, invalid_spec_reason
+from meta.model.states import IllegalTransition
+from meta.store.chunks import chunked
+from meta.store.db import Database
+from meta.store.lifecycle import quarantine_attempt
+from meta.store.models import Attempt
+from slurm_bridge.client import SlurmClient
+
+log = logging.getLogger("metasched.reconciler")
+_CHUNK = 1000  # attempts per reconcile transaction (steady ones cost a row read each)
+
+
+class Reconciler:
+    """Reconciler moves attempts through their state machine from Slurm's reports."""
+
+    def __init__(
+        self,
+        db: Database,
+        client: SlurmClient,
+        settings: ReconcileSettings | None = None,
+        on_success: SuccessHook | None = None,
+        cancellers: Callable[[int], Canceller | None] | None = None,
+        in_flight: Callable[[], Collection[str]] | None = None,
+    ):
+        self.db = db
+        self.client = client
+        self.settings = settings or ReconcileSettings()
+        self.attribution = CancelAttribution(cancellers, self.settings.cancel_attribution_s)
+        self.sightings = Sightings(self.settings)
+        # called inside the transaction, before an attempt moves to succeeded (e.g. commit outputs)
+        self.on_success = on_success
+        # attempts this replica's launch pool has queued or sending: Slurm's silence says nothing yet
+        self.in_flight = in_flight or frozenset
+        self._sending: Collection[str] = frozenset()  # in_flight, read once per pass
+
+    def since(self) -> datetime:
+        """since is where the sacct window starts: before the oldest live attempt was launched."""
+        floor = utcnow() - timedelta(seconds=self.settings.sacct_lookback_s)
+        with self.db.session() as session:
+            oldest = session.scalar(
+                select(Attempt.created_at)
+                .where(Attempt.state.in_(LIVE))
+                .order_by(Attempt.created_at)
+                .limit(1)
+            )
+        start = (oldest - timedelta(minutes=5)) if oldest else utcnow() - timedelta(minutes=10)
+        return max(start, floor)
+
+    def run(self, leadership: Leadership) -> ReconcileResult:
+        """run observes Slurm once and applies what it saw; a failed read changes nothing."""
+        # read before Slurm is: a launch that ends after this read is recorded before it leaves the set
+        self._sending = self.in_flight()
+        # an attempt still being sent is never judged absent, so accounting is not read for it
+        expected = [attempt_id for attempt_id in self._live_ids() if attempt_id not in self._sending]
+        try:
+            return self.apply(observe(self.client, self.since, expected), leadership)
+        finally:
+            self._sending = frozenset()
+
+    def apply(self, observation: Observation, leadership: Leadership) -> ReconcileResult:
+        """apply follows every live attempt and cancels orphans, from one observation.
+
+        Attempts are handled in chunks, one fenced transaction per chunk and a savepoint per
+        attempt: a period costs a few commits however many jobs run, and one attempt that lost a
+        race (a user cancel at the same moment) is simply looked at again next period.
+        """
+        result = ReconcileResult(slurm_reads=observation.calls)
+        live_ids = self._live_ids()  # read again: the observation may be older than this call
+        for chunk in chunked(live_ids, _CHUNK):
+            with self.db.session() as session:
+                fence(session, leadership)
+                steady, groups = classify(session, chunk, observation)
+                done = set(steady)
+                for key, stimuli in groups.items():
+                    if move_together(session, key, stimuli, observation.at, result, self.sightings, self.on_success):
+                        done.update(stimuli)
+                for attempt_id in chunk:
+                    if attempt_id not in done and self._can_judge(attempt_id, observation):
+                        self._follow(session, attempt_id, observation, result)
+                self.sightings.renew(session, steady, observation.at)
+        self.sightings.keep(live_ids)
+        cancel_orphans(observation, set(live_ids), set(self._live_ids()), result, self._scancel)
+        return result
+
+    def _live_ids(self) -> list[str]:
+        """_live_ids are the attempts whose Slurm job metasched follows, read now."""
+        with self.db.session() as session:
+            return list(session.scalars(select(Attempt.id).where(Attempt.state.in_(LIVE))))
+
+    @staticmethod
+    def _can_judge(attempt_id: str, observation: Observation) -> bool:
+        """_can_judge: an attempt squeue missed is only judged once accounting was read too.
+
+        It went live after the reads were planned (another replica's launch, a relaunch): the
+        next period reads sacct for it rather than concluding "absent" from squeue alone.
+        """
+        return observation.accounting_read or attempt_id in observation.squeue
+
+    def _follow(self, session: Session, attempt_id: str, observation: Observation, result: ReconcileResult) -> None:
+        """_follow moves one attempt by what Slurm shows of it, in its own savepoint."""
+        try:
+            with session.begin_nested():
+                attempt = session.get(Attempt, attempt_id, populate_existing=True)
+                if attempt is None or attempt.state not in LIVE:
+                    return
+                sightings = observation.sightings(attempt_id)
+                if sightings:
+                    chosen = choose(attempt, sightings, result, self._scancel)
+                    seen(session, attempt, chosen, observation, result, sightings=self.sightings,
+                         attribution=self.attribution, on_success=self.on_success)  # fmt: skip
+                else:
+                    unseen(session, attempt, observation.at, result, settings=self.settings,
+                           sending=self._sending, sightings=self.sightings)  # fmt: skip
+        except (ConcurrentModification, IllegalTransition, StaleFencingToken) as exc:
+            log.info("attempt %s changed while reconciling (%s): next period", attempt_id, exc)
+        except JOB_FAULTS as exc:  # this attempt's own data broke its move: quarantine it, go on
+            self._quarantine(session, attempt_id, exc, result)
+
+    def _quarantine(self, session: Session, attempt_id: str, exc: Exception, result: ReconcileResult) -> None:
+        """_quarantine fails an attempt whose job's data broke the reconciler (in its own savepoint)."""
+        log.warning("attempt %s quarantined: %s", attempt_id, invalid_spec_reason(exc))
+        with session.begin_nested():
+            if quarantine_attempt(session, attempt_id, exc, actor="reconciler"):
+                result.transitions += 1
+
+    def _scancel(self, slurm_job_id: str) -> None:
+        """_scancel cancels one Slurm job (a duplicate or an orphan); a failure is only logged."""
+        scancel(self.client, slurm_job_id)

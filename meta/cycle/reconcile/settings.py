@@ -1,0 +1,42 @@
+"""For step 4 (reconcile): how long the reconciler waits before concluding from silence, and what a pass did."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from sqlalchemy.orm import Session
+
+from meta.model.states import LIVE_ATTEMPT_STATES
+from meta.store.models import Attempt
+
+SuccessHook = Callable[[Session, Attempt], None]
+LIVE = [state.value for state in LIVE_ATTEMPT_STATES]  # the states whose Slurm job is followed
+
+
+@dataclass(frozen=True)
+class ReconcileSettings:
+    """ReconcileSettings bound how long metasched waits before concluding from silence."""
+
+    unknown_window_s: float = 15.0  # sacct is asynchronous: give a just-submitted job time to show
+    lost_grace_s: float = 120.0
+    lease_s: float = 300.0
+    # a steady attempt's sighting and lease are written at most this often (not every period:
+    # at 10,000 running jobs that UPDATE was a large part of a period); the reconciler remembers
+    # the sightings in between, so "lost" still counts from the last one
+    renew_every_s: float = 30.0
+    sacct_lookback_s: float = 6 * 3600.0
+    # slurmdbd is asynchronous: how long a cancel seen in squeue waits for sacct to say who
+    cancel_attribution_s: float = 30.0
+
+
+@dataclass
+class ReconcileResult:
+    """ReconcileResult counts what one reconcile pass did."""
+
+    transitions: int = 0
+    slurm_reads: int = 0  # squeue, and sacct when it was needed
+    relaunch: list[str] = field(default_factory=list)  # attempts confirmed absent: submit again
+    orphans_cancelled: list[str] = field(default_factory=list)
+    duplicates_cancelled: list[str] = field(default_factory=list)
+    lost: list[str] = field(default_factory=list)
