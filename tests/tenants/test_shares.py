@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from meta.cycle.actuate.launch_plan import LaunchSettings
+from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.inventory.reader import InventoryReader
 from meta.cycle.inventory.shares import SharesSync
 from meta.model.errors import Forbidden, InvalidRequest
@@ -103,6 +105,23 @@ def test_the_shares_step_syncs_at_the_topology_cadence_and_never_fails_on_it(tmp
     slurm.accounting_fault = SlurmTransient("slurmdbd down")
     assert SharesSync(db, slurm, refresh_s=0).sync_if_due(0.0) is None  # the period goes on
     assert InventoryReader(db, slurm, topology_refresh_s=0).read().nodes  # and so does step 2
+    db.dispose()
+
+
+def test_the_period_runs_the_shares_step_after_the_inventory(tmp_path: Path) -> None:
+    db = sqlite_database(tmp_path / "s.sqlite")
+    slurm = FakeSlurm()
+    slurm.set_account("tenant-a", 70)
+    config = DaemonConfig(period_s=0.0, topology_refresh_s=3600, launch=LaunchSettings(log_dir=str(tmp_path)))
+    daemon = Daemon(db, slurm, config)
+    try:
+        assert not daemon.period().error
+        assert not daemon.period().error
+    finally:
+        daemon.close_launches(1.0)
+    assert slurm.calls["account_shares"] == 1  # step 3, at the topology cadence
+    with db.session() as session:
+        assert get_tenant(session, "tenant-a").weight == 70.0
     db.dispose()
 
 
