@@ -1,6 +1,6 @@
 """Inventory: sinfo (+ topology) -> NodeState list, an inventory version, and per-node usage.
 
-Three numbers are kept apart on purpose (see DESIGN "State that is true"):
+Three numbers are kept apart on purpose (docs/architecture.md, "Capacity: allocatable, reserved, measured"):
 
 - **allocatable**: configured capacity of a healthy node. This is what placements may use.
 - **allocated**: what Slurm says is allocated right now (alloc_cpus, alloc_memory, gres_used),
