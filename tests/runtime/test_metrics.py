@@ -24,7 +24,7 @@ from slurm_bridge.fake import FakeSlurm, small_cluster
 from tests.runtime.support import checkpointing, inference, settled, training
 
 # Every family `metasched serve` exports (daemon and API on one registry), with its help text.
-# A new family must be added here (and to README "Metrics"); the dashboard and alert rules are
+# A new family must be added here (and to docs/operations.md, "Metrics, dashboard and alerts"); the dashboard and alert rules are
 # checked against a real Prometheus in tests/ops/test_prometheus.py.
 FAMILIES = {
     "metasched_leader": "1 when this replica leads the cycle, else 0",
