@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-# what install-cli's thin mode leaves out (THIN_DEPS is click alone)
+# what install-cli's thin mode leaves out (requirements/thin.txt is click alone)
 FULL_ONLY = ("yaml", "pydantic", "sqlalchemy", "alembic", "psycopg", "prometheus_client", "fastapi", "starlette",
              "uvicorn", "hypothesis")  # fmt: skip
 CHILD = """
