@@ -1,7 +1,7 @@
 """The API service: versioned JSON routes over ``Operations``, behind ``RequestGuard`` (docs/identity.md §2).
 
 ``create_app`` takes the authenticator and the principal resolver as arguments: production
-passes MUNGE and Slurm's associations (``cli/serve_api.py``), tests pass their own. Every
+passes MUNGE and Slurm's associations (``meta/serve/api_start.py``), tests pass their own. Every
 route answers JSON; errors are ``{"error", "message"}`` with the status codes of
 ``meta.service.http_errors``. Bodies and query values are bounded. Each route's path, method and
 status come from the operation table (``meta.model.api_operations``, registered by ``api_route``).

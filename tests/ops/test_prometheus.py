@@ -27,7 +27,7 @@ import pytest
 import yaml
 
 from meta.service.api import Service
-from tests.faults.support import REPO, ServeProcess, wait_for
+from tests.harness import REPO, ServeProcess, wait_for
 
 PROMETHEUS_UP = REPO / "deploy" / "prometheus-up"
 ALERTS = REPO / "deploy" / "prometheus" / "alerts.yml"

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from meta.service.api import Service
-from tests.faults.support import REPO, ServeProcess, cancel_daemon_jobs, wait_for
+from tests.harness import REPO, ServeProcess, cancel_daemon_jobs, wait_for
 from tests.identity.conftest import installed_cli  # noqa: F401 - the fixture: deploy/install-cli
 from tests.identity.users import Call, run_one
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select
 
+from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.daemon import Daemon, DaemonConfig, PeriodReport
 from meta.cycle.invariants import (
     check_i2_slurm_matches_attempts,
@@ -18,7 +19,6 @@ from meta.cycle.invariants import (
     check_i5_capacity,
     check_invariants,
 )
-from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.lease import LEASE_NAME, Leadership, try_acquire
 from meta.cycle.reconcile import ReconcileSettings
 from meta.model.durations import utcnow
@@ -26,7 +26,6 @@ from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, JobState
 from meta.service.api import Service
 from meta.store.models import Attempt, LeaderLease, Task
 from slurm_bridge.errors import SlurmTransient
-from slurm_bridge.inventory import build_inventory
 from slurm_bridge.fake import (
     REJECTED,
     TRANSIENT,
@@ -35,6 +34,7 @@ from slurm_bridge.fake import (
     FakeSlurm,
     small_cluster,
 )
+from slurm_bridge.inventory import build_inventory
 from tests.runtime.support import checkpointing, evaluation, inference, settled, training
 
 LIVE = [s.value for s in LIVE_ATTEMPT_STATES]

@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.invariants import check_invariants
-from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.reconcile import ReconcileSettings
 from meta.model.states import JobState
 from meta.service.api import Service
 from meta.store.models import Attempt
 from slurm_bridge.errors import SlurmTransient
-from slurm_bridge.inventory import build_inventory
 from slurm_bridge.fake import REJECTED, TRANSIENT, UNKNOWN_AFTER, UNKNOWN_BEFORE, FakeSlurm
+from slurm_bridge.inventory import build_inventory
 from tests.runtime.support import checkpointing, evaluation, inference, settled, training
 
 ENDED = {JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED}

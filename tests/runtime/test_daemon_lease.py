@@ -11,8 +11,8 @@ import pytest
 
 import meta.cycle.daemon as daemon_module
 from meta.cycle.actuate.actuator import SUBMIT_PARALLEL
-from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.actuate.launch_plan import LaunchSettings
+from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.lease import LEASE_NAME, try_acquire
 from meta.model.durations import utcnow
 from meta.model.states import AttemptState

@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from sqlalchemy import func, select, text, update
 
-from meta.cycle.daemon import Daemon, DaemonConfig
-from meta.cycle.apply.decision_log import CONTEXT, DecisionLogSettings
 from meta.cycle.actuate.launch_plan import LaunchSettings
+from meta.cycle.apply.decision_log import CONTEXT, DecisionLogSettings
+from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.model.durations import utcnow
 from meta.policy.decisions import PLACE
 from meta.service.api import Service

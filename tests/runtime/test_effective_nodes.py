@@ -6,9 +6,9 @@ from dataclasses import replace
 
 from meta.cycle.inventory.reader import effective_nodes
 from meta.model.resources import ResourceVector
+from slurm_bridge.fake import sinfo_node
 from slurm_bridge.inventory import build_inventory
 from slurm_bridge.parse.tres import Gres
-from slurm_bridge.fake import sinfo_node
 
 
 def _busy(name: str, gpus: int, cpus: int, mem: int, **kw):

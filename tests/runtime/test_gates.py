@@ -7,10 +7,10 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from meta.cycle.daemon import Daemon, DaemonConfig
-from meta.cycle.snapshot.gates import apply_gates, observe_jobs, singleton_blocked
 from meta.cycle.actuate.launch_plan import LaunchSettings
+from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.snapshot.build import SpecCache, build_snapshot
+from meta.cycle.snapshot.gates import apply_gates, observe_jobs, singleton_blocked
 from meta.model.durations import utcnow
 from meta.model.kinds import FailureCategory
 from meta.model.states import AttemptState, TaskState

@@ -10,8 +10,8 @@ from meta.cycle.actuate.launch_plan import LaunchSettings, launch_request, stagi
 from meta.model.kinds import JobKind
 from meta.model.spec import AnySpec
 from meta.store.models import Attempt, Job, Task
-from slurm_bridge.render import render
 from slurm_bridge.fake import parse_script
+from slurm_bridge.render import render
 from tests.runtime.support import checkpointing, inference, share, training
 
 ATTEMPT_ID = "0f6c1a2e-7a3b-4c1d-9e2f-000000000001"

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from sqlalchemy import select
 
-from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.actuate.launch_plan import LaunchSettings
+from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.lease import LEASE_NAME, Leadership, try_acquire
 from meta.cycle.reconcile import ReconcileSettings
 from meta.model.durations import utcnow

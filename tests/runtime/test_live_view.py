@@ -5,8 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from meta.cycle.inventory.reader import held_per_node
-from meta.cycle.snapshot.live_view import LiveView
 from meta.cycle.snapshot.build import SpecCache, build_snapshot
+from meta.cycle.snapshot.live_view import LiveView
 from meta.model.durations import utcnow
 from meta.model.states import AttemptState
 from meta.service.api import Service

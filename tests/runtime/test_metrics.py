@@ -8,8 +8,8 @@ from pathlib import Path
 
 from prometheus_client import CollectorRegistry, Gauge
 
-from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.actuate.launch_plan import LaunchSettings
+from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.metrics import Metrics, set_all
 from meta.cycle.period_metrics import quota_values, share_values
 from meta.cycle.reconcile import ReconcileSettings

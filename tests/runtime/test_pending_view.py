@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from sqlalchemy import select
 
-from meta.cycle.snapshot.pending_view import PendingView
 from meta.cycle.snapshot.build import SpecCache, build_snapshot
+from meta.cycle.snapshot.pending_view import PendingView
 from meta.model.durations import utcnow
 from meta.model.spec import spec_from_dict
 from meta.model.states import AttemptState, TaskState

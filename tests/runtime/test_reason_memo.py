@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from sqlalchemy import event, func, select
 
+from meta.cycle.apply.reasons import REASON_BATCH, ReasonMemo
 from meta.cycle.apply.transaction import ApplyResult, apply_plan
 from meta.cycle.lease import Leadership
-from meta.cycle.apply.reasons import REASON_BATCH, ReasonMemo
 from meta.model.durations import utcnow
 from meta.policy.plan import PendingReason, Plan, ReasonCode
 from meta.service.api import Service

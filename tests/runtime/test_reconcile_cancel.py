@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 from sqlalchemy import select
 
-from meta.cycle.reconcile.cancellers import CancellerLookup
 from meta.cycle.reconcile import Reconciler, ReconcileSettings, observe
+from meta.cycle.reconcile.cancellers import CancellerLookup
 from meta.model.states import AttemptState, JobState, TaskState
 from meta.service.api import Service
 from meta.store import audit

@@ -15,8 +15,8 @@ from meta.service.api import Service
 from meta.store.lifecycle import create_attempt
 from meta.store.models import Attempt
 from slurm_bridge.errors import SlurmTransient
-from slurm_bridge.states import map_state
 from slurm_bridge.fake import FakeSlurm
+from slurm_bridge.states import map_state
 from tests.runtime.support import (
     attempt,
     attempts_of,

@@ -15,11 +15,11 @@ from meta.cycle.snapshot.build import SpecCache
 from meta.service.api import Service
 from meta.store.models import Task
 from slurm_bridge.commands import CliSlurmClient
+from slurm_bridge.fake import FakeSlurm
 from slurm_bridge.job_env import USER_PATH, submission_env
 from slurm_bridge.launch import LaunchRequestError, RunAs
 from slurm_bridge.runner import CommandRunner
 from tenants.identity import ADMIN, member
-from slurm_bridge.fake import FakeSlurm
 from tests.runtime.support import inference, lead, place, share, training
 
 ALICE = member("alice", 2001, ["acme"])

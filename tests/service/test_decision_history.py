@@ -16,14 +16,14 @@ with warnings.catch_warnings():
     from fastapi.testclient import TestClient
 
 from cli.main import cli
-from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.actuate.launch_plan import LaunchSettings
+from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.service.api import Service
 from meta.service.http import create_app
 from meta.store.models import Job, Task
+from slurm_bridge.fake import FakeSlurm, sinfo_node
 from tests.api_support import ALICE, BOB, ROOT, TestAuthenticator, principal_for
 from tests.conftest import sqlite_database
-from slurm_bridge.fake import FakeSlurm, sinfo_node
 from tests.runtime.support import checkpointing, settled, submit, training
 
 SECRET_NAME = "bobs-private-model-name"

@@ -8,6 +8,7 @@ import pytest
 
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.errors import SlurmParseError, SlurmTransient
+from slurm_bridge.fake import FakeSlurm
 from slurm_bridge.parse.config import parse_show_config
 from slurm_bridge.parse.sacctmgr import (
     account_shares_args,
@@ -19,7 +20,6 @@ from slurm_bridge.parse.sacctmgr import (
 from tenants.associations import AccountingUnavailable, AssociationCache
 from tenants.auth import Identity
 from tenants.identity import INVALID_ACCOUNT, InvalidAccount
-from slurm_bridge.fake import FakeSlurm
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "slurm"
 

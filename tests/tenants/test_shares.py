@@ -20,10 +20,10 @@ from meta.store import audit
 from meta.store.db import Database
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.errors import SlurmTransient
+from slurm_bridge.fake import FakeSlurm
 from tenants.identity import ADMIN, member
 from tenants.quotas import SlurmOwnedSetting, admin_set_tenant, get_tenant, list_tenants, set_tenant
 from tests.conftest import sqlite_database
-from slurm_bridge.fake import FakeSlurm
 
 OSCAR = member("oscar", 2005, ["research"], admin=True)
 
