@@ -37,54 +37,70 @@ def unseen(
             return  # squeue shows a job at once, but sacct lags: wait the window out
         if state == AttemptState.LAUNCHING:
             # a crash between "launching" and the recorded Slurm id: same as an unknown outcome
-            attempt_event(
+            _move(
                 session,
-                attempt.id,
+                attempt,
+                result,
                 AttemptState.LAUNCH_UNKNOWN,
                 f"unknown:{attempt.id}:{attempt.version}",
-                reason="launch interrupted before its Slurm id was recorded",
-                actor="reconciler",
-                fencing_token=attempt.fencing_token,
+                "launch interrupted before its Slurm id was recorded",
             )
-            result.transitions += 1
         result.relaunch.append(attempt.id)
         return
-    if state == AttemptState.STOPPING and attempt.slurm_job_id is None and quiet_s >= settings.unknown_window_s:
+    if (
+        state == AttemptState.STOPPING
+        and attempt.slurm_job_id is None
+        and quiet_s >= settings.unknown_window_s
+    ):
         # asked to stop, and Slurm never had it: nothing to cancel
-        attempt_event(
-            session,
-            attempt.id,
-            AttemptState.CANCELLED if attempt.stop_reason != "preempt" else AttemptState.PREEMPTED,
-            f"stop-absent:{attempt.id}",
-            reason="stopped before Slurm ever had it",
-            actor="reconciler",
-            fencing_token=attempt.fencing_token,
+        stopped = AttemptState.CANCELLED if attempt.stop_reason != "preempt" else AttemptState.PREEMPTED
+        _move(
+            session, attempt, result, stopped, f"stop-absent:{attempt.id}", "stopped before Slurm ever had it"
         )
-        result.transitions += 1
         return
     last = sightings.last(attempt.id, attempt.last_seen_at or sent)
-    if (now - last).total_seconds() >= settings.lost_grace_s and committed_its_output(session, attempt):
-        attempt_event(
+    if (now - last).total_seconds() < settings.lost_grace_s:
+        return
+    if committed_its_output(session, attempt):
+        _move(
             session,
-            attempt.id,
+            attempt,
+            result,
             AttemptState.SUCCEEDED,
             f"lost-committed:{attempt.id}:{attempt.version}",
-            reason="Slurm lost sight of it after its output was committed",
-            actor="reconciler",
-            fencing_token=attempt.fencing_token,
+            "Slurm lost sight of it after its output was committed",
         )
-        result.transitions += 1
         return
-    if (now - last).total_seconds() >= settings.lost_grace_s:
-        attempt_event(
-            session,
-            attempt.id,
-            AttemptState.LOST,
-            f"lost:{attempt.id}:{attempt.version}",
-            reason=f"Slurm has no record of job {attempt.slurm_job_id} for {settings.lost_grace_s:.0f}s",
-            actor="reconciler",
-            fencing_token=attempt.fencing_token,
-            failure_category=FailureCategory.LOST,
-        )
-        result.lost.append(attempt.id)
-        result.transitions += 1
+    _move(
+        session,
+        attempt,
+        result,
+        AttemptState.LOST,
+        f"lost:{attempt.id}:{attempt.version}",
+        f"Slurm has no record of job {attempt.slurm_job_id} for {settings.lost_grace_s:.0f}s",
+        failure_category=FailureCategory.LOST,
+    )
+    result.lost.append(attempt.id)
+
+
+def _move(
+    session: Session,
+    attempt: Attempt,
+    result: ReconcileResult,
+    target: AttemptState,
+    stimulus_id: str,
+    reason: str,
+    failure_category: FailureCategory | None = None,
+) -> None:
+    """_move records the reconciler's conclusion about an unseen attempt, fenced by its token."""
+    attempt_event(
+        session,
+        attempt.id,
+        target,
+        stimulus_id,
+        reason=reason,
+        actor="reconciler",
+        fencing_token=attempt.fencing_token,
+        failure_category=failure_category,
+    )
+    result.transitions += 1
