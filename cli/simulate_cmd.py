@@ -15,8 +15,9 @@ from meta.sim import policies
 from meta.sim.cluster import ClusterError
 from meta.sim.config import SimConfig
 from meta.sim.engine import SimulationError
-from meta.sim.report import group_table, human_table, notes
+from meta.sim.report import group_table, human_table, notes, tenant_table
 from meta.sim.run import RunOutcome, RunSpec, prepare, run
+from meta.sim.tenant_delays import BASELINE, MIN_JOBS, tenant_section
 from meta.sim.trace import TraceError
 
 EXIT_ERROR, EXIT_USAGE = 1, 2
@@ -94,13 +95,15 @@ def _run_all(spec: RunSpec, names: list[str], show_progress: bool) -> list[RunOu
               help="Seconds a preempted attempt keeps its capacity before it exits.")
 @click.option("--policy-config", type=click.Path(dir_okay=False), default=None,
               help="YAML of metasched policy settings over the defaults (default: the shipped defaults, which the benchmarks run).")
+@click.option("--tenant-min-jobs", type=click.IntRange(min=1), default=MIN_JOBS, show_default=True,
+              help="Per-tenant figures and the worst tenant ratio cover tenants with at least this many jobs.")
 @click.option("--json", "as_json", is_flag=True, help="Print the same figures as JSON.")
 @click.option("--plot", type=click.Path(dir_okay=False), default=None, help="Write a PNG: queue-delay CDF and utilization.")
 def simulate(
     trace: str, cluster: str, policy: str, load: float, scale: float, compare: str | None, max_jobs: int | None,
     warmup_hours: float | None, cycle_interval: float, idle_cycle: float, estimate: str, guarantees: float,
     preemption_grace: float,
-    policy_config: str | None, as_json: bool, plot: str | None,
+    policy_config: str | None, tenant_min_jobs: int, as_json: bool, plot: str | None,
 ) -> None:
     """simulate replays a job trace on a simulated cluster and reports queue delays, JCT, utilization."""
     if load <= 0 or scale <= 0:
@@ -115,9 +118,18 @@ def simulate(
         _fail(str(exc), EXIT_USAGE)
     except SimulationError as exc:
         _fail(f"the policy returned a plan that cannot be applied: {exc}", EXIT_ERROR)
-    _emit([o.report for o in outcomes], as_json)
+    reports = [o.report for o in outcomes]
+    _add_tenant_delays(reports, tenant_min_jobs)
+    _emit(reports, as_json)
     if plot:
         _write_plot(outcomes, plot)
+
+
+def _add_tenant_delays(reports: list[dict], min_jobs: int) -> None:
+    """_add_tenant_delays gives each run its per-tenant figures, beside slurm-like's when it ran too."""
+    baseline = next((r for r in reports if r["policy"] == BASELINE), None)
+    for report in reports:
+        report["tenant_delays"] = tenant_section(report, baseline, min_jobs)
 
 
 def _emit(reports: list[dict], as_json: bool) -> None:
@@ -126,10 +138,16 @@ def _emit(reports: list[dict], as_json: bool) -> None:
         click.echo(json.dumps({"runs": reports}, indent=2, sort_keys=True))
         return
     click.echo(human_table(reports))
-    for group in ("by_kind", "by_tenant"):
-        if max(len(r["metrics"][group]) for r in reports) > 1:
-            click.echo()
-            click.echo(group_table(reports, group))
+    if max(len(r["metrics"]["by_kind"]) for r in reports) > 1:
+        click.echo()
+        click.echo(group_table(reports, "by_kind"))
+    tenants = tenant_table(reports)
+    if tenants:  # tenants with enough jobs to judge; otherwise every tenant's mean / p99
+        click.echo()
+        click.echo(tenants)
+    elif max(len(r["metrics"]["by_tenant"]) for r in reports) > 1:
+        click.echo()
+        click.echo(group_table(reports, "by_tenant"))
     click.echo()
     for note in notes(reports):
         click.echo(f"note: {note}")

@@ -41,10 +41,17 @@ ROWS: list[Row] = [
     ("makespan", lambda r: f"{_m(r)['makespan_s'] / 3600:,.1f} h"),
     ("preemptions / lost GPU-h (with restores)", lambda r: f"{_m(r)['preemptions']} / {_m(r)['lost_gpu_hours']:,.1f}"),
     ("Jain's index (share-normalised)", lambda r: f"{_m(r)['fairness']['jain']:.4f} ({_m(r)['fairness']['tenants']} tenants)"),
+    ("worst tenant mean queue ×slurm-like", lambda r: worst_cell(r)),
     ("stranded GPUs mean / p95", lambda r: f"{_m(r)['stranded_gpus']['mean']:.1f} / {_m(r)['stranded_gpus']['p95']:.0f}"),
     ("policy cycles", lambda r: f"{_m(r)['cycles']:,}"),
     ("policy time / wall time", lambda r: f"{_m(r)['policy_s']:.1f} s / {_m(r)['wall_s']:.1f} s"),
 ]
+
+
+def worst_cell(report: dict[str, Any]) -> str:
+    """worst_cell is ``tenant ratio×`` of the run's worst-off tenant, ``-`` without a slurm-like run."""
+    worst = (report.get("tenant_delays") or {}).get("worst")
+    return "-" if worst is None else f"{worst['tenant']} {worst['ratio']:.2f}×"
 
 
 def _aligned(rows: Sequence[Sequence[str]]) -> str:
@@ -88,3 +95,45 @@ def markdown(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
     lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
     return "\n".join(lines)
+
+
+def _tenant_cell(entry: dict[str, Any] | None, worst: bool, bold: bool) -> str:
+    """_tenant_cell is ``mean / p95 / max s · share · ratio×`` of one tenant in one run."""
+    if entry is None:
+        return "-"
+    share = "-" if entry["share_ratio"] is None else f"{entry['share_ratio']:.2f}"
+    ratio = "-" if entry["ratio"] is None else f"{entry['ratio']:.2f}×"
+    if worst:  # the policy's worst-off tenant
+        ratio = f"**{ratio}**" if bold else f"{ratio} ◀ worst"
+    delays = f"{entry['mean_s']:,.0f} / {entry['p95_s']:,.0f} / {entry['max_s']:,.0f}"
+    return f"{delays} · {share} · {ratio}"
+
+
+def tenant_rows(reports: Sequence[dict[str, Any]], bold: bool = False) -> tuple[list[str], list[list[str]]]:
+    """tenant_rows is the per-tenant table's header and rows: one column per policy (``tenant_delays``)."""
+    sections = [r.get("tenant_delays") or {"tenants": {}, "worst": None} for r in reports]
+    names = sorted({name for s in sections for name in s["tenants"]})
+    jobs = {name: max(s["tenants"][name]["jobs"] for s in sections if name in s["tenants"]) for name in names}
+    header = ["tenant (jobs)", *(r["policy"] for r in reports)]
+    rows = []
+    for name in sorted(names, key=lambda n: (-jobs[n], n)):
+        cells = [
+            _tenant_cell(s["tenants"].get(name), s["worst"] is not None and s["worst"]["tenant"] == name, bold)
+            for s in sections
+        ]
+        rows.append([f"{name} ({jobs[name]:,})", *cells])
+    return header, rows
+
+
+def tenant_table(reports: Sequence[dict[str, Any]], as_markdown: bool = False) -> str:
+    """tenant_table renders the per-tenant figures (tenants with ≥ min_jobs jobs), worst tenant marked."""
+    header, rows = tenant_rows(reports, bold=as_markdown)
+    if not rows:
+        return ""
+    section = next((r["tenant_delays"] for r in reports if r.get("tenant_delays")), {})
+    legend = (
+        f"tenants with ≥ {section.get('min_jobs')} jobs; each cell: queue delay mean / p95 / max (s) · share ratio "
+        f"(received ÷ fair GPU-time, capped at 1: what Jain's index is over) · mean ×slurm-like (both means "
+        f"floored at {section.get('floor_s', 0):g} s)"
+    )
+    return (markdown(header, rows) if as_markdown else _aligned([header, *rows])) + "\n" + legend

@@ -108,3 +108,45 @@ def test_a_misspelt_policy_setting_is_named(tiny_trace, tmp_path):
     result = _invoke(["--trace", str(tiny_trace), *BASE, "--policy-config", str(policy)])
     assert result.exit_code == 2
     assert "unknown setting 'short_job_wieght' (did you mean 'short_job_weight'?)" in result.output
+
+
+def test_json_has_the_per_tenant_figures_beside_slurm_like(tiny_trace):
+    args = ["--trace", str(tiny_trace), *BASE, "--compare", "fifo,slurm", "--json", "--tenant-min-jobs", "2"]
+    result = _invoke(args)
+    assert result.exit_code == 0, result.output
+    fifo, slurm = json.loads(result.output)["runs"]
+    section = fifo["tenant_delays"]
+    assert set(section) == {"min_jobs", "floor_s", "baseline", "tenants", "worst"}
+    assert (section["min_jobs"], section["floor_s"], section["baseline"]) == (2, 60.0, "slurmlike")
+    # z has one job: below the threshold, left out; x and y have two each
+    assert set(section["tenants"]) == {"x", "y"}
+    assert set(section["tenants"]["y"]) == {"jobs", "mean_s", "p95_s", "max_s", "share_ratio", "ratio"}
+    # FIFO delays of y's jobs C and D: 290 and 380 s
+    assert section["tenants"]["y"]["mean_s"] == pytest.approx(335.0)
+    assert section["tenants"]["y"]["max_s"] == pytest.approx(380.0)
+    assert section["tenants"]["y"]["share_ratio"] == fifo["metrics"]["fairness"]["share_ratio"]["y"]
+    expected = max(335.0, 60) / max(slurm["metrics"]["by_tenant"]["y"]["queue"]["mean"], 60)
+    assert section["tenants"]["y"]["ratio"] == pytest.approx(expected)
+    assert section["worst"]["tenant"] in {"x", "y"}
+    assert slurm["tenant_delays"]["worst"]["ratio"] == pytest.approx(1.0)  # the baseline against itself
+
+
+def test_without_slurm_like_there_is_no_ratio(tiny_trace):
+    result = _invoke(["--trace", str(tiny_trace), *BASE, "--policy", "fifo", "--json"])
+    assert result.exit_code == 0, result.output
+    section = json.loads(result.output)["runs"][0]["tenant_delays"]
+    # default threshold 20: no tenant of the tiny trace is judged
+    assert section["baseline"] is None and section["worst"] is None and section["tenants"] == {}
+
+
+def test_table_marks_the_worst_tenant(tiny_trace):
+    result = _invoke(["--trace", str(tiny_trace), *BASE, "--compare", "fifo,slurm", "--tenant-min-jobs", "2"])
+    assert result.exit_code == 0, result.output
+    assert "worst tenant mean queue ×slurm-like" in result.output
+    assert "◀ worst" in result.output and "tenants with ≥ 2 jobs" in result.output
+    assert "y (2)" in result.output and "z (1)" not in result.output
+
+
+def test_tenant_min_jobs_must_be_positive(tiny_trace):
+    result = _invoke(["--trace", str(tiny_trace), *BASE, "--tenant-min-jobs", "0"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
