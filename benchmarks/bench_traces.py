@@ -28,6 +28,7 @@ sys.path.insert(0, str(REPO))
 from meta.sim.config import SimConfig  # noqa: E402
 from meta.sim.report import markdown  # noqa: E402
 from meta.sim.run import RunSpec, prepare, run  # noqa: E402
+from meta.sim.tenant_delays import BASELINE, MAX_TENANT_RATIO, tenant_section  # noqa: E402
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,9 @@ def run_setup(setup: Setup, traces_dir: Path, policies: list[str], max_jobs: int
         report["metrics"]["wall_s"] = time.perf_counter() - started
         print(f"  {setup.name:7s} {report['policy']:10s} {report['metrics']['wall_s']:6.1f} s", file=sys.stderr)
         reports.append(report)
+    baseline = next((r for r in reports if r["policy"] == BASELINE), None)
+    for report in reports:  # per-tenant figures beside slurm-like's (issue 21)
+        report["tenant_delays"] = tenant_section(report, baseline)
     return reports
 
 
@@ -105,8 +109,14 @@ def _row(r: dict[str, Any]) -> list[str]:
         f"{q['max']:,.0f}", big_cell, f"{m['jct']['mean']:,.0f}", f"{m['physical_bound']:.2f}",
         f"{100 * m['utilization']:.1f} / {100 * m['useful_utilization']:.1f}",
         f"{m['fairness']['jain']:.4f}", f"{m['preemptions']} / {m['lost_gpu_hours']:,.0f}",
-        f"{m['stranded_gpus']['mean']:.1f}", f"{m['wall_s']:.1f}",
+        f"{m['stranded_gpus']['mean']:.1f}", _worst_tenant(r), f"{m['wall_s']:.1f}",
     ]
+
+
+def _worst_tenant(r: dict[str, Any]) -> str:
+    """_worst_tenant is the worst-off tenant (≥ 20 jobs) and its floored mean ratio to slurm-like, or '–'."""
+    worst = r.get("tenant_delays", {}).get("worst")
+    return "–" if worst is None else f"{worst['tenant']} {worst['ratio']:.2f}×"
 
 
 def _knobs(r: dict[str, Any]) -> str:
@@ -117,7 +127,7 @@ def _knobs(r: dict[str, Any]) -> str:
 HEADERS = [
     "trace", "nodes / GPUs", "contention", "policy", "jobs", "queue mean (s)", "p50", "p99", "max",
     "max queue ≥64 GPUs (n)", "JCT mean (s)", "JCT / run time", "util % busy / useful", "Jain",
-    "preempt / lost GPU-h", "stranded GPUs", "wall (s)",
+    "preempt / lost GPU-h", "stranded GPUs", "worst tenant ×slurm", "wall (s)",
 ]
 
 
@@ -157,6 +167,10 @@ def targets(reports: list[dict[str, Any]]) -> list[tuple[str, bool, str]]:
             ("Philly week 1: lost GPU-h ≤ 0.2% of capacity", lost <= 0.002,
              f"{a['lost_gpu_hours']:,.0f} GPU-h = {100 * lost:.3f}%"),
         ]
+        worst = ms.get("tenant_delays", {}).get("worst")
+        if worst is not None:
+            out.append((f"Philly week 1: no tenant (≥ 20 jobs) > {MAX_TENANT_RATIO:g} × its slurm mean (60 s floor)",
+                        worst["ratio"] <= MAX_TENANT_RATIO, f"worst {worst['tenant']} {worst['ratio']:.2f}×"))
     ms, sl = _by(reports, "crux", "metasched"), _by(reports, "crux", "slurmlike")
     if ms and sl:
         a, b = ms["metrics"], sl["metrics"]
@@ -200,6 +214,8 @@ def main(argv: list[str] | None = None) -> int:
         if setup.name in wanted:
             print(f"- **{setup.name}**: {setup.why}")
     print("- Jain's index is 1.0 on Crux and PAI: they carry no tenants (every job is 'unknown')")
+    print("- worst tenant ×slurm: the tenant with ≥ 20 jobs whose mean queue is the highest multiple of its "
+          "slurm-like mean, both floored at 60 s (meta/sim/tenant_delays.py; issue 21's rule: ≤ 1.1)")
     print(f"- decisions on the daemon's {SIM.cycle_interval_s:g} s period, and every {SIM.idle_cycle_s:g} s while work waits; warm-up per preset (Philly 150x8: 24 h); "
           "runtime estimate = duration rounded up to a time-limit bucket, the same for every policy")
     print("- metasched: the shipped SchedulerConfig defaults (meta/policy/config.py, chosen by "
