@@ -82,7 +82,8 @@ TENANT_MAX_RATIO = MAX_TENANT_RATIO  # issue 21: no tenant with >= 20 jobs waits
 # shipped defaults change. Small on purpose: one setting costs 12 simulated weeks (docs/benchmarks.md).
 BEFORE = {"short_job_weight": 10.0, "max_wait_s": 14400.0, "fair_share_horizon_s": None,
           "guarantee_rounds_up_to_task": False, "guaranteed_in_share_order": True,
-          "short_job_gpu_exponent": 0.0, "max_held_reservations": 1, "reclaim_patience_s": 0.0}
+          "short_job_gpu_exponent": 0.0, "max_held_reservations": 1, "reclaim_patience_s": 0.0,
+          "short_job_max_penalty_s": None}
 WEEK1 = BEFORE | {"max_wait_s": 86400.0, "fair_share_horizon_s": 0.0, "guarantee_rounds_up_to_task": True}
 GRID: dict[str, dict[str, Any]] = {
     "old-defaults": BEFORE,  # what SchedulerConfig shipped before this tuning
@@ -92,6 +93,15 @@ GRID: dict[str, dict[str, Any]] = {
     "more-holds": WEEK1 | {"max_held_reservations": 4},
     "shortest-100": WEEK1 | {"short_job_weight": 100.0},
     "patient-30m": WEEK1 | {"reclaim_patience_s": 1800.0},  # fewer reclaim preemptions, less lost work
+    # Issue 21: fair share between tenants, shortest-first inside a tenant with the length
+    # penalty capped (a job is never passed by its line's work submitted more than the cap after it).
+    "share-cap4h": WEEK1 | {"guaranteed_in_share_order": False, "fair_share_horizon_s": None,
+                            "short_job_max_penalty_s": 14400.0},
+    # ... or a bounded deviation: tenants merge by that capped key + horizon x share.
+    "horizon1d-cap4h": WEEK1 | {"guaranteed_in_share_order": False, "fair_share_horizon_s": 86400.0,
+                                "short_job_max_penalty_s": 14400.0},
+    "horizon6h-cap2h": WEEK1 | {"guaranteed_in_share_order": False, "fair_share_horizon_s": 21600.0,
+                                "short_job_max_penalty_s": 7200.0},
 }
 # What the procedure chose when it was last run (docs/benchmarks.md); meta/policy/config.py's defaults are
 # this setting, which tests/unit/test_policy_file.py checks.

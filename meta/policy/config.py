@@ -44,6 +44,12 @@ class SchedulerConfig:
     short_job_weight: float = 10.0
     # ... where the runtime estimate is first multiplied by GPUs ** this (1 = smallest GPU-time first).
     short_job_gpu_exponent: float = 0.0
+    # ... and the length penalty (weight x size) is capped at this many seconds (None = uncapped).
+    # Why: uncapped, a long job goes back behind every shorter job submitted in the next
+    # weight x runtime seconds (10 x a 9-minute limit = 90 min), so a tenant whose work is long
+    # waits many times what Slurm would give it. Capped, a job is never passed by work in its
+    # line submitted more than this long after it: a bound an admin can state to a user.
+    short_job_max_penalty_s: float | None = None
     # Share horizon (tuned). None = strict share order (the lowest share always goes next). A number merges tenants'
     # tasks by the key above, each pushed back by this many seconds per unit of its tenant's
     # weighted share: over-share tenants wait longer, yet their short jobs can pass long ones.

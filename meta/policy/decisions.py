@@ -21,7 +21,7 @@ AGED, URGENT, CLASS = "aged", "urgent", "class"
 _TIERS = {AGED: 0, URGENT: 1, CLASS: 2}
 # the knobs a key depends on: kept with each cycle so a waiting task's key can be rebuilt later
 ORDER_KNOBS = ("max_wait_s", "deadline_urgency_s", "short_job_weight", "short_job_gpu_exponent",
-               "fair_share_horizon_s", "priority_classes")  # fmt: skip
+               "short_job_max_penalty_s", "fair_share_horizon_s", "priority_classes")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,10 +153,13 @@ def why_won(winner: OrderKey, loser: OrderKey, config: SchedulerConfig | None = 
     horizon = config.fair_share_horizon_s if config else 0.0
     if horizon is None and winner.share != loser.share:
         return f"lower fair share: {winner.share:.3f} vs {loser.share:.3f}"
-    ahead = loser.position - winner.position
-    if horizon is not None and ahead >= 1.0:
+    # Strict share order with equal shares: the tenants' heads meet by their submit keys.
+    ahead = loser.position - winner.position if horizon is not None else loser.submit_key - winner.submit_key
+    if ahead >= 1.0:
         weight = config.short_job_weight if config else 10.0
-        return (f"earlier in line by {_s(ahead)}: submit time + {weight:g} x runtime"
+        cap = config.short_job_max_penalty_s if config else None
+        length = f"{weight:g} x runtime" if cap is None else f"min({weight:g} x runtime, {_s(cap)})"
+        return (f"earlier in line by {_s(ahead)}: submit time + {length}"
                 f"{f' + {horizon:g} s x share' if horizon else ''} (share {winner.share:.3f} vs {loser.share:.3f})")
     return "same place in line: it was submitted first (or its id sorts first)"
 

@@ -36,11 +36,14 @@ def is_urgent(task: PendingTask, now: float, config: SchedulerConfig) -> bool:
 
 
 def submit_key(task: PendingTask, config: SchedulerConfig) -> float:
-    """submit_key is a task's place inside its tenant's line: submit time + weight x (GPU-scaled) runtime."""
+    """submit_key is a task's place inside its tenant's line: submit time + min(weight x size, cap)."""
     size = task.runtime_estimate_s
     if config.short_job_gpu_exponent:
         size *= max(1, task.per_worker.gpus * task.workers) ** config.short_job_gpu_exponent
-    return task.submit_time + config.short_job_weight * size
+    penalty = config.short_job_weight * size
+    cap = config.short_job_max_penalty_s
+    # The cap is the promise: a job is never passed by same-line work submitted more than cap after it.
+    return task.submit_time + (penalty if cap is None else min(penalty, cap))
 
 
 def _tenant_key(task: PendingTask, config: SchedulerConfig) -> tuple:

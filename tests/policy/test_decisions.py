@@ -129,3 +129,13 @@ def test_labels_are_the_ids_users_see() -> None:
     winner = replace(task("w", "b"), job_id=uuid, job_name="a1b2c3")
     plan = schedule(snap([node("n1", gpus=1)], [winner, task("l", "a", submit=NOW - 1)]), record=2)
     assert plan.decisions[0].label == "a1b2c3" and plan.decisions[0].job_id == uuid
+
+
+def test_equal_shares_in_share_order_name_the_capped_length_key() -> None:
+    # Strict share order, both tenants at share 0: the heads meet by submit + min(10 x runtime, cap),
+    # so the later, shorter job wins "earlier in line", not "submitted first".
+    cfg = SchedulerConfig(fair_share_horizon_s=None, short_job_max_penalty_s=3600.0)
+    long_ = key_for(task("long", "a", runtime=7200, submit=NOW - 600), cfg, NOW, 0.0, 0.0, None)
+    short = key_for(task("short", "b", runtime=60, submit=NOW - 300), cfg, NOW, 0.0, 0.0, None)
+    assert short.submit_key < long_.submit_key  # 300 s later, but 600 s of length vs the 1 h cap
+    assert why_won(short, long_, cfg).startswith("earlier in line by 45 min: submit time + min(10 x runtime, 60 min)")

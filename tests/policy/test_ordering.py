@@ -119,3 +119,47 @@ def test_guaranteed_tasks_merge_shortest_first_when_not_in_share_order() -> None
     assert [p.task_id for p in schedule(s, base).placements] == ["b-long"]
     merged = SchedulerConfig(fair_share_horizon_s=0.0, guaranteed_in_share_order=False)
     assert [p.task_id for p in schedule(s, merged).placements] == ["a-short"]
+
+
+def _order(s, cfg: SchedulerConfig) -> list[str]:
+    """_order is the scheduling order of a snapshot's pending tasks under ``cfg`` (no placements)."""
+    from meta.policy.ordering import ordered
+    from meta.policy.scheduler import SchedulePass
+
+    return [t.task_id for t in ordered(s.pending, SchedulePass(s, cfg).fair, cfg, s.now)]
+
+
+def _long_behind_shorts(tenants=()):
+    """_long_behind_shorts: a's 2-h job, then b's 60-s jobs submitted every 10 minutes for 5 hours."""
+    start = NOW - 6 * 3600
+    shorts = [task(f"b{i}", "b", runtime=60, submit=start + 600 * (i + 1)) for i in range(30)]
+    return start, shorts, snap(ONE_FREE, [task("long", "a", runtime=7200, submit=start), *shorts], tenants=tenants)
+
+
+@pytest.mark.parametrize("horizon", [0.0, None, 86_400.0])
+def test_the_length_cap_bounds_how_much_later_work_passes_a_long_job(horizon) -> None:
+    # Uncapped (the issue's shipped order) the long job's key is submit + 10 x 2 h = +20 h, so
+    # every one of b's 30 short jobs, submitted up to 5 h after it, goes first. Capped at 1 h,
+    # only the short jobs submitted within the hour after it may pass it, in every horizon mode.
+    start, shorts, s = _long_behind_shorts()
+    uncapped = _order(s, SchedulerConfig(fair_share_horizon_s=horizon))
+    assert uncapped.index("long") == len(shorts)
+    cap = 3600.0
+    capped = _order(s, SchedulerConfig(fair_share_horizon_s=horizon, short_job_max_penalty_s=cap))
+    ahead = capped[: capped.index("long")]
+    submit = {t.task_id: t.submit_time for t in shorts}
+    assert ahead, "short jobs submitted just after it still pass it (shortest-first within the cap)"
+    assert all(submit[t] - start < cap for t in ahead)
+    assert len(ahead) < len(shorts)
+
+
+def test_a_busier_tenants_later_work_never_passes_past_the_cap() -> None:
+    # With a horizon, b (more decayed usage) is pushed back further still: its work submitted
+    # more than the cap after a's job can never pass it, whatever its length.
+    start, shorts, s = _long_behind_shorts([TenantState("a"), TenantState("b", decayed_usage=1e9)])
+    cap = 3600.0
+    order = _order(s, SchedulerConfig(fair_share_horizon_s=86_400.0, short_job_max_penalty_s=cap))
+    ahead = order[: order.index("long")]
+    assert all(t.submit_time - start < cap for t in shorts if t.task_id in ahead)
+    fair = SchedulerConfig(fair_share_horizon_s=None, short_job_max_penalty_s=cap)
+    assert _order(s, fair)[0] == "long"  # strict share order: a is below b, its job goes first

@@ -66,3 +66,13 @@ def test_the_shipped_defaults_are_the_setting_the_tuning_chose():
 
     defaults = SchedulerConfig()
     assert {name: getattr(defaults, name) for name in GRID[SHIPPED]} == GRID[SHIPPED]
+
+
+def test_the_length_cap_is_a_setting(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("short_job_max_penalty_s: 3600\n")
+    assert load_policy_config(path).short_job_max_penalty_s == 3600.0
+    path.write_text("short_job_max_penalty_s: null\n")  # uncapped
+    assert load_policy_config(path).short_job_max_penalty_s is None
+    with pytest.raises(PolicyFileError, match="short_job_max_penalty_s"):
+        policy_config_from({"short_job_max_penalty_s": "an hour"})
