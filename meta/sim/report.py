@@ -50,7 +50,10 @@ ROWS: list[Row] = [
 
 def worst_cell(report: dict[str, Any]) -> str:
     """worst_cell is ``tenant ratio×`` of the run's worst-off tenant, ``-`` without a slurm-like run."""
-    worst = (report.get("tenant_delays") or {}).get("worst")
+    section = report.get("tenant_delays") or {}
+    if section.get("baseline") == report["policy"]:
+        return "(baseline)"  # every tenant is 1.00× against itself: no worst to name
+    worst = section.get("worst")
     return "-" if worst is None else f"{worst['tenant']} {worst['ratio']:.2f}×"
 
 
@@ -112,15 +115,15 @@ def _tenant_cell(entry: dict[str, Any] | None, worst: bool, bold: bool) -> str:
 def tenant_rows(reports: Sequence[dict[str, Any]], bold: bool = False) -> tuple[list[str], list[list[str]]]:
     """tenant_rows is the per-tenant table's header and rows: one column per policy (``tenant_delays``)."""
     sections = [r.get("tenant_delays") or {"tenants": {}, "worst": None} for r in reports]
+    # the baseline against itself has no worst tenant worth marking
+    marked = [None if s.get("baseline") == r["policy"] or s["worst"] is None else s["worst"]["tenant"]
+              for s, r in zip(sections, reports, strict=True)]
     names = sorted({name for s in sections for name in s["tenants"]})
     jobs = {name: max(s["tenants"][name]["jobs"] for s in sections if name in s["tenants"]) for name in names}
     header = ["tenant (jobs)", *(r["policy"] for r in reports)]
     rows = []
     for name in sorted(names, key=lambda n: (-jobs[n], n)):
-        cells = [
-            _tenant_cell(s["tenants"].get(name), s["worst"] is not None and s["worst"]["tenant"] == name, bold)
-            for s in sections
-        ]
+        cells = [_tenant_cell(s["tenants"].get(name), mark == name, bold) for s, mark in zip(sections, marked, strict=True)]
         rows.append([f"{name} ({jobs[name]:,})", *cells])
     return header, rows
 

@@ -116,3 +116,19 @@ def test_from_a_simulated_run(tmp_path):
     assert (out["a"].jobs, out["a"].mean_s, out["a"].p95_s, out["a"].max_s) == (21, 1000.0, 1900.0, 2000.0)
     assert (out["b"].jobs, out["b"].mean_s, out["b"].max_s) == (2, 50.0, 100.0)
     assert TenantDelay.from_dict(out["a"].to_dict()) == out["a"]
+
+
+def test_the_table_marks_each_policy_worst_tenant_but_not_the_baseline():
+    from meta.sim.report import tenant_table, worst_cell
+
+    base = {"metrics": _metrics({"a": [200.0] * 20, "b": [100.0] * 30}, {}), "policy": "slurmlike"}
+    ours = {"metrics": _metrics({"a": [600.0] * 20, "b": [150.0] * 30}, {}), "policy": "metasched"}
+    for report in (base, ours):
+        report["tenant_delays"] = tenant_section(report, base)
+    text = tenant_table([base, ours], as_markdown=True)
+    row_a = next(line for line in text.splitlines() if line.startswith("| a (20)"))
+    row_b = next(line for line in text.splitlines() if line.startswith("| b (30)"))
+    assert row_a.endswith("· - · **3.00×** |")  # a: 600 / 200, the worst of metasched
+    assert "**" not in row_b and row_b.endswith("· - · 1.50× |")
+    assert text.count("**") == 2  # nothing marked in slurm-like's own column
+    assert (worst_cell(ours), worst_cell(base)) == ("a 3.00×", "(baseline)")
