@@ -183,9 +183,14 @@ class Capacity:
 
     def at_cycle_start(self) -> Capacity:
         """at_cycle_start rebuilds the cycle-start view used to explain who took the capacity."""
+        return self.with_free(self.start)
+
+    def with_free(self, free: tuple[list, list, list, list]) -> Capacity:
+        """with_free is a view of the same nodes with these free amounts (copied) and no holds."""
         other = object.__new__(Capacity)
         other.__dict__.update(self.__dict__)
-        other.gpu, other.cpu, other.mem, other.sto = (list(a) for a in self.start)
+        other.gpu, other.cpu, other.mem, other.sto = (list(a) for a in free)
+        other._clamp()
         other.buckets = other._buckets()
         other.free_by_type = other._free_by_type()
         n = len(self.names)

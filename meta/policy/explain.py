@@ -26,9 +26,16 @@ def _gpus(shape: Shape, n: int) -> str:
     return f"{n} {shape.gpu_type + ' ' if shape.gpu_type else ''}GPU{'s' if n != 1 else ''}"
 
 
-def no_capacity(shape: Shape, best_node: str | None, best_free: int, fit_workers: int) -> PendingReason:
-    """no_capacity explains a task that fits the cluster but not its free capacity right now."""
+def no_capacity(shape: Shape, best_node: str | None, best_free: int, fit_workers: int,
+                free_total: int = 0) -> PendingReason:
+    """no_capacity explains a task that fits the cluster but not its free capacity right now.
+
+    ``free_total`` is the free GPUs on the task's feasible nodes: when they would be enough but
+    no node (set) has them where a worker needs them, the message says the capacity is fragmented.
+    """
     if shape.workers == 1:
+        if shape.gpus and best_free < shape.gpus <= free_total:
+            return _fragmented(shape, best_node, best_free, free_total)
         if shape.gpus:
             where = f"; {best_free} are free on {best_node}" if best_node else "; none are free"
             message = f"no node with {_gpus(shape, shape.gpus)} free{where}"
@@ -39,9 +46,29 @@ def no_capacity(shape: Shape, best_node: str | None, best_free: int, fit_workers
     fitting = f"only {fit_workers} worker{'s' if fit_workers != 1 else ''} fit now" if fit_workers else "none fit now"
     message = (f"gang of {shape.workers} workers × {shape.describe_worker()} needs "
                f"{_gpus(shape, shape.total_gpus)} at once; {fitting}")
+    if shape.gpus and free_total >= shape.total_gpus:
+        # Enough GPUs are free, just not whole workers' worth on enough nodes: freeing GPUs
+        # anywhere does not help, nodes with a worker's share free do.
+        missing = shape.workers - fit_workers
+        message += f" ({free_total} are free in all, fragmented across nodes)"
+        nodes = (f"{missing}{' more' if fit_workers else ''} node{'s' if missing != 1 else ''} "
+                 f"{'have' if missing != 1 else 'has'} {_gpus(shape, shape.gpus)} free")
+        remedy = f"reduce workers to {fit_workers}, or wait until {nodes}" if fit_workers else f"would start when {nodes}"
+        return PendingReason(ReasonCode.WAITING_FOR_GANG_CAPACITY, message, remedy)
     remedy = (f"reduce workers to {fit_workers} or wait for {_gpus(shape, (shape.workers - fit_workers) * shape.gpus)} "
               "to free up" if fit_workers else f"would start when {_gpus(shape, shape.total_gpus)} free up")
     return PendingReason(ReasonCode.WAITING_FOR_GANG_CAPACITY, message, remedy)
+
+
+def _fragmented(shape: Shape, best_node: str | None, best_free: int, free_total: int) -> PendingReason:
+    """_fragmented explains a one-worker task whose GPUs are free in total but not on one node."""
+    most = f"at most {best_free} on {best_node}" if best_node else "none on a node it may use"
+    return PendingReason(
+        ReasonCode.NO_FEASIBLE_NODE,
+        f"no node with {_gpus(shape, shape.gpus)} free: {free_total} are free in all, fragmented ({most})",
+        f"would start when one node has {_gpus(shape, shape.gpus)} free"
+        + (f" ({shape.gpus - best_free} more on {best_node})" if best_node else ""),
+    )
 
 
 def topology_unsatisfied(shape: Shape) -> PendingReason:
@@ -84,13 +111,24 @@ def lower_priority(other_class: str, other: str, job: str | None) -> PendingReas
     )
 
 
-def quota(tenant: str, key: str, used: int, limit: int, need: int) -> PendingReason:
-    """quota explains a tenant at its limit for a GPU type."""
+def quota(tenant: str, key: str, used: int, limit: int, need: int, room_now: bool) -> PendingReason:
+    """quota explains a task its tenant's limit stops: it would fit the cluster once capacity allows.
+
+    The scheduler says this only when the limit is the blocker (with the other tenants' work gone
+    the task would fit beside its tenant's own); ``room_now`` tells whether it would fit right now.
+    """
     kind = "GPUs" if key == "*" else f"{key} GPUs"
+    over = f"{used + need - limit} {kind.removesuffix('s') if used + need - limit == 1 else kind}"
+    raise_to = f"raising {tenant}'s {kind} limit to {used + need}"
+    if room_now:
+        remedy = f"{raise_to} would start it now; otherwise it starts when {tenant}'s running jobs free {over}"
+    else:
+        remedy = (f"would start when {tenant}'s running jobs free {over} and the cluster has room; "
+                  f"{raise_to} would let it start as soon as the cluster has room")
     return PendingReason(
         ReasonCode.WAITING_FOR_QUOTA,
         f"{tenant} uses {used} of its {limit} {kind} limit; this task needs {need} more",
-        "would start when the tenant's running jobs finish, or raise quota",
+        remedy,
     )
 
 

@@ -2,12 +2,17 @@
 
 Keys are GPU types; "*" counts GPUs of any type. A tenant at its limit waits; a tenant below
 its guarantee may reclaim lent capacity by preempting borrowers (tenants above theirs).
+
+A limit at or above the cluster's capacity for its key (every node's GPUs of that type, or of any
+type for "*") is unreachable: the cluster runs out before it, so it is never what stops a job and
+the scheduler treats a task over it as short of capacity (issue 21: tenant-b's limit was the whole
+cluster and "raise quota" was the most common reason shown).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 from meta.policy.capacity import TenantUsage
 from meta.policy.snapshot import TenantState
@@ -18,10 +23,12 @@ ANY = "*"
 class QuotaLedger:
     """QuotaLedger tracks GPUs in use per tenant and type, against guarantees and limits."""
 
-    def __init__(self, tenants: Iterable[TenantState], usage: TenantUsage) -> None:
+    def __init__(self, tenants: Iterable[TenantState], usage: TenantUsage,
+                 capacity: Mapping[str, int] | None = None) -> None:
         self.used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.guaranteed: dict[str, dict[str, int]] = {}
         self.limit: dict[str, dict[str, int]] = {}
+        self.capacity = capacity  # GPUs per key on every node (gpu_capacity); None: unknown
         for t in tenants:
             self.guaranteed[t.name] = t.guaranteed
             self.limit[t.name] = t.limit
@@ -32,6 +39,10 @@ class QuotaLedger:
                     if gpu_type:
                         used[gpu_type] += gpus
                     used[ANY] += gpus
+
+    def reachable(self, key: str, limit: int) -> bool:
+        """reachable tells whether a limit is below the cluster's capacity for its key (unknown: yes)."""
+        return self.capacity is None or limit < self.capacity.get(key, 0)
 
     def any_guarantee(self) -> bool:
         """any_guarantee tells whether any tenant has a guaranteed amount at all."""
@@ -46,14 +57,19 @@ class QuotaLedger:
             used[ANY] += gpus
 
     def limit_exceeded(self, tenant: str, gpu_type: str | None, gpus: int) -> tuple[str, int, int] | None:
-        """limit_exceeded returns (key, used, limit) of the first limit ``gpus`` more would break."""
+        """limit_exceeded returns (key, used, limit) of a limit ``gpus`` more would break, reachable ones first."""
         limits = self.limit.get(tenant) or {}
+        if not limits:
+            return None
         used = self.used.get(tenant, {})
+        broken = None
         for key in ((gpu_type,) if gpu_type else ()) + (ANY,):
             cap = limits.get(key)
             if cap is not None and used.get(key, 0) + gpus > cap:
-                return key, used.get(key, 0), cap
-        return None
+                if self.reachable(key, cap):
+                    return key, used.get(key, 0), cap
+                broken = broken or (key, used.get(key, 0), cap)
+        return broken
 
     def below_guarantee(self, tenant: str, gpu_type: str | None, gpus: int) -> bool:
         """below_guarantee tells whether ``gpus`` more still fit inside the tenant's guarantee."""
@@ -73,3 +89,18 @@ class QuotaLedger:
         used = self.used.get(tenant, {})
         key = gpu_type if gpu_type in guaranteed else ANY
         return used.get(key, 0) - released > guaranteed.get(key, 0)
+
+
+def gpu_capacity(types: Iterable[str | None], gpus: Iterable[int]) -> dict[str, int]:
+    """gpu_capacity totals every node's GPUs per type and under "*".
+
+    Down and drained nodes count too: usage counts the work still on them, so a limit at this
+    total is reached only when no node has room left for the job.
+    """
+    out: dict[str, int] = defaultdict(int)
+    for gpu_type, n in zip(types, gpus, strict=True):
+        if n:
+            if gpu_type:
+                out[gpu_type] += n
+            out[ANY] += n
+    return dict(out)

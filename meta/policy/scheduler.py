@@ -10,7 +10,9 @@ One cycle, in order:
    weighted dominant share, re-read after every placement.
 3. For each task, run the hard filters over node classes (feasibility.py). A task no node
    could ever host gets UnschedulableAndUnresolvable; one whose hosts are all down waits.
-4. Check quota last among the filters (quota.py): a tenant at its limit waits.
+4. Check quota last among the filters (quota.py): a tenant over its limit waits; its reason
+   is WaitingForQuota only when the limit is what stops it (with the other tenants' work gone
+   the task would fit beside its tenant's own), else the capacity reason of step 6.
 5. Fit: best fit for one worker, gang placement on the fewest switches for many (placement.py,
    gang.py). Held nodes take only work that cannot delay their holder (backfill). Shapes that
    failed are cached for the cycle: capacity only shrinks while a plan is built.
@@ -48,7 +50,7 @@ from meta.policy.plan import (
     ReasonCode,
 )
 from meta.policy.preemption import Evictable, candidates, choose, evictable, stopping
-from meta.policy.quota import QuotaLedger
+from meta.policy.quota import QuotaLedger, gpu_capacity
 from meta.policy.recorder import Recorder
 from meta.policy.shape import Shape, shape_of
 from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot
@@ -93,7 +95,9 @@ class SchedulePass:
         self.cap = Capacity(self.inv, snapshot.reservations)
         self._initial: Capacity | None = None
         self.fair = FairShare(snapshot.tenants, config, self.inv, self.cap.usage)
-        self.quota = QuotaLedger(snapshot.tenants, self.cap.usage)
+        limited = any(t.limit for t in snapshot.tenants)
+        reach = gpu_capacity(self.inv.gpu_type, self.inv.gpu) if limited else None
+        self.quota = QuotaLedger(snapshot.tenants, self.cap.usage, reach)
         self.rec = Recorder(record, snapshot, config, self.fair, self.quota) if record > 0 else None
         self.plan = Plan(inventory_version=snapshot.inventory_version)
         self.shapes: dict[str, Shape] = {}
@@ -116,6 +120,9 @@ class SchedulePass:
         self.preempt_failed: dict[tuple, list[tuple]] = {}  # kind of task -> sizes that found no victims
         self.any_preemptible = bool(self.cap.ledger.evictable)  # preemptible or stopping work exists
         self.throttle = Throttle(snapshot.reservations)
+        self.own: dict[str, list[tuple[int, int, float, int, int]]] = {}  # tenant -> this cycle's takes and holds
+        self._alone: dict[str, tuple[int, Capacity]] = {}  # tenant -> (len(own) it was built at, capacity)
+        self._binds: dict[tuple, bool] = {}  # (tenant, len(own), shape, classes) -> fits with its own work alone
 
     def rank(self, task: PendingTask | Reservation) -> int:
         """rank is a task's (or reservation's) class rank, memoised per (class, kind, has deadline)."""
@@ -173,8 +180,7 @@ class SchedulePass:
         # Quota last among the filters: it depends on usage, which this cycle changes.
         exceeded = self.quota.limit_exceeded(task.tenant, shape.gpu_type, shape.total_gpus)
         if exceeded is not None:
-            key, used, limit = exceeded
-            self.plan.reasons[task.task_id] = explain.quota(task.tenant, key, used, limit, shape.total_gpus)
+            self._over_limit(task, shape, verdict.classes, exceeded)
             return
         classes = verdict.classes
         if shape.gpus and shape.gpu_type is None:
@@ -187,9 +193,16 @@ class SchedulePass:
         if picks:
             self._place(task, shape, picks, end)
             return
+        self._wait(task, shape, classes)
+
+    def _wait(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass],
+              preempt: bool = True, hold: bool = True) -> None:
+        """_wait names why a task that did not fit waits, after trying preemption and a held start."""
         reason = self._diagnose(task, shape, classes)
         if reason.code in _CAPACITY_CODES:
-            if self._try_preempt(task, shape, classes) or self._try_hold(task, shape, classes, reason):
+            if (preempt and self._try_preempt(task, shape, classes)) or (
+                hold and self._try_hold(task, shape, classes, reason)
+            ):
                 return
         if self.rec:
             self.rec.waited(task, reason)
@@ -208,10 +221,61 @@ class SchedulePass:
         allowed = tuple(c for c in classes
                         if self.quota.limit_exceeded(task.tenant, c.gpu_type, shape.total_gpus) is None)
         if not allowed:
-            key, used, limit = self.quota.limit_exceeded(task.tenant, classes[0].gpu_type, shape.total_gpus) or (
-                "*", 0, 0)
-            self.plan.reasons[task.task_id] = explain.quota(task.tenant, key, used, limit, shape.total_gpus)
+            exceeded = self.quota.limit_exceeded(task.tenant, classes[0].gpu_type, shape.total_gpus) or ("*", 0, 0)
+            self._over_limit(task, shape, classes, exceeded)
         return allowed
+
+    def _over_limit(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass],
+                    exceeded: tuple[str, int, int]) -> None:
+        """_over_limit gives a task over its tenant's limit the reason for what really stops it.
+
+        The task is never placed here. A limit at or above the cluster's capacity cannot be what
+        stops it (usage counts every node the capacity does, so the task cannot fit either): it
+        waits as it would with no limit, held start included; only preemption is left out, as
+        its victims' capacity would still be over the limit. Below that, WaitingForQuota only if
+        raising the limit would help: with every other tenant's work gone the task would fit
+        beside its own tenant's. Otherwise the tenant's own work leaves no room whatever the
+        limit, and the capacity reason says so, without a hold the limit might still leave idle.
+        """
+        key, used, limit = exceeded
+        if not self.quota.reachable(key, limit):
+            self._wait(task, shape, classes, preempt=False)
+        elif self._fits_alone(task.tenant, shape, classes):
+            room = bool(self._fit(shape, classes, self.now + task.runtime_estimate_s))
+            self.plan.reasons[task.task_id] = explain.quota(task.tenant, key, used, limit, shape.total_gpus, room)
+        else:
+            self._wait(task, shape, classes, preempt=False, hold=False)
+
+    def _fits_alone(self, tenant: str, shape: Shape, classes: Sequence[NodeClass]) -> bool:
+        """_fits_alone tells whether the shape fits the cluster with only ``tenant``'s own work on it."""
+        memo = (tenant, len(self.own.get(tenant, ())), shape, tuple(c.id for c in classes))
+        found = self._binds.get(memo)
+        if found is None:
+            alone = self._alone_capacity(tenant)
+            found = self._binds[memo] = bool(fit(alone, shape, classes, float("inf"), self.cfg.gpu_cost))
+        return found
+
+    def _alone_capacity(self, tenant: str) -> Capacity:
+        """_alone_capacity is the cluster's capacity minus the tenant's running work and this cycle's takes."""
+        own = self.own.get(tenant, [])
+        built = self._alone.get(tenant)
+        if built is None:
+            free = [list(self.inv.gpu), list(self.inv.cpu), list(self.inv.mem), list(self.inv.sto)]
+            for shares in (e[0] for _, e in self.cap.ledger.held.values() if e[1] == tenant):
+                for i, *amounts in shares:
+                    for arr, amount in zip(free, amounts, strict=True):
+                        arr[i] -= amount
+            built = (0, self.initial.with_free((free[0], free[1], free[2], free[3])))
+        done, alone = built
+        for i, g, c, m, st in own[done:]:  # this cycle's takes since it was built
+            alone.take(i, g, c, m, st, float("inf"))
+        self._alone[tenant] = (len(own), alone)
+        return alone
+
+    def _took(self, tenant: str, shape: Shape, picks: list[Pick]) -> None:
+        """_took notes what a tenant took or had held for it this cycle, for _alone_capacity."""
+        self.own.setdefault(tenant, []).extend(
+            (i, n * shape.gpus, n * shape.cpus, n * shape.mem, n * shape.sto) for i, n in picks)
 
     def _fit(self, shape: Shape, classes: Sequence[NodeClass], end: float) -> list[Pick]:
         """_fit tries free capacity, skipping shapes that already failed for an earlier-ending task."""
@@ -249,6 +313,7 @@ class SchedulePass:
             shares.extend([NodeShare(cap.names[i], vec)] * count)
             self.consumers.setdefault(cap.cls[i], {})[task.tenant] = (rank, share_before, task.job_id)
         self.quota.charge(task.tenant, gpu_type, shape.total_gpus)
+        self._took(task.tenant, shape, picks)
         self.fair.charge(task.tenant, gpu_type, shape.total_gpus, shape.cpus * shape.workers,
                          shape.mem * shape.workers)
         backfilled = bool(self.plan.held)
@@ -290,7 +355,8 @@ class SchedulePass:
         if shape.workers > 1:
             cands = gang_candidates(self.cap, shape, classes, never)
             fit_workers = min(shape.workers - 1, sum(n for _, n in cands))
-        return explain.no_capacity(shape, best_node, best_free, fit_workers)
+        free_total = sum(g * len(b) for c in classes for g, b in enumerate(self.cap.buckets[c.id]))
+        return explain.no_capacity(shape, best_node, best_free, fit_workers, free_total)
 
     def _blocking_job(self, classes: Sequence[NodeClass]) -> str:
         """_blocking_job names the job holding nodes the task could otherwise use."""
@@ -395,6 +461,7 @@ class SchedulePass:
         self._hold(task, shape, picks, self.now, extra, record=True)
         node_type = self.cap.gpu_type[picks[0][0]] if shape.gpus else None
         self.quota.charge(task.tenant, node_type, shape.total_gpus)
+        self._took(task.tenant, shape, picks)
         self.fair.charge(task.tenant, node_type, shape.total_gpus, shape.cpus * shape.workers,
                          shape.mem * shape.workers)
         waiting = len(chosen[0]) - len(evicted)

@@ -82,4 +82,5 @@ def test_quota_message_and_remedy() -> None:
     plan = run_case(CASES[0])
     reason = plan.reasons["h"]
     assert "uses 4 of its 4 h100 GPUs limit" in reason.message
-    assert "raise quota" in reason.remedy
+    assert reason.remedy.startswith("raising a's h100 GPUs limit to 5 would start it now"), reason
+    assert "a's running jobs free 1 h100 GPU" in reason.remedy
