@@ -49,7 +49,7 @@ def _prog() -> str:
 
 
 def refuse_submission(exc: BaseException) -> None:
-    """refuse_submission exits with sbatch's line when a submit was refused for its account or dependency; returns otherwise."""
+    """refuse_submission exits with sbatch's line when a submit was refused (account, dependency, limits, priority); returns otherwise."""
     invalid = loaded_class("tenants.identity", "InvalidAccount")  # local mode raises it in this process
     if (isinstance(exc, ApiError) and exc.error == "InvalidAccount") or (invalid and isinstance(exc, invalid)):
         fail(f"{SUBMISSION_FAILED}: {INVALID_ACCOUNT}", EXIT_USAGE)
@@ -58,6 +58,10 @@ def refuse_submission(exc: BaseException) -> None:
         fail(f"{SUBMISSION_FAILED}: Job dependency problem", EXIT_USAGE)
     if isinstance(exc, ApiError) and exc.error in _SUBMIT_LIMITS:  # a tenant's submit limits (issue 16): exit 1, as sbatch
         fail(f"{SUBMISSION_FAILED}: {exc.message}", EXIT_ERROR)
+    priority = loaded_class("meta.service.priority_check", "PriorityNotAllowed")
+    if (isinstance(exc, ApiError) and exc.error == "PriorityNotAllowed") or (priority and isinstance(exc, priority)):
+        # a priority class or deadline without the right (issue 21): sbatch's "Invalid qos specification", exit 1
+        fail(f"{SUBMISSION_FAILED}: {exc.message if isinstance(exc, ApiError) else exc}", EXIT_ERROR)
 
 
 _SUBMIT_LIMITS = ("SubmitLimitExceeded", "SubmitRateLimited")

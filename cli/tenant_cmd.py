@@ -29,6 +29,9 @@ def tenant_group() -> None:
               help="Pending or running jobs of each user (-1: none). Slurm's MaxSubmitJobs wins.")
 @click.option("--submit-rate", type=float, default=None, help="Jobs per second the tenant may submit (-1: default).")
 @click.option("--submit-burst", type=int, default=None, help="Jobs the tenant may submit at once (-1: default).")
+@click.option("--allow-class", "allow_classes", multiple=True,
+              help="A priority class above their job kind's that members may ask for, e.g. inference-deadline "
+                   "(repeat; replaces the list; 'none' clears it). A Slurm QOS of the class's name does the same per user.")
 @click.option("--json", "as_json", is_flag=True)
 @pass_state
 @handle_errors
@@ -42,14 +45,17 @@ def set_cmd(
     max_pending_per_user: int | None,
     submit_rate: float | None,
     submit_burst: int | None,
+    allow_classes: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Create or update a tenant (admins only)."""
     given = {"max_pending": max_pending, "max_pending_per_user": max_pending_per_user, "rate": submit_rate,
              "burst": submit_burst}  # fmt: skip
     submit = {key: (None if value == -1 else value) for key, value in given.items() if value is not None}
+    classes = [c for c in allow_classes if c != "none"] if allow_classes else None
     view = state.backend().set_tenant(
-        name, weight=weight, guaranteed=list(guaranteed) or None, limits=list(limits) or None, submit=submit or None
+        name, weight=weight, guaranteed=list(guaranteed) or None, limits=list(limits) or None, submit=submit or None,
+        priority_classes=classes,
     )
     if as_json:
         echo_json(view)
@@ -57,6 +63,7 @@ def set_cmd(
     click.echo(
         f"tenant {view['name']}: weight {view['weight']:g}, guaranteed {_quota_text(view['guaranteed'])}, "
         f"limit {_quota_text(view['limits'])}" + _submit_text(view.get("submit_limits") or {})
+        + (f", classes allowed {','.join(view['priority_classes'])}" if view.get("priority_classes") else "")
     )
 
 

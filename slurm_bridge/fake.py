@@ -329,14 +329,17 @@ class FakeSlurm:
         default: str | None = None,
         coordinates: Sequence[str] = (),
         admin_level: str = "None",
+        qos: Sequence[str] = (),
     ) -> UserAssociations:
-        """add_user gives a user associations in ``accounts`` (the first is the default unless named)."""
+        """add_user gives a user associations in ``accounts`` (the first is the default unless named), each allowing ``qos``."""
+        cluster = self.config.cluster_name
         user = UserAssociations(
             user=name,
             default_account=default if default is not None else (accounts[0] if accounts else ""),
             admin_level=admin_level,
             coordinates=frozenset(coordinates),
-            associations=frozenset((self.config.cluster_name, a) for a in accounts),
+            associations=frozenset((cluster, a) for a in accounts),
+            association_qos=frozenset((cluster, a, q) for a in accounts for q in qos),
         )
         self.users[name] = user
         return user

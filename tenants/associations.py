@@ -96,6 +96,8 @@ class AssociationCache:
             default_account=(user.default_account or None) if user else None,
             coordinates=user.coordinates if user else frozenset(),
             admin=admin,
+            # the QOS each association allows: a priority class above the job kind's needs one of its name
+            qos=frozenset((a, q) for a in accounts for q in user.qos(a, cluster)) if user else frozenset(),
             # an admin may submit for any account, but only one Slurm has (read again on a miss)
             account_exists=self.account_exists if admin else None,
         )

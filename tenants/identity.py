@@ -44,6 +44,8 @@ class Principal:
     default_account: str | None = None
     coordinates: frozenset[str] = field(default_factory=frozenset)
     admin: bool | None = None  # None: the older form (admin when no tenant)
+    # (account, QOS) pairs the caller's Slurm associations allow (sacctmgr's QOS field; priority rights)
+    qos: frozenset[tuple[str, str]] = field(default_factory=frozenset)
     # does Slurm have this account (asked for an admin's submit outside its own accounts; None: not checked)
     account_exists: Callable[[str], bool] | None = field(default=None, compare=False, repr=False)
 
@@ -57,6 +59,7 @@ class Principal:
         else:
             object.__setattr__(self, "accounts", frozenset(self.accounts))
             object.__setattr__(self, "coordinates", frozenset(self.coordinates))
+        object.__setattr__(self, "qos", frozenset(self.qos))
         if self.admin is None:
             object.__setattr__(self, "admin", False)
 
@@ -74,6 +77,10 @@ class Principal:
     def is_member(self, tenant: str) -> bool:
         """is_member tells whether the caller has an association in ``tenant``."""
         return tenant in (self.accounts or frozenset())
+
+    def qos_in(self, tenant: str) -> frozenset[str]:
+        """qos_in is the QOS the caller's association in ``tenant`` allows (what sbatch --qos may name there)."""
+        return frozenset(name for account, name in self.qos if account == tenant)
 
     def visible_tenants(self) -> frozenset[str] | None:
         """visible_tenants is the set of tenants whose jobs and settings the caller sees (None: all)."""
@@ -152,14 +159,17 @@ class Principal:
             default_account=self.default_account,
             coordinates=self.coordinates,
             admin=self.admin,
+            qos=self.qos,
             account_exists=self.account_exists,
         )
 
 
 def member(name: str, uid: int, accounts: Iterable[str], *, coordinates: Iterable[str] = (),
-           admin: bool = False, tenant: str | None = None, gid: int | None = None) -> Principal:
-    """member builds a Principal with explicit accounts, the first being the default (tests and tools)."""
+           admin: bool = False, tenant: str | None = None, gid: int | None = None,
+           qos: Iterable[str] = ()) -> Principal:
+    """member builds a Principal with explicit accounts, the first being the default, each allowing ``qos`` (tests, tools)."""
     ordered = list(accounts)
+    allowed = list(qos)
     return Principal(
         name=name,
         tenant=tenant,
@@ -169,6 +179,7 @@ def member(name: str, uid: int, accounts: Iterable[str], *, coordinates: Iterabl
         default_account=ordered[0] if ordered else None,
         coordinates=frozenset(coordinates),
         admin=admin,
+        qos=frozenset((account, name) for account in ordered for name in allowed),
     )
 
 

@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session
 
 from meta.model.durations import utcnow
 from meta.model.errors import Forbidden, InvalidRequest, NotFound
+from meta.model.kinds import PriorityClass
 from meta.store import audit
 from meta.store.models import Tenant, TenantUsage
 from meta.store.tenant_shares import SLURM, SUBMIT_SYNCED, sources_of
@@ -40,6 +41,9 @@ class TenantView:
     sources: dict[str, str]  # weight / guaranteed / limits -> "slurm" | "metasched"
     # pending-job limits and submit rate as set (absent: none / the service's default), with their sources
     submit_limits: dict[str, Any] = field(default_factory=dict)
+    # priority classes above their job kind's that members may ask for (an admin's setting; the QOS of a
+    # member's Slurm association allows a class of its name too)
+    priority_classes: list[str] = field(default_factory=list)
 
 
 class SlurmOwnedSetting(InvalidRequest):
@@ -66,8 +70,12 @@ def set_tenant(
     guaranteed: dict[str, int] | None = None,
     limits: dict[str, int] | None = None,
     submit: dict[str, float | None] | None = None,
+    priority_classes: list[str] | None = None,
 ) -> TenantView:
-    """set_tenant creates or updates a tenant; given quota maps replace the old ones, ``submit`` items (None: unset) merge."""
+    """set_tenant creates or updates a tenant; given quota maps and class lists replace the old ones, ``submit`` items merge.
+
+    A ``submit`` item of None unsets it; ``priority_classes=[]`` allows no class beyond the kinds' own.
+    """
     check_tenant_name(name)
     if weight is not None and weight <= 0:
         raise InvalidRequest("a fair-share weight must be positive")
@@ -97,6 +105,8 @@ def set_tenant(
                 merged[key] = value
             sources.pop(key, None)
         tenant.submit_limits = merged or None
+    if priority_classes is not None:
+        tenant.priority_classes = check_priority_classes(priority_classes) or None
     if sources != (tenant.sources or {}):
         tenant.sources = sources or None
     session.flush()
@@ -104,6 +114,7 @@ def set_tenant(
     audit.record(
         session, actor, "tenant.set", name, tenant=name, weight=view.weight, guaranteed=view.guaranteed, limits=view.limits,
         **({"submit_limits": dict(tenant.submit_limits or {})} if submit else {}),
+        **({"priority_classes": view.priority_classes} if priority_classes is not None else {}),
     )
     return view
 
@@ -117,8 +128,9 @@ def admin_set_tenant(
     weight: float | None = None,
     limits: dict[str, int] | None = None,
     submit: dict[str, float | None] | None = None,
+    priority_classes: list[str] | None = None,
 ) -> TenantView:
-    """admin_set_tenant is ``tenant set`` for a caller: admins only; guarantees and the submit limits Slurm does not set."""
+    """admin_set_tenant is ``tenant set`` for a caller: admins only; guarantees, allowed classes, the submit limits Slurm does not set."""
     if not principal.may_admin():
         raise Forbidden("only an admin (Slurm AdminLevel Operator or Administrator, or root) may change tenants")
     check_tenant_name(name)
@@ -130,7 +142,18 @@ def admin_set_tenant(
         limit = (current.limits or {}).get(gpu_type) if current is not None else None
         if limit is not None and limit < amount:
             raise InvalidRequest(f"{gpu_type}: the guarantee {amount} is above Slurm's limit {limit} (GrpTRES)")
-    return set_tenant(session, name, actor=principal.name, guaranteed=guaranteed, submit=submit)
+    return set_tenant(
+        session, name, actor=principal.name, guaranteed=guaranteed, submit=submit, priority_classes=priority_classes
+    )
+
+
+def check_priority_classes(names: list[str]) -> list[str]:
+    """check_priority_classes is the sorted, unique list of known class names (InvalidRequest for another name)."""
+    known = {c.value for c in PriorityClass}
+    odd = [name for name in names if name not in known]
+    if odd:
+        raise InvalidRequest(f"unknown priority class {str(odd[0])[:64]!r}: use {', '.join(sorted(known))}")
+    return sorted(set(names))
 
 
 def slurm_command_hint(name: str, weight: float | None, limits: dict[str, int] | None) -> str:
@@ -193,6 +216,7 @@ def _view(session: Session, tenant: Tenant) -> TenantView:
         decayed_gpu_seconds=usage.decayed_gpu_seconds if usage else 0.0,
         sources=sources_of(tenant),
         submit_limits=_submit_view(tenant),
+        priority_classes=list(tenant.priority_classes or []),
     )
 
 

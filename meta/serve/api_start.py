@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import socket
 import stat
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +46,7 @@ def is_socket(path: str) -> bool:
 def start_api(
     db_url: str, listen: Listen, *, secrets_root: str, slurm_bin_dir: str | None, munge_socket: str | None = None,
     registry: Any = None, web_key_file: Path | None = None, log_dir: str | None = None,
-    submit_rate: float | None = None, submit_burst: int | None = None,
+    submit_rate: float | None = None, submit_burst: int | None = None, priority_ranks: Mapping[str, int] | None = None,
 ) -> ApiServer:
     """start_api opens the API's own store connection and serves it on ``listen`` (raises ApiStartError).
 
@@ -54,7 +55,8 @@ def start_api(
     ``web_key_file`` holds the web view's signing key (created 0600 when missing; None: a random key
     per process), ``log_dir`` is where jobs of the daemon's user log (the web view shows the path);
     ``submit_rate``/``submit_burst`` are each tenant's submit-rate bucket unless the tenant sets its own
-    (None: meta.policy.admission's defaults).
+    (None: meta.policy.admission's defaults); ``priority_ranks`` are the policy's class ranks, which
+    submit-time priority rights compare (None: the shipped ones).
     """
     from meta.service.api import Service
     from meta.service.http import create_app
@@ -67,6 +69,8 @@ def start_api(
     from tenants.munge import MungeAuthenticator
 
     service = Service.open(db_url, migrate=False)  # the daemon brought the schema up already
+    if priority_ranks is not None:
+        service.priority_ranks = dict(priority_ranks)
     associations = AssociationCache(CliSlurmClient(CommandRunner(bin_dir=slurm_bin_dir)))
     authenticator = MungeAuthenticator(socket=munge_socket)
     metrics = ApiMetrics(registry) if registry is not None else None

@@ -74,7 +74,7 @@ def serve(
     metrics = Metrics()
     client = CliSlurmClient(CommandRunner(bin_dir=settings.slurm_bin_dir, observer=metrics))
     api = None if mode.no_api or mode.once else start_api_for(settings, service.db.url, files.state_dir,
-                                                              metrics, str(files.log_dir))  # fmt: skip
+                                                              metrics, str(files.log_dir), scheduler)  # fmt: skip
     config = daemon_config(settings, scheduler, str(files.log_dir),
                            settings.job_api or (api.addresses()[0] if api is not None else None))  # fmt: skip
     daemon = Daemon(service.db, client, config, metrics)
@@ -126,7 +126,10 @@ def daemon_config(settings: ServeSettings, scheduler: SchedulerConfig, log_dir: 
     return config
 
 
-def start_api_for(settings: ServeSettings, db_url: str, state_dir: Path, metrics: Metrics, log_dir: str) -> ApiServer:
+def start_api_for(
+    settings: ServeSettings, db_url: str, state_dir: Path, metrics: Metrics, log_dir: str,
+    scheduler: SchedulerConfig | None = None,
+) -> ApiServer:
     """start_api_for serves the API beside the cycle (every replica, leader or standby); a bad address is ServeError."""
     munge = settings.munge_socket
     if munge is not None and not is_socket(munge):
@@ -141,7 +144,8 @@ def start_api_for(settings: ServeSettings, db_url: str, state_dir: Path, metrics
     try:
         return start_api(db_url, listen, secrets_root=settings.secrets_root, slurm_bin_dir=settings.slurm_bin_dir,
                          munge_socket=munge, registry=metrics.registry, web_key_file=state_dir / "web-key",
-                         log_dir=log_dir, submit_rate=settings.submit_rate, submit_burst=settings.submit_burst)  # fmt: skip
+                         log_dir=log_dir, submit_rate=settings.submit_rate, submit_burst=settings.submit_burst,
+                         priority_ranks=scheduler.priority_classes if scheduler else None)  # fmt: skip
     except ApiStartError as exc:
         raise ServeError(f"cannot start the API: {exc}", EXIT_ERROR) from None
 

@@ -12,7 +12,7 @@ import os
 import pwd
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
@@ -33,9 +33,11 @@ from meta.model.ids import looks_like_uuid, new_uuid
 from meta.model.limits import clip, printable, submit_dir_problem
 from meta.model.spec import AnySpec, spec_hash
 from meta.model.states import JobState, TaskState
+from meta.policy.config import DEFAULT_PRIORITY_CLASSES
 from meta.service.array_elements import cancel_elements, element_tasks
 from meta.service.feasibility import InventoryFeasibility
 from meta.service.job_holds import hold_job, release_job
+from meta.service.priority_check import check_priority
 from meta.service.submission import NewJob, store_jobs
 from meta.service.submit_gate import SubmitGate
 from meta.service.views import JobStatus, JobSummary, TaskView, TransitionView, task_counts
@@ -75,6 +77,8 @@ class Service:
         # API of ``metasched serve``; None: not known here, local mode), and who that user is
         self.log_dir: str | None = None
         self.daemon_uid = os.geteuid()
+        # the class ranks submit-time priority rights compare (``serve`` sets the policy file's)
+        self.priority_ranks: Mapping[str, int] = DEFAULT_PRIORITY_CLASSES
 
     @classmethod
     def open(cls, url: str | None = None, *, migrate: bool = True) -> Service:
@@ -117,6 +121,7 @@ class Service:
         principal_check(principal, spec.tenant)
         if idempotency_key is not None and not (0 < len(idempotency_key) <= 256):
             raise InvalidRequest("an idempotency key must be 1 to 256 characters")
+        check_priority(self.db, principal, [spec], self.priority_ranks)  # a class or deadline is a right
         if self.feasibility is not None:
             problem = self.feasibility(spec)
             if problem:
@@ -150,6 +155,7 @@ class Service:
                 raise Unschedulable(f"job {index} of the batch: {problem}")
             key = f"{idempotency_key}/{index}" if idempotency_key is not None else None
             wanted.append(NewJob(spec, spec_hash(spec), key))
+        check_priority(self.db, principal, specs, self.priority_ranks)  # a class or deadline is a right
         return self._gated(principal, specs, lambda: [
             SubmitResult(one.job, one.created)
             for one in self._unit(lambda s: store_jobs(s, wanted, principal, submit_dir, utcnow()))

@@ -105,6 +105,10 @@ class TenantUpdate(_Body):
         default=None, max_length=8,
         description="submit limits: max_pending, max_pending_per_user, rate, burst (null: unset)",
     )  # fmt: skip
+    priority_classes: list[Annotated[str, Field(max_length=MAX_NAME)]] | None = Field(
+        default=None, max_length=16,
+        description="priority classes above their job kind's that members may ask for ([]: none; omitted: unchanged)",
+    )  # fmt: skip
 
 
 class SecretValue(_Body):
@@ -150,7 +154,8 @@ _ERRORS: dict[int | str, dict[str, Any]] = {
     for code, what in (
         (400, "invalid request or job spec"),
         (401, "no valid credential"),
-        (403, "forbidden, or over the tenant's pending-job limit (SubmitLimitExceeded)"),
+        (403, "forbidden, over the tenant's pending-job limit (SubmitLimitExceeded), or a priority class or "
+              "deadline without the right (PriorityNotAllowed)"),
         (404, "not found (also another tenant's job)"),
         (409, "conflict with stored state"),
         (413, "request body too large"),
@@ -367,7 +372,8 @@ def tenant(name: Name, ops: Ops) -> JSONResponse:
 def set_tenant(name: Name, body: TenantUpdate, ops: Ops) -> JSONResponse:
     """set_tenant sets a tenant's guaranteed GPUs (admins; weights and limits are Slurm's)."""
     return JSONResponse(
-        ops.set_tenant(name, weight=body.weight, guaranteed=body.guaranteed, limits=body.limits, submit=body.submit)
+        ops.set_tenant(name, weight=body.weight, guaranteed=body.guaranteed, limits=body.limits, submit=body.submit,
+                       priority_classes=body.priority_classes)
     )
 
 @api_route(router, "secret_names")

@@ -211,11 +211,13 @@ class Operations:
         guaranteed: list[str] | None = None,
         limits: list[str] | None = None,
         submit: dict[str, float | None] | None = None,
+        priority_classes: list[str] | None = None,
     ) -> dict[str, Any]:
-        """set_tenant sets a tenant's guarantees and submit limits (admins; Slurm's settings are refused with the command)."""
+        """set_tenant sets a tenant's guarantees, submit limits and allowed classes (admins; Slurm's settings are refused)."""
         with self.service.db.session() as session:
             return tenant_admin.change_tenant(
-                session, self.principal, name, weight=weight, guaranteed=guaranteed, limits=limits, submit=submit
+                session, self.principal, name, weight=weight, guaranteed=guaranteed, limits=limits, submit=submit,
+                priority_classes=priority_classes,
             )
 
     def secret_names(self, tenant: str) -> list[str]:

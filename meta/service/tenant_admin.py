@@ -38,13 +38,16 @@ def change_tenant(
     guaranteed: list[str] | None = None,
     limits: list[str] | None = None,
     submit: dict[str, float | None] | None = None,
+    priority_classes: list[str] | None = None,
 ) -> dict[str, Any]:
-    """change_tenant sets a tenant's guaranteed GPUs and submit limits (admins only); quotas are ``TYPE=COUNT`` items.
+    """change_tenant sets a tenant's guaranteed GPUs, submit limits and allowed classes (admins only).
 
-    ``submit`` maps max_pending / max_pending_per_user / rate / burst to a value, or None to unset it.
+    Quotas are ``TYPE=COUNT`` items; ``submit`` maps max_pending / max_pending_per_user / rate / burst
+    to a value, or None to unset it; ``priority_classes`` replaces the classes members may ask for.
     """
     view = admin_set_tenant(
-        session, principal, name, guaranteed=_quotas(guaranteed), weight=weight, limits=_quotas(limits), submit=submit
+        session, principal, name, guaranteed=_quotas(guaranteed), weight=weight, limits=_quotas(limits), submit=submit,
+        priority_classes=priority_classes,
     )
     return asdict(view)
 

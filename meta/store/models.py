@@ -48,6 +48,8 @@ class Tenant(Base):
     sources: Mapped[dict[str, str] | None] = mapped_column(JSONText, nullable=True)
     # pending-job and submit-rate limits (meta.policy.admission.SubmitLimits' fields); NULL: none set
     submit_limits: Mapped[dict[str, Any] | None] = mapped_column(JSONText, nullable=True)
+    # priority classes above the job kind's that the tenant's members may ask for (an admin's setting); NULL: none
+    priority_classes: Mapped[list[str] | None] = mapped_column(JSONText, nullable=True)
 
 
 class Queue(Base):

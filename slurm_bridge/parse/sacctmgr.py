@@ -20,7 +20,9 @@ def parse_qos_names(text: str) -> list[str]:
 
 
 # The fields of the two association reads, in the order the parsers expect them.
-USER_FIELDS = ("User", "DefaultAccount", "AdminLevel", "Coordinators", "Cluster", "Account")
+USER_FIELDS = ("User", "DefaultAccount", "AdminLevel", "Coordinators", "Cluster", "Account", "QOS")
+_USER_FIELDS_BEFORE_QOS = 6  # captures made before the associations' QOS were read (issue 21)
+MAX_QOS_PER_ASSOCIATION = 256  # a site has a handful; more is not sacctmgr output we understand
 ACCOUNT_FIELDS = (
     "Cluster", "Account", "User", "Fairshare", "GrpTRES", "ParentName", "GrpSubmitJobs", "MaxSubmitJobs",
 )  # fmt: skip
@@ -40,10 +42,16 @@ class UserAssociations:
     coordinates: frozenset[str]
     # (cluster, account) pairs: the user may submit to these accounts on that cluster
     associations: frozenset[tuple[str, str]]
+    # (cluster, account, qos) triples: the QOS each association allows (sbatch --qos is checked against them)
+    association_qos: frozenset[tuple[str, str, str]] = frozenset()
 
     def accounts(self, cluster: str | None = None) -> frozenset[str]:
         """accounts are the accounts the user has associations in (on ``cluster`` when given)."""
         return frozenset(a for c, a in self.associations if cluster is None or c == cluster)
+
+    def qos(self, account: str, cluster: str | None = None) -> frozenset[str]:
+        """qos is the QOS the user's association in ``account`` allows (on ``cluster`` when given)."""
+        return frozenset(q for c, a, q in self.association_qos if a == account and (cluster is None or c == cluster))
 
 
 @dataclass(frozen=True)
@@ -78,19 +86,22 @@ def account_shares_args() -> list[str]:
 def parse_user_associations(text: str) -> list[UserAssociations]:
     """parse_user_associations reads ``show user withcoord withassoc``: one line per (user, association).
 
-    A user without associations is one line with empty Cluster and Account. Coordinators is a
-    comma-separated list (``research,tenant-a``), repeated on each of the user's lines.
+    A user without associations is one line with empty Cluster and Account. Coordinators and QOS
+    are comma-separated lists (``research,tenant-a``; ``high,low,normal``): Coordinators is repeated
+    on each of the user's lines, QOS is that association's. Lines of the older six-field read (no
+    QOS) are accepted too: their associations allow no QOS.
     """
     users: dict[str, dict[str, Any]] = {}
-    for fields in _rows(text, len(USER_FIELDS), "show user"):
-        name, default, admin, coords, cluster, account = fields
+    for fields in _user_rows(text):
+        name, default, admin, coords, cluster, account = fields[:_USER_FIELDS_BEFORE_QOS]
         entry = users.setdefault(
             name,
-            {"default": default, "admin": _admin_level(admin), "coords": set(), "assoc": set()},
+            {"default": default, "admin": _admin_level(admin), "coords": set(), "assoc": set(), "qos": set()},
         )
         entry["coords"].update(a for a in coords.split(",") if a)
         if account:
             entry["assoc"].add((cluster, account))
+            entry["qos"].update((cluster, account, q) for q in _qos_list(fields[_USER_FIELDS_BEFORE_QOS:]))
     return [
         UserAssociations(
             user=name,
@@ -98,9 +109,30 @@ def parse_user_associations(text: str) -> list[UserAssociations]:
             admin_level=e["admin"],
             coordinates=frozenset(e["coords"]),
             associations=frozenset(e["assoc"]),
+            association_qos=frozenset(e["qos"]),
         )
         for name, e in users.items()
     ]
+
+
+def _user_rows(text: str) -> list[list[str]]:
+    """_user_rows splits ``show user`` output of the current read or the older six-field one."""
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    # seven fields: the current read, or an older line ending in a separator; both read "no QOS" the same
+    older = len(first.split("|")) <= _USER_FIELDS_BEFORE_QOS
+    return _rows(text, _USER_FIELDS_BEFORE_QOS if older else len(USER_FIELDS), "show user")
+
+
+def _qos_list(rest: list[str]) -> list[str]:
+    """_qos_list reads an association's QOS field (``high,low,normal``): Slurm names, at most a bounded many."""
+    text = rest[0] if rest else ""
+    names = [name.strip() for name in text.split(",") if name.strip()]
+    if len(names) > MAX_QOS_PER_ASSOCIATION:
+        raise SlurmParseError(f"sacctmgr show user: {len(names)} QOS in one association (at most {MAX_QOS_PER_ASSOCIATION})")
+    odd = [name for name in names if not is_slurm_name(name)]
+    if odd:
+        raise SlurmParseError(f"sacctmgr show user: not a QOS name: {odd[0][:80]!r}")
+    return names
 
 
 def parse_account_shares(text: str) -> list[AccountShares]:

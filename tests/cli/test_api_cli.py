@@ -141,6 +141,7 @@ def test_several_files_are_submitted_together(run: Run) -> None:
 
 
 def test_tenants_are_isolated_through_the_api(run: Run) -> None:
+    ok(run("tenant", "set", "tenant-b", "--allow-class", "inference-deadline"))  # infer.yaml's deadline is a right
     bobs = ok(run("submit", "-f", INFER, uid=1002)).strip()  # bob, tenant-b
     mine = ok(run("submit", "-f", TRAIN, uid=1001)).strip()  # alice, tenant-a
     assert [j["short_id"] for j in as_json(run("list", "--json", uid=1001))] == [mine]

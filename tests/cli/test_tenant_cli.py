@@ -42,6 +42,7 @@ def test_set_then_list_shows_guarantees_with_their_sources(run) -> None:
         "limits": {},
         "decayed_gpu_seconds": 0.0,
         "submit_limits": {},
+        "priority_classes": [],  # none beyond the job kinds' own (issue 21)
     }
     assert tenant["sources"]["guaranteed"] == "metasched"
 

@@ -72,7 +72,8 @@ def submit(service: Service, example: str, user: str, uid: int, tenant: str) -> 
     from meta.model.spec import load_spec_text
 
     spec = load_spec_text((EXAMPLES / example).read_text(), example)
-    return service.submit(spec, principal=member(user, uid, [tenant])).job.short_id
+    # examples/infer.yaml has a deadline, a right (issue 21): the submitter's association holds its QOS
+    return service.submit(spec, principal=member(user, uid, [tenant], qos=["inference-deadline"])).job.short_id
 
 
 def test_link_needs_munge_and_a_tcp_address(client: TestClient, service: Service, tmp_path: Path) -> None:

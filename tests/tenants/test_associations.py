@@ -11,6 +11,8 @@ from slurm_bridge.errors import SlurmParseError, SlurmTransient
 from slurm_bridge.fake import FakeSlurm
 from slurm_bridge.parse.config import parse_show_config
 from slurm_bridge.parse.sacctmgr import (
+    MAX_QOS_PER_ASSOCIATION,
+    USER_FIELDS,
     account_shares_args,
     gpu_limits,
     parse_account_shares,
@@ -49,6 +51,40 @@ def test_a_coordinator_of_several_accounts_and_a_user_without_associations() -> 
     users = {u.user: u for u in parse_user_associations(text)}
     assert users["dave"].coordinates == {"research", "tenant-a"}
     assert users["erin"].accounts() == frozenset() and users["erin"].default_account == ""
+
+
+def test_association_qos_parse_from_the_captured_output() -> None:
+    # sacctmgr 22.05 on the dev cluster with QOS in the format (2026-12-05): every association allows high,low,normal
+    text = _fixture("sacctmgr-users-qos.txt")
+    assert all(len(line.split("|")) == len(USER_FIELDS) for line in text.splitlines() if line)
+    users = {u.user: u for u in parse_user_associations(text)}
+    assert users["alice"].qos("tenant-a") == {"high", "low", "normal"}
+    assert users["carol"].qos("tenant-b", "emu") == {"high", "low", "normal"}
+    assert users["alice"].qos("tenant-b") == frozenset() and users["alice"].qos("tenant-a", "other") == frozenset()
+    assert users["carol"].accounts() == {"tenant-a", "tenant-b"} and users["dave"].coordinates == {"tenant-a"}
+
+
+def test_qos_is_per_association_and_the_older_read_has_none() -> None:
+    text = "carol|tenant-a|None||emu|tenant-a|normal,inference-deadline\ncarol|tenant-a|None||emu|tenant-b|\n"
+    [carol] = parse_user_associations(text)
+    assert carol.qos("tenant-a") == {"normal", "inference-deadline"} and carol.qos("tenant-b") == frozenset()
+    [alice] = parse_user_associations("alice|tenant-a|None||emu|tenant-a\n")  # six fields: before QOS was read
+    assert alice.accounts() == {"tenant-a"} and alice.qos("tenant-a") == frozenset()
+    [trailing] = parse_user_associations("alice|tenant-a|None||emu|tenant-a|high,low|\n")  # a trailing separator
+    assert trailing.qos("tenant-a") == {"high", "low"}
+
+
+@pytest.mark.parametrize(
+    "qos",
+    [
+        "normal,bad name",  # not a Slurm name
+        "normal,$(reboot)",
+        ",".join(f"q{i}" for i in range(MAX_QOS_PER_ASSOCIATION + 1)),  # more than a site has
+    ],
+)
+def test_odd_qos_fields_are_parse_errors(qos: str) -> None:
+    with pytest.raises(SlurmParseError):
+        parse_user_associations(f"alice|tenant-a|None||emu|tenant-a|{qos}\n")
 
 
 def test_account_shares_parse_from_the_captured_output() -> None:
@@ -107,6 +143,7 @@ def test_the_reads_are_argv_lists_that_name_the_user_safely() -> None:
     assert user_associations_args("alice")[:5] == ["-n", "-P", "show", "user", "name=alice"]
     assert "withcoord" in user_associations_args() and "withassoc" in user_associations_args()
     assert account_shares_args()[:4] == ["-n", "-P", "show", "assoc"]
+    assert user_associations_args("alice")[-1].split("=")[1].split(",")[-1] == "QOS"  # what priority rights read
     assert user_associations_args("withassoc")[4] == "name=withassoc"  # a keyword is only a name here
     for bad in ("a,b", "x=y", "-h", "a b", ""):
         with pytest.raises(ValueError):
@@ -223,6 +260,23 @@ def test_principals_carry_what_slurm_says(cache: AssociationCache) -> None:
     assert cache.principal_for(OSCAR).is_admin
 
 
+def test_principals_carry_each_associations_qos(cache: AssociationCache, slurm: FakeSlurm) -> None:
+    slurm.add_user("erin", ["tenant-a"], qos=["normal", "inference-deadline"])
+    slurm.users["carol"] = type(slurm.users["carol"])(
+        user="carol", default_account="tenant-a", admin_level="None", coordinates=frozenset(),
+        associations=frozenset({("fake", "tenant-a"), ("fake", "tenant-b")}),
+        association_qos=frozenset({("fake", "tenant-a", "inference-deadline"), ("fake", "tenant-b", "normal"),
+                                   ("other", "tenant-b", "inference-deadline")}),
+    )  # fmt: skip
+    cache.forget()
+    carol = cache.principal_for(CAROL)
+    assert carol.qos_in("tenant-a") == {"inference-deadline"}
+    assert carol.qos_in("tenant-b") == {"normal"}  # another cluster's association does not count
+    assert cache.principal_for(CAROL, "tenant-a").qos_in("tenant-a") == {"inference-deadline"}  # scoped keeps it
+    assert cache.principal_for(ALICE).qos_in("tenant-a") == frozenset()
+    assert cache.principal_for(_id("erin", 2012)).qos_in("tenant-a") == {"normal", "inference-deadline"}
+
+
 @pytest.mark.parametrize(
     ("identity", "admin"),
     [
@@ -292,6 +346,7 @@ def test_principals_from_the_dev_clusters_associations(slurm_cluster: None) -> N
     carol = live.principal_for(CAROL)
     assert carol.accounts == {"tenant-a", "tenant-b"} and carol.default_account == "tenant-a"
     assert live.principal_for(DAVE).coordinates == {"tenant-a"}
+    assert "normal" in live.principal_for(ALICE).qos_in("tenant-a")  # the association's QOS (priority rights)
     assert live.principal_for(OSCAR, "tenant-b").is_admin  # an Operator acts on any existing account
     assert live.principal_for(Identity(64030, 64030, "slurm")).is_admin  # SlurmUser
     with pytest.raises(InvalidAccount):
