@@ -88,3 +88,26 @@ def test_a_member_is_refused_a_higher_class_until_an_admin_allows_it(
     assert _run(running, tmp_path, "submit", "-f", boosted, uid=1001).exit_code == 1
     unknown = _run(running, tmp_path, "tenant", "set", "tenant-a", "--allow-class", "urgent", uid=0)
     assert unknown.exit_code == 2 and "unknown priority class 'urgent'" in unknown.stderr
+
+
+def test_msbatch_reads_a_priority_refusal_as_sbatch_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # msbatch has no option that asks for a class (sbatch's --priority and --deadline are refused as
+    # unsupported), so the API's refusal is planted: msbatch must print sbatch's line and exit 1
+    from cli.client import ApiError
+    from cli.sbatch import msbatch
+
+    words = (
+        "Invalid qos specification: priority class inference-deadline is above this inference job's own class"
+    )
+
+    class Refusing:
+        def submit(self, **_: object) -> None:
+            raise ApiError(403, "PriorityNotAllowed", words)
+
+    monkeypatch.setattr(msbatch, "backend", lambda options: Refusing())
+    script = tmp_path / "job.sh"
+    script.write_text("#!/bin/bash\n#SBATCH -A tenant-a\nhostname\n")
+    result = CliRunner().invoke(msbatch.main, [str(script)], prog_name="msbatch", env={"METASCHED_DB": None})
+    assert (result.exit_code, result.stderr) == (1, f"msbatch: error: Batch job submission failed: {words}\n")
