@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
-from meta.policy.snapshot import NodeShare
+from meta.policy.snapshot import NodeShare, PriorHold
 
 if TYPE_CHECKING:
     from meta.policy.decisions import CycleContext, Decision
@@ -76,6 +77,11 @@ class HeldReservation:
     job_id: str
     nodes: tuple[str, ...]
     planned_start: float
+
+
+def carried(held: Iterable[HeldReservation]) -> tuple[PriorHold, ...]:
+    """carried turns a plan's holds into the next snapshot's ``holds`` (the daemon and the simulator alike)."""
+    return tuple(PriorHold(h.task_id, tuple(h.nodes), h.planned_start) for h in held)
 
 
 @dataclass(frozen=True, slots=True)

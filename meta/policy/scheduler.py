@@ -19,7 +19,10 @@ One cycle, in order:
 6. If it does not fit: diagnose why (explain.py); try preemption where a reason allows it
    (preemption.py: reclaim guarantee, higher class, endangered deadline; least lost work);
    otherwise, for the first few blocked tasks, hold nodes at their earliest start
-   (backfill.py).
+   (backfill.py). A hold is a promise: the next cycle re-holds the same nodes (``Snapshot.holds``)
+   before anyone is placed, so no task, however far ahead in line, delays that start; the
+   holder re-holds (same start or earlier) at its turn, and the hold lapses once it is placed
+   or waits for anything but capacity.
 7. Report fragmentation after all placements (fragmentation.py).
 """
 
@@ -77,6 +80,7 @@ def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None, record: 
     run = SchedulePass(snapshot, config or SchedulerConfig(), record)
     within = run.within_guarantee if run.quota.any_guarantee() else None
     trace = run.rec.trace if run.rec else None
+    run.keep_promises()
     for task in ordered(snapshot.pending, run.fair, run.cfg, snapshot.now, run.rank, within, trace):
         run.schedule_one(task)
     run.plan.fragmentation = report(run.cap, run.shapes.values())
@@ -116,7 +120,10 @@ class SchedulePass:
         self.vectors: dict[tuple, ResourceVector] = {}
         self.victims: set[str] = set()
         self.preempt_attempts = 0
-        self.holds_made = 0  # backfill holds, including keep-from-gangs marks
+        self.holds_made = 0  # backfill holds, including keep-from-gangs marks and kept promises
+        self.promised: dict[str, list[int]] = {}  # task id -> its nodes re-held from the previous cycle
+        self.kept: set[str] = set()  # tasks whose kept hold was lifted at their turn: they re-hold past the cap
+        self.waiting_ahead = False  # a task ahead in line waits for capacity: later placements backfill
         self.preempt_failed: dict[tuple, list[tuple]] = {}  # kind of task -> sizes that found no victims
         self.any_preemptible = bool(self.cap.ledger.evictable)  # preemptible or stopping work exists
         self.throttle = Throttle(snapshot.reservations)
@@ -162,18 +169,14 @@ class SchedulePass:
 
     def schedule_one(self, task: PendingTask) -> None:
         """schedule_one runs filters, quota, fit and the fallbacks for one pending task."""
+        if task.task_id in self.promised:
+            self._lift_promise(task.task_id)
         throttled = self.throttle.blocks(task)
         if throttled is not None:
             self.plan.reasons[task.task_id] = throttled
             return
-        shape = self.shapes[task.task_id] = shape_of(task)
-        verdict = self._verdict(shape)
-        never = ReasonCode.UNSCHEDULABLE_AND_UNRESOLVABLE
-        if verdict.reason is not None and shape.avoid and verdict.reason.code is never:
-            # Nodes are avoided after they failed the task; if avoiding them leaves no node that
-            # could ever host it, avoiding them would strand it for good: use them after all.
-            shape = self.shapes[task.task_id] = shape._replace(avoid=frozenset())
-            verdict = self._verdict(shape)
+        shape, verdict = self._shape(task)
+        self.shapes[task.task_id] = shape
         if verdict.reason is not None:
             self.plan.reasons[task.task_id] = verdict.reason
             return
@@ -200,6 +203,7 @@ class SchedulePass:
         """_wait names why a task that did not fit waits, after trying preemption and a held start."""
         reason = self._diagnose(task, shape, classes)
         if reason.code in _CAPACITY_CODES:
+            self.waiting_ahead = True
             if (preempt and self._try_preempt(task, shape, classes)) or (
                 hold and self._try_hold(task, shape, classes, reason)
             ):
@@ -207,6 +211,18 @@ class SchedulePass:
         if self.rec:
             self.rec.waited(task, reason)
         self.plan.reasons[task.task_id] = reason
+
+    def _shape(self, task: PendingTask) -> tuple[Shape, Verdict]:
+        """_shape is the task's shape and the filters' verdict on it."""
+        shape = shape_of(task)
+        verdict = self._verdict(shape)
+        never = ReasonCode.UNSCHEDULABLE_AND_UNRESOLVABLE
+        if verdict.reason is not None and shape.avoid and verdict.reason.code is never:
+            # Nodes are avoided after they failed the task; if avoiding them leaves no node that
+            # could ever host it, avoiding them would strand it for good: use them after all.
+            shape = shape._replace(avoid=frozenset())
+            verdict = self._verdict(shape)
+        return shape, verdict
 
     def _verdict(self, shape: Shape) -> Verdict:
         """_verdict runs the filter chain once per distinct shape per cycle."""
@@ -316,11 +332,12 @@ class SchedulePass:
         self._took(task.tenant, shape, picks)
         self.fair.charge(task.tenant, gpu_type, shape.total_gpus, shape.cpus * shape.workers,
                          shape.mem * shape.workers)
-        backfilled = bool(self.plan.held)
+        # Backfill is going past work ahead in line that waits for capacity, not merely a hold existing.
+        backfilled = self.waiting_ahead
         self.throttle.started(task)
         self.plan.placements.append(Placement(
             task.task_id, task.job_id, tuple(shares), backfilled=backfilled,
-            reason="backfilled without delaying held starts" if backfilled else "",
+            reason="backfilled: work ahead in line did not fit, and this delays no held start" if backfilled else "",
         ))
         if self.rec:
             self.rec.placed(task, self.plan.placements[-1], share_before)
@@ -480,9 +497,43 @@ class SchedulePass:
 
     # --- backfill holds -----------------------------------------------------------------------------
 
+    def keep_promises(self) -> None:
+        """keep_promises re-holds, before anyone is placed, the nodes earlier cycles held for tasks still waiting."""
+        waiting = {t.task_id: t for t in self.snap.pending} if self.snap.holds else {}
+        for prior in self.snap.holds:
+            task = waiting.get(prior.task_id)
+            # No cap here: the cycle that made these holds kept within max_held_reservations.
+            if task is None or task.task_id in self.promised:
+                continue
+            shape, verdict = self._shape(task)
+            nodes = {self.cap.index[n] for n in prior.nodes if n in self.cap.index}
+            if verdict.reason is not None or not nodes:
+                continue
+            if self.releases is None:
+                self.releases = releases_of(self.cap)
+            # Recomputed on the same nodes: work that ran past its estimate may push the start, nothing else.
+            found = earliest_start(self.cap, shape, verdict.classes, self.releases, self.now, only=nodes)
+            if found is None:
+                continue  # its nodes went down, or what runs there has no end: the promise lapses
+            for i, _ in found.picks:
+                self.cap.hold(i, found.start, found.spare[i], task.job_id)
+            self.promised[task.task_id] = [i for i, _ in found.picks]
+            self.labels[task.job_id] = explain.job_label(task)
+            self.holds_made += 1
+
+    def _lift_promise(self, task_id: str) -> None:
+        """_lift_promise frees a kept hold at its holder's turn: it may use the nodes, or re-hold if it waits."""
+        for i in self.promised.pop(task_id):
+            self.cap.unhold(i)
+        self.holds_made -= 1
+        self.kept.add(task_id)
+        # Capacity grew for everyone after the holder: misfits cached before prove nothing now.
+        self.failed.clear()
+        self.diagnoses.clear()
+
     def _try_hold(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass], reason: PendingReason) -> bool:
         """_try_hold reserves nodes at the earliest start for one of the first blocked tasks."""
-        if self.holds_made >= self.cfg.max_held_reservations:
+        if self.holds_made >= self.cfg.max_held_reservations and task.task_id not in self.kept:
             return False
         big = shape.workers > 1 or shape.total_gpus >= self.cfg.hold_min_gpus
         if not big and not is_aged(task, self.now, self.cfg):

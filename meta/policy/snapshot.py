@@ -94,6 +94,15 @@ class PendingTask:
 
 
 @dataclass(frozen=True, slots=True)
+class PriorHold:
+    """PriorHold is nodes an earlier cycle held for a waiting task's start: a promise this cycle keeps."""
+
+    task_id: str
+    nodes: tuple[str, ...]
+    planned_start: float
+
+
+@dataclass(frozen=True, slots=True)
 class Snapshot:
     """Snapshot is the immutable input of one scheduling cycle."""
 
@@ -104,3 +113,5 @@ class Snapshot:
     pending: tuple[PendingTask, ...] = ()
     switch_parent: dict[str, str] = field(default_factory=dict)  # leaf -> spine, spine -> core ...
     inventory_version: int = 0
+    # The previous cycle's holds (Plan.held): kept while their task waits for capacity (backfill.py).
+    holds: tuple[PriorHold, ...] = ()

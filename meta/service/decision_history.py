@@ -12,7 +12,7 @@ name, no owner, no task ids, no alternatives beyond this job).
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any
 
 from sqlalchemy import func, or_, select
@@ -50,9 +50,10 @@ def job_history(session: Session, job: Job, limit: int = 20) -> dict[str, Any]:
         select(DecisionRow).where(DecisionRow.kind == HOLD, DecisionRow.job_id != job.id, *window)
         .order_by(DecisionRow.id.desc()).limit(_SCAN)) if _listed(r, task_ids)][:limit]  # fmt: skip
     contexts = _contexts(session, {r.cycle for r in placed})
+    held = _own_holds(session, job.id, {r.cycle for r in placed})
     task = _as_pending(session, job, next(iter(sorted(task_ids)), ""))
     labels = _labels(session, {r.job_id for r in placed + own + holds} | {r.other_job for r in own})
-    ran = [_ran_before(r, task, task_ids, contexts.get(r.cycle), labels) for r in placed]
+    ran = [_ran_before(r, task, task_ids, contexts.get(r.cycle), labels, held.get(r.cycle)) for r in placed]
     touching = [_touching(r, job.id, labels) for r in own] + [_kept(r, task_ids, labels) for r in holds]
     touching.sort(key=lambda t: t["cycle"], reverse=True)
     return {"job": job.short_id, "tenant": job.tenant, "waiting": waiting, "since": _iso(start),
@@ -74,6 +75,28 @@ def _contexts(session: Session, cycles: set[int]) -> dict[int, CycleContext]:
     rows = session.execute(select(DecisionRow.cycle, DecisionRow.record).where(
         DecisionRow.kind == CONTEXT, DecisionRow.cycle.in_(sorted(cycles))))  # fmt: skip
     return {cycle: CycleContext.from_json(record) for cycle, record in rows}
+
+
+def _own_holds(session: Session, job_id: str, cycles: set[int]) -> dict[int, dict[str, Any]]:
+    """_own_holds is the detail of the job's own hold in each of these cycles (nodes, planned start)."""
+    if not cycles:
+        return {}
+    rows = session.execute(select(DecisionRow.cycle, DecisionRow.record).where(
+        DecisionRow.kind == HOLD, DecisionRow.job_id == job_id, DecisionRow.cycle.in_(sorted(cycles))))  # fmt: skip
+    return {cycle: record.get("detail", {}) for cycle, record in rows}
+
+
+def backfilled_past(winner_nodes: list[str], hold: dict[str, Any] | None) -> str:
+    """backfilled_past says why a placement could go past this job, which was ahead in line, without delaying it."""
+    if not hold or hold.get("planned_start") is None:
+        return ("backfilled: this job was ahead in line but did not fit the free capacity then, "
+                "and no nodes were held for its start in that cycle")  # fmt: skip
+    start = datetime.fromtimestamp(float(hold["planned_start"]), UTC).strftime("%H:%M:%S UTC")
+    if not set(winner_nodes) & set(hold.get("nodes") or ()):
+        return (f"backfilled: this job was ahead in line but could not start yet (nodes held for it from {start}); "
+                "the winner ran on other nodes")  # fmt: skip
+    return (f"backfilled: this job was ahead in line but could not start before {start}, when its held nodes free "
+            "up; the winner ends before then or uses only what the hold leaves spare")  # fmt: skip
 
 
 def _labels(session: Session, job_ids: set[str | None]) -> dict[str, tuple[str, str]]:
@@ -113,7 +136,7 @@ def _guaranteed(task: PendingTask, context: CycleContext) -> bool | None:
 
 
 def _ran_before(row: DecisionRow, task: PendingTask | None, task_ids: set[str], context: CycleContext | None,
-                labels: dict[str, tuple[str, str]]) -> dict[str, Any]:
+                labels: dict[str, tuple[str, str]], held: dict[str, Any] | None = None) -> dict[str, Any]:
     """_ran_before is one placement made while the job waited: both keys and why the winner went first."""
     winner = OrderKey.from_json(row.record["key"])
     mine, source, why = None, "unknown", "the cycle's context has been pruned: the job's key cannot be rebuilt"
@@ -131,7 +154,7 @@ def _ran_before(row: DecisionRow, task: PendingTask | None, task_ids: set[str], 
         source = "rebuilt"
         why = why_won(winner, mine, config)
         if why.startswith("backfilled"):
-            why = "backfilled: this job was ahead in line but did not fit the capacity the winner used"
+            why = backfilled_past(row.record.get("detail", {}).get("nodes") or [], held)
     short, tenant_name = labels.get(row.job_id, (row.record.get("label", "?"), row.tenant))
     return {"cycle": row.cycle, "at": _iso(row.at), "job": short, "tenant": tenant_name,
             "key": winner.to_json(), "your_key": mine.to_json() if mine else None, "your_key_source": source,

@@ -22,8 +22,8 @@ from meta.model.kinds import Topology
 from meta.model.nodes import NodeState
 from meta.model.resources import ResourceVector
 from meta.policy.fifo import never_fits
-from meta.policy.plan import Placement, Plan, Preemption
-from meta.policy.snapshot import PendingTask, Reservation, Snapshot
+from meta.policy.plan import Placement, Plan, Preemption, carried
+from meta.policy.snapshot import PendingTask, PriorHold, Reservation, Snapshot
 from meta.sim.admission import SimGate
 from meta.sim.cluster import ClusterSpec, gang_shape
 from meta.sim.config import SimConfig, runtime_estimate
@@ -103,6 +103,7 @@ class Engine:
         self.ledger = UsageLedger(usage, self.window, weights, guarantees)
         self.pending: dict[int, PendingTask] = {}
         self.running: dict[int, Reservation] = {}
+        self.holds: tuple[PriorHold, ...] = ()  # the last plan's holds: the next cycle keeps them, as the daemon does
         self.by_attempt: dict[str, int] = {}
         self.events: list[tuple[float, int, int, int]] = []  # (time, kind, job index, attempt)
         self.samples: list[CycleSample] = []
@@ -289,9 +290,11 @@ class Engine:
             tenants=self.ledger.tenant_states(),
             pending=tuple(self.pending.values()),
             switch_parent=self.switch_parent,
+            holds=self.holds,
         )
         started = time.perf_counter()
         plan = self.policy(snapshot, self.policy_config)
+        self.holds = carried(plan.held)
         spent = time.perf_counter() - started
         self.result.policy_s += spent
         self.result.policy_max_s = max(self.result.policy_max_s, spent)

@@ -3,13 +3,15 @@ respects limits and held starts, and gives every pending task a placement or exa
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from meta.model.kinds import JobKind, Topology
 from meta.policy.config import SchedulerConfig
 from meta.policy.feasibility import never_feasible
-from meta.policy.plan import ReasonCode
+from meta.policy.plan import ReasonCode, carried
 from meta.policy.scheduler import schedule
 from meta.policy.snapshot import NodeShare, Reservation, Snapshot, TenantState
 from tests.policy.builders import NOW, node, rv, task
@@ -78,6 +80,42 @@ def test_plan_invariants(snapshot: Snapshot, config: SchedulerConfig) -> None:
         assert snapshot.now - victim.start_time >= victim.min_runtime_s
         assert plan.reasons[p.for_task].code is ReasonCode.PREEMPTING
     assert len({p.attempt_id for p in plan.preemptions}) == len(plan.preemptions)
+
+
+@st.composite
+def newcomers(draw, snapshot: Snapshot) -> tuple:
+    """newcomers draws tasks submitted since the last cycle: short ones go ahead of the line."""
+    names = [n.name for n in snapshot.nodes]
+    return tuple(task(
+        f"new{k}", draw(st.sampled_from(TENANTS)), gpus=draw(st.integers(1, 8)),
+        gpu_type=draw(st.sampled_from(["h100", "a100", None])), workers=draw(st.integers(1, 2)),
+        submit=NOW, runtime=draw(st.sampled_from([30, 600, 40_000])),
+        nodelist=frozenset(draw(st.lists(st.sampled_from(names), max_size=1))),
+    ) for k in range(draw(st.integers(1, 4))))
+
+
+# Reasons for which a held task's hold lapses: it waits for something other than capacity.
+_LAPSE = frozenset({ReasonCode.PREEMPTING, ReasonCode.WAITING_FOR_QUOTA, ReasonCode.JOB_ARRAY_TASK_LIMIT})
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snapshots(), CONFIGS, st.data())
+def test_carried_holds_never_delay_their_start(snapshot: Snapshot, config: SchedulerConfig, data) -> None:
+    """The next cycle, given this cycle's holds and new arrivals, starts each holder no later than promised."""
+    first = schedule(snapshot, config)
+    again = replace(snapshot, pending=snapshot.pending + data.draw(newcomers(snapshot)), holds=carried(first.held))
+    plan = schedule(again, config)
+    check_all(again, plan)
+    if first.preemptions or plan.preemptions:
+        return  # victims go on running in ``again``: it is not the cycle that follows a preemption
+    placed = {p.task_id for p in plan.placements}
+    starts = {h.task_id: h.planned_start for h in plan.held}
+    for h in first.held:
+        reason = plan.reasons.get(h.task_id)
+        if h.task_id in placed or (reason is not None and reason.code in _LAPSE):
+            continue
+        assert h.task_id in starts, f"{h.task_id} lost its hold: {reason}"
+        assert starts[h.task_id] <= h.planned_start, f"{h.task_id} slipped from {h.planned_start}"
 
 
 @settings(max_examples=200, deadline=None)

@@ -10,7 +10,7 @@ from meta.model.durations import utcnow
 from meta.model.kinds import JobKind
 from meta.model.states import AttemptState
 from meta.service.api import Service
-from meta.store.models import Checkpoint, Job, Task, Tenant, TenantUsage
+from meta.store.models import Checkpoint, CycleRecord, Job, Task, Tenant, TenantUsage
 from tests.runtime.support import checkpointing, inference, node_state, place, share, submit, training
 
 NODES = [node_state("node1"), node_state("node2")]
@@ -132,3 +132,17 @@ def test_stopping_attempt_is_marked_stopping_for_the_policy(service: Service) ->
     by_id = {res.attempt_id: res for res in _snapshot(service).reservations}
     assert by_id[running].stopping is False
     assert by_id[stopping].stopping is True
+
+
+def test_the_last_cycles_holds_reach_the_next_snapshot(service: Service) -> None:
+    """Holds are promises across periods: the newest cycle's stored holds come back to the policy."""
+    assert _snapshot(service).holds == ()
+    with service.db.session() as session:
+        for held in ([{"task_id": "old", "job_id": "j", "nodes": ["node2"], "planned_start": 1.0}],
+                     [{"task_id": "t1", "job_id": "j1", "nodes": ["node1", "node2"], "planned_start": 2.5e9},
+                      {"task_id": "bad"}]):  # a row the policy cannot read is skipped, not fatal
+            session.add(CycleRecord(epoch=1, inventory_version=1, at=utcnow(), pending=1, placed=0, preempted=0,
+                                    duration_s=0.0, held=held))
+            session.flush()
+    (hold,) = _snapshot(service).holds
+    assert (hold.task_id, hold.nodes, hold.planned_start) == ("t1", ("node1", "node2"), 2.5e9)

@@ -145,3 +145,15 @@ def test_a_job_not_listed_gets_its_key_rebuilt(api: TestClient, service: Service
     assert ran["why"].startswith("earlier in line by 15.0 h") and ran["your_key"]["class"] == "training"
     listed = _get(api, f"/v1/jobs/{_short(service, alices[0])}/explain/history", ALICE).json()
     assert listed["ran_before"][0]["your_key_source"] == "recorded"
+
+
+def test_backfill_past_a_held_job_says_what_the_hold_allowed() -> None:
+    """Issue 21: a job placed past a held gang is never said to have used capacity the gang could have had."""
+    from meta.service.decision_history import backfilled_past
+
+    hold = {"nodes": ["node1", "node2"], "planned_start": 1_800_000_000.0}  # 08:00:00 UTC
+    on_held = backfilled_past(["node1"], hold)
+    assert "could not start before 08:00:00 UTC" in on_held and "ends before then" in on_held
+    assert "other nodes" in backfilled_past(["node3"], hold)
+    unheld = backfilled_past(["node1"], None)
+    assert "no nodes were held" in unheld and "capacity the winner used" not in unheld

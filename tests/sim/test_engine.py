@@ -107,3 +107,23 @@ def test_no_idle_cycles_without_waiting_work():
     config = SimConfig(estimate="noise", noise_factor=1.0, warmup_hours=0.0, cycle_interval_s=2.0, idle_cycle_s=60.0)
     Engine([TraceJob("A", 0, 500, 1, tenant="t")], load_cluster("1x2"), _recording(calls), None, config).run()
     assert calls == [0.0]  # A runs at once; its end frees capacity nobody waits for
+
+
+def test_each_cycle_gets_the_previous_plans_holds():
+    """The simulator carries a plan's holds into the next snapshot, as the daemon does (issue 21)."""
+    from meta.policy.plan import carried
+    from meta.policy.scheduler import schedule
+
+    seen = []
+
+    def spy(snapshot, config):
+        plan = schedule(snapshot, config)
+        seen.append((snapshot.holds, carried(plan.held)))
+        return plan
+
+    # 2 x 4 GPUs: the 8-GPU gang waits for the long job and is held; later cycles must see that hold.
+    trace = [TraceJob("long", 0, 500, 4), TraceJob("gang", 10, 100, 8), TraceJob("short", 20, 50, 1)]
+    Engine(trace, load_cluster("2x4"), spy, None, SimConfig(warmup_hours=0.0, idle_cycle_s=60.0)).run()
+    assert any(made for _, made in seen), "the scenario never held nodes"
+    assert seen[0][0] == ()
+    assert all(now == before[1] for before, (now, _) in zip(seen, seen[1:], strict=False))

@@ -25,9 +25,9 @@ from meta.model.resources import ResourceVector
 from meta.model.sbatch_fields import placement_filters
 from meta.model.spec import AnySpec, InferenceSpec, TrainingSpec, spec_from_json
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
-from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot, TenantState
+from meta.policy.snapshot import NodeShare, PendingTask, PriorHold, Reservation, Snapshot, TenantState
 from meta.store.chunks import chunked
-from meta.store.models import Attempt, Checkpoint, Job, JobSpecRow, Task, Tenant, TenantUsage
+from meta.store.models import Attempt, Checkpoint, CycleRecord, Job, JobSpecRow, Task, Tenant, TenantUsage
 
 log = logging.getLogger("metasched.snapshot")
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
@@ -227,7 +227,23 @@ def build_snapshot(
         pending=tuple(candidates),  # the policy applies each job's throttle (meta/policy/throttle.py)
         switch_parent=dict(switch_parent or {}),
         inventory_version=inventory_version,
+        holds=last_holds(session),
     )
+
+
+def last_holds(session: Session) -> tuple[PriorHold, ...]:
+    """last_holds is the newest cycle's held nodes (stored by step 11): the policy keeps them next cycle.
+
+    Read from the store, not memory, so a restarted or new leader keeps the promises the last one made.
+    """
+    held = session.scalar(select(CycleRecord.held).order_by(CycleRecord.id.desc()).limit(1)) or []
+    out = []
+    for h in held:
+        try:
+            out.append(PriorHold(str(h["task_id"]), tuple(str(n) for n in h["nodes"]), float(h["planned_start"])))
+        except (KeyError, TypeError, ValueError):
+            log.warning("ignoring a stored hold the policy cannot read: %r", h)
+    return tuple(out)
 
 
 def _reservations(session: Session, specs: SpecCache) -> tuple[Reservation, ...]:
