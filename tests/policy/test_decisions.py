@@ -138,4 +138,5 @@ def test_equal_shares_in_share_order_name_the_capped_length_key() -> None:
     long_ = key_for(task("long", "a", runtime=7200, submit=NOW - 600), cfg, NOW, 0.0, 0.0, None)
     short = key_for(task("short", "b", runtime=60, submit=NOW - 300), cfg, NOW, 0.0, 0.0, None)
     assert short.submit_key < long_.submit_key  # 300 s later, but 600 s of length vs the 1 h cap
-    assert why_won(short, long_, cfg).startswith("earlier in line by 45 min: submit time + min(10 x runtime, 60 min)")
+    why = why_won(short, long_, cfg)
+    assert why.startswith("earlier in line by 45 min: submit time + min(10 x runtime, 60 min)")

@@ -133,7 +133,8 @@ def _long_behind_shorts(tenants=()):
     """_long_behind_shorts: a's 2-h job, then b's 60-s jobs submitted every 10 minutes for 5 hours."""
     start = NOW - 6 * 3600
     shorts = [task(f"b{i}", "b", runtime=60, submit=start + 600 * (i + 1)) for i in range(30)]
-    return start, shorts, snap(ONE_FREE, [task("long", "a", runtime=7200, submit=start), *shorts], tenants=tenants)
+    pending = [task("long", "a", runtime=7200, submit=start), *shorts]
+    return start, shorts, snap(ONE_FREE, pending, tenants=tenants)
 
 
 @pytest.mark.parametrize("horizon", [0.0, None, 86_400.0])
