@@ -4,9 +4,9 @@ The earliest start comes from running work's ``expected_end`` (and this cycle's 
 which end after their runtime estimate). Work with no expected end is treated as running
 forever, so a task that needs it gets no held start; its nodes are then kept from other gangs
 so it does not starve. Later tasks may use held nodes only if they finish before the start or
-fit in what the holder leaves spare (see ``placement.node_slots``). A hold outlives its cycle:
-the next snapshot carries it (``Snapshot.holds``) and ``SchedulePass.keep_promises`` re-holds its
-nodes before anyone is placed, so the start only moves when running work overruns or nodes go.
+fit in what the holder leaves spare (see ``placement.node_slots``). A gang's hold outlives its
+cycle: the next snapshot carries it (``Snapshot.holds``) and ``SchedulePass.keep_promises`` keeps
+its place among the held reservations, so a task ahead in line cannot take that place.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ def earliest_start(
     # Overdue work may end any moment, and stopping work ends first: both count as "now".
     ordered = sorted((max(r[0], now), *r[1:]) for r in releases if r[1] in future)
     if only is not None:
-        # A kept hold (scheduler.keep_promises) may fit on its nodes already: then it starts now.
+        # A kept hold (scheduler.keep_promises) may fit on its nodes already: then it can start now.
         found = _pick(cap, shape, future, slots, total, leaf_total, need_leaf, now)
         if found is not None:
             return found

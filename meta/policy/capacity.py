@@ -181,12 +181,6 @@ class Capacity:
         self.hold_spare[i] = spare
         self.hold_job[i] = job
 
-    def unhold(self, i: int) -> None:
-        """unhold lifts the hold on node i (its holder's turn came: it may use the node itself)."""
-        self.hold_start[i] = None
-        self.hold_spare[i] = None
-        self.hold_job[i] = None
-
     def at_cycle_start(self) -> Capacity:
         """at_cycle_start rebuilds the cycle-start view used to explain who took the capacity."""
         return self.with_free(self.start)

@@ -19,10 +19,10 @@ One cycle, in order:
 6. If it does not fit: diagnose why (explain.py); try preemption where a reason allows it
    (preemption.py: reclaim guarantee, higher class, endangered deadline; least lost work);
    otherwise, for the first few blocked tasks, hold nodes at their earliest start
-   (backfill.py). A hold is a promise: the next cycle re-holds the same nodes (``Snapshot.holds``)
-   before anyone is placed, so no task, however far ahead in line, delays that start; the
-   holder re-holds (same start or earlier) at its turn, and the hold lapses once it is placed
-   or waits for anything but capacity.
+   (backfill.py). A gang's hold outlives its cycle (``Snapshot.holds``): the next cycle keeps
+   its place among the held reservations, so tasks ahead in line cannot take it, and the gang
+   re-holds at its turn, before any later task; the hold lapses once the gang is placed or
+   waits for anything but capacity.
 7. Report fragmentation after all placements (fragmentation.py).
 """
 
@@ -120,9 +120,9 @@ class SchedulePass:
         self.vectors: dict[tuple, ResourceVector] = {}
         self.victims: set[str] = set()
         self.preempt_attempts = 0
-        self.holds_made = 0  # backfill holds, including keep-from-gangs marks and kept promises
-        self.promised: dict[str, list[int]] = {}  # task id -> its nodes re-held from the previous cycle
-        self.kept: set[str] = set()  # tasks whose kept hold was lifted at their turn: they re-hold past the cap
+        self.holds_made = 0  # backfill holds, including keep-from-gangs marks and kept gangs' places
+        self.promised: set[str] = set()  # gangs held last cycle whose place among the holds is kept
+        self.kept: set[str] = set()  # those whose turn came: they re-hold even when the cap is reached
         self.waiting_ahead = False  # a task ahead in line waits for capacity: later placements backfill
         self.preempt_failed: dict[tuple, list[tuple]] = {}  # kind of task -> sizes that found no victims
         self.any_preemptible = bool(self.cap.ledger.evictable)  # preemptible or stopping work exists
@@ -498,7 +498,11 @@ class SchedulePass:
     # --- backfill holds -----------------------------------------------------------------------------
 
     def keep_promises(self) -> None:
-        """keep_promises re-holds, before anyone is placed, the nodes earlier cycles held for tasks still waiting."""
+        """keep_promises keeps a place among the held reservations for each gang held last cycle that still waits.
+
+        Tasks ahead of the gang in line cannot take its place (they still go first on capacity,
+        as their place in line says); at its turn the gang re-holds, before any task behind it.
+        """
         waiting = {t.task_id: t for t in self.snap.pending} if self.snap.holds else {}
         for prior in self.snap.holds:
             task = waiting.get(prior.task_id)
@@ -507,29 +511,20 @@ class SchedulePass:
                 continue
             shape, verdict = self._shape(task)
             nodes = {self.cap.index[n] for n in prior.nodes if n in self.cap.index}
-            if verdict.reason is not None or not nodes:
-                continue
+            if shape.workers == 1 or verdict.reason is not None or not nodes:
+                continue  # one-worker tasks fit into any gap and are held afresh each cycle
             if self.releases is None:
                 self.releases = releases_of(self.cap)
-            # Recomputed on the same nodes: work that ran past its estimate may push the start, nothing else.
-            found = earliest_start(self.cap, shape, verdict.classes, self.releases, self.now, only=nodes)
-            if found is None:
-                continue  # its nodes went down, or what runs there has no end: the promise lapses
-            for i, _ in found.picks:
-                self.cap.hold(i, found.start, found.spare[i], task.job_id)
-            self.promised[task.task_id] = [i for i, _ in found.picks]
-            self.labels[task.job_id] = explain.job_label(task)
+            if earliest_start(self.cap, shape, verdict.classes, self.releases, self.now, only=nodes) is None:
+                continue  # its nodes went down, or what runs there has no end: the hold lapses
+            self.promised.add(task.task_id)
             self.holds_made += 1
 
     def _lift_promise(self, task_id: str) -> None:
-        """_lift_promise frees a kept hold at its holder's turn: it may use the nodes, or re-hold if it waits."""
-        for i in self.promised.pop(task_id):
-            self.cap.unhold(i)
+        """_lift_promise hands a kept place to its gang at its turn: it re-holds even past the cap."""
+        self.promised.discard(task_id)
         self.holds_made -= 1
         self.kept.add(task_id)
-        # Capacity grew for everyone after the holder: misfits cached before prove nothing now.
-        self.failed.clear()
-        self.diagnoses.clear()
 
     def _try_hold(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass], reason: PendingReason) -> bool:
         """_try_hold reserves nodes at the earliest start for one of the first blocked tasks."""
