@@ -12,6 +12,7 @@ from cli.errors import handle_errors, refuse_submission
 from cli.log_paths import attempt_logs
 from cli.output import echo_json, echo_table, short_time
 from cli.sbatch.squeue_format import duration
+from meta.model.api_operations import MAX_QUEUE_JOB_IDS
 from meta.model.errors import InvalidRequest
 from meta.model.states import LIVE_ATTEMPT_STATES, JobState
 
@@ -167,14 +168,13 @@ def list_jobs(
 
 
 QUEUE_FIELDS = ("time_limit_s", "nodes", "nodelist", "slurm_job_ids", "reason", "run_time_s")
-_IDS_PER_CALL = 200  # job ids per GET /v1/queue: the query string stays short
 
 
 def queue_fields(backend: Any, short_ids: list[str]) -> dict[str, dict[str, Any]]:
-    """queue_fields are msqueue's fields (time limit, nodes, Slurm ids, reason) of the listed jobs, a call per 200."""
+    """queue_fields are msqueue's fields (time limit, nodes, Slurm ids, reason) of the listed jobs, a call per page of ids."""
     found: dict[str, dict[str, Any]] = {}
-    for start in range(0, len(short_ids), _IDS_PER_CALL):
-        chunk = short_ids[start : start + _IDS_PER_CALL]
+    for start in range(0, len(short_ids), MAX_QUEUE_JOB_IDS):
+        chunk = short_ids[start : start + MAX_QUEUE_JOB_IDS]
         for row in backend.queue(jobs=chunk, states=["all"], any_age=True, limit=len(chunk)):
             found[row["job_id"]] = {key: row[key] for key in QUEUE_FIELDS}
     return found

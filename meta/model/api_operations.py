@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from typing import Literal
 
 Where = Literal["path", "query", "body", "header"]
+# job ids one GET /v1/queue may name: the route refuses more, the client pages by it
+MAX_QUEUE_JOB_IDS = 64
 TenantAt = Literal["query", "body", "none"]
 
 

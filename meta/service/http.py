@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.exc import SQLAlchemyError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
+from meta.model.api_operations import MAX_QUEUE_JOB_IDS
 from meta.model.errors import InvalidRequest, MetaschedError
 from meta.model.limits import clip
 from meta.model.spec import SpecError
@@ -296,7 +297,7 @@ def queue(
     account: Annotated[list[str] | None, Query(max_length=MAX_NAME)] = None,
     partition: Annotated[list[str] | None, Query(max_length=MAX_NAME)] = None,
     state: Annotated[list[str] | None, Query(max_length=64)] = None,
-    job: Annotated[list[str] | None, Query(max_length=64)] = None,
+    job: Annotated[list[str] | None, Query(max_length=MAX_QUEUE_JOB_IDS)] = None,
     name: Annotated[list[str] | None, Query(max_length=MAX_NAME)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_QUEUE_ROWS)] = MAX_QUEUE_ROWS,
     any_age: bool = False,

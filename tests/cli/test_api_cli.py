@@ -103,6 +103,18 @@ def as_json(result: Result) -> Any:
 # --- the job flow through the API, on SQLite and PostgreSQL -----------------------------------
 
 
+def test_list_fills_its_columns_for_more_jobs_than_one_queue_call_names(run: Run) -> None:
+    """list pages its GET /v1/queue calls by the route's bound on job ids (it refused 65 at once)."""
+    from meta.model.api_operations import MAX_QUEUE_JOB_IDS
+
+    count = MAX_QUEUE_JOB_IDS + 1
+    for _ in range(count):
+        ok(run("submit", "-f", EVAL))
+    listed = as_json(run("list", "--json"))
+    assert len(listed) == count
+    assert all(j["time_limit_s"] for j in listed)  # the queue's fields, for every job
+
+
 def test_the_job_commands_through_the_api(run: Run) -> None:
     train = ok(run("submit", "-f", TRAIN)).strip()
     infer = as_json(run("submit", "-f", INFER, "--key", "k1", "--json"))
