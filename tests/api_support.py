@@ -25,6 +25,7 @@ from meta.service.server import ApiServer, Listen
 from meta.store.models import Attempt
 from tenants.auth import Identity, Unauthenticated
 from tenants.identity import InvalidAccount, Principal, member
+from tests.conftest import sqlite_database
 from tests.runtime.support import place, share
 
 USERS = {0: "root", 1001: "alice", 1002: "bob", 1003: "carol"}
@@ -113,3 +114,32 @@ def alices_attempt(
         assert row is not None
         row.secret_hash = digest
     return attempt, secret
+
+
+@contextmanager
+def sqlite_running_api(folder: Path) -> Iterator[tuple[RunningApi, Service]]:
+    """sqlite_running_api is the API over a SQLite store in ``folder``, with its service, until the block ends."""
+    service = Service(sqlite_database(folder / "api.sqlite"))
+    try:
+        with running_api(service, folder, secrets_root=folder / "secrets") as running:
+            yield running, service
+    finally:
+        service.db.dispose()
+
+
+def credential(folder: Path, uid: int) -> str:
+    """credential writes the test credential of ``uid`` (what METASCHED_CREDENTIAL_FILE points at)."""
+    path = folder / f"cred-{uid}"
+    path.write_text(f"uid={uid}\n")
+    return str(path)
+
+
+def client_env(address: str, folder: Path, uid: int) -> dict[str, str | None]:
+    """client_env is the thin CLI's environment as ``uid`` against the API at ``address``: no tenant, no store."""
+    return {
+        "METASCHED_API": address,
+        "METASCHED_CREDENTIAL_FILE": credential(folder, uid),
+        "METASCHED_TENANT": None,
+        "METASCHED_DB": None,
+        "METASCHED_DB_FILE": None,
+    }

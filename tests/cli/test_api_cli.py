@@ -25,8 +25,16 @@ from cli import credentials
 from cli.main import LAZY, cli
 from cli.sbatch.msbatch import main as msbatch
 from meta.service.api import Service
-from tests.api_support import RunningApi, alices_attempt, payload_digest, running_api
-from tests.conftest import pg_url, sqlite_database
+from tests.api_support import (
+    RunningApi,
+    alices_attempt,
+    client_env,
+    credential,
+    payload_digest,
+    running_api,
+    sqlite_running_api,
+)
+from tests.conftest import pg_url
 from tests.runtime.support import checkpointing, inference
 
 REPO = Path(__file__).resolve().parents[2]
@@ -48,17 +56,8 @@ def api(service: Service, tmp_path: Path) -> Iterator[RunningApi]:
 @pytest.fixture
 def sqlite_api(tmp_path: Path) -> Iterator[tuple[RunningApi, Service]]:
     """sqlite_api is the API over a SQLite store, for the tests that need one backend only."""
-    service = Service(sqlite_database(tmp_path / "api.sqlite"))
-    with running_api(service, tmp_path, secrets_root=tmp_path / "secrets") as running:
-        yield running, service
-    service.db.dispose()
-
-
-def credential(folder: Path, uid: int) -> str:
-    """credential writes the test credential of ``uid`` (what METASCHED_CREDENTIAL_FILE points at)."""
-    path = folder / f"cred-{uid}"
-    path.write_text(f"uid={uid}\n")
-    return str(path)
+    with sqlite_running_api(tmp_path) as pair:
+        yield pair
 
 
 def runner(address: str, folder: Path) -> Run:
@@ -66,11 +65,8 @@ def runner(address: str, folder: Path) -> Run:
 
     def run(*args: Any, uid: int = 0, tenant: str | None = None, prog: Any = cli, input: str | None = None) -> Result:
         env = {
-            "METASCHED_API": address,
-            "METASCHED_CREDENTIAL_FILE": credential(folder, uid),
+            **client_env(address, folder, uid),
             "METASCHED_TENANT": tenant,
-            "METASCHED_DB": None,
-            "METASCHED_DB_FILE": None,
             "METASCHED_DEBUG": os.environ.get("METASCHED_DEBUG"),
             "SBATCH_ACCOUNT": None,
         }

@@ -16,8 +16,7 @@ from click.testing import CliRunner, Result
 
 from cli.main import cli
 from meta.service.api import Service
-from tests.api_support import RunningApi, running_api
-from tests.conftest import sqlite_database
+from tests.api_support import RunningApi, client_env, sqlite_running_api
 
 REFUSAL = "metasched: error: Batch job submission failed: Invalid qos specification: priority class inference-deadline"
 JOB = """kind: inference
@@ -33,18 +32,14 @@ command: python infer.py
 @pytest.fixture
 def api(tmp_path: Path) -> Iterator[tuple[RunningApi, Service]]:
     """api is the API over a SQLite store on a socket in tmp_path."""
-    service = Service(sqlite_database(tmp_path / "api.sqlite"))
-    with running_api(service, tmp_path, secrets_root=tmp_path / "secrets") as running:
-        yield running, service
-    service.db.dispose()
+    with sqlite_running_api(tmp_path) as pair:
+        yield pair
 
 
 def _run(api: RunningApi, folder: Path, *args: str, uid: int) -> Result:
-    credential = folder / f"cred-{uid}"
-    credential.write_text(f"uid={uid}\n")
-    env = {"METASCHED_API": api.address, "METASCHED_CREDENTIAL_FILE": str(credential), "METASCHED_TENANT": None,
-           "METASCHED_DB": None, "METASCHED_DB_FILE": None}  # fmt: skip
-    result = CliRunner().invoke(cli, list(args), env=env, prog_name="metasched")
+    result = CliRunner().invoke(
+        cli, list(args), env=client_env(api.address, folder, uid), prog_name="metasched"
+    )
     assert "Traceback" not in result.output, result.output
     return result
 
