@@ -4,7 +4,9 @@
 passes the one of ``meta.cycle.metrics.Metrics``). Routes are labelled by their template
 (``/v1/jobs/{ref}``), never by the raw path, so job ids never become label values; a path no
 route matches is ``unmatched``. A request refused before routing (no credential, too large) is
-labelled with the route its path would have reached.
+labelled with the route its path would have reached. Every label comes from a fixed set, so no
+request can add series (issue 22, S8): a method outside ``METHODS`` is ``other``, a status is its
+class (``2xx`` ... ``5xx``, else ``other``).
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from starlette.routing import BaseRoute, Match
 from meta.service.http_guard import ASGIApp, Message, Receive, Scope, Send
 
 UNMATCHED = "unmatched"
+OTHER = "other"
+# the methods a label may name: any other word a client sends is ``other`` (a client chooses it freely)
+METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+STATUS_CLASSES = ("1xx", "2xx", "3xx", "4xx", "5xx")
 _LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, float("inf"))
 # what RequestGuard reports besides the authenticators' own codes
 AUTH_FAILURE_CODES = ("missing", "malformed", "invalid", "expired", "rewound", "replayed", "unauthorized",
@@ -32,7 +38,7 @@ class ApiMetrics:
         self.registry = registry or CollectorRegistry()
         r = self.registry
         self.requests = Counter(
-            "metasched_api_requests_total", "API requests by method, route template and status code",
+            "metasched_api_requests_total", "API requests by method, route template and status class",
             ["method", "route", "status"], registry=r,
         )  # fmt: skip
         self.latency = Histogram(
@@ -53,7 +59,6 @@ class ApiMetrics:
     def auth_failed(self, code: str) -> None:
         """auth_failed counts one refused credential (``code`` outside the known words counts as ``invalid``)."""
         self.auth_failures.labels(code if code in AUTH_FAILURE_CODES else "invalid").inc()
-
 
     def submit_refused(self, tenant: str, reason: str) -> None:
         """submit_refused counts one submit refused by the tenant's limits (the submit gate's ``on_refusal``)."""
@@ -97,9 +102,20 @@ class MetricsMiddleware:
             await self.app(scope, receive, send_and_see)
         finally:
             route = _route_of(scope, self.routes)
-            method = str(scope.get("method", "")).upper()
-            self.metrics.requests.labels(method, route, str(status["code"])).inc()
+            method = method_label(scope.get("method"))
+            self.metrics.requests.labels(method, route, status_class(status["code"])).inc()
             self.metrics.latency.labels(method, route).observe(time.perf_counter() - started)
+
+
+def method_label(method: object) -> str:
+    """method_label is the request's method when it is a standard one, else ``other``."""
+    word = str(method or "").upper()
+    return word if word in METHODS else OTHER
+
+
+def status_class(code: int) -> str:
+    """status_class is ``2xx`` for 200-299 and so on; a code outside 100-599 is ``other``."""
+    return f"{code // 100}xx" if 100 <= code <= 599 else OTHER
 
 
 def _route_of(scope: Scope, routes: list[BaseRoute]) -> str:

@@ -61,7 +61,7 @@ FAMILIES = {
     "metasched_slurm_calls_total": "Slurm command calls by command and outcome",
     "metasched_slurm_errors_total": "Slurm command calls that failed, by command and outcome",
     "metasched_slurm_call_seconds": "Slurm command latency",
-    "metasched_api_requests_total": "API requests by method, route template and status code",
+    "metasched_api_requests_total": "API requests by method, route template and status class",
     "metasched_api_request_seconds": "API request latency by method and route template",
     "metasched_api_auth_failures_total": "API requests refused for their credential, by reason",
     "metasched_submit_refusals_total": "Submits refused by a tenant's submit limits, by tenant and reason "
