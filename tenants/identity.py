@@ -113,6 +113,10 @@ class Principal:
             return False
         return self.is_admin or self.may_coordinate(tenant) or self.is_owner(owner_uid)
 
+    def may_read_job_env(self, tenant: str, owner_uid: int | None) -> bool:
+        """may_read_job_env (a job's stored environment): its owner and admins, as Slurm (issue 22, S7)."""
+        return self.may_view_job(tenant) and (self.is_admin or self.is_owner(owner_uid))
+
     def is_owner(self, owner_uid: int | None) -> bool:
         """is_owner tells whether the caller's uid is the job's owner (never for a job without one)."""
         return owner_uid is not None and self.uid is not None and owner_uid == self.uid

@@ -36,6 +36,7 @@ from meta.model.states import JobState, TaskState
 from meta.policy.config import DEFAULT_PRIORITY_CLASSES
 from meta.service.array_elements import cancel_elements, element_tasks
 from meta.service.feasibility import InventoryFeasibility
+from meta.service.job_env_view import without_env
 from meta.service.job_holds import hold_job, release_job
 from meta.service.priority_check import check_priority
 from meta.service.submission import NewJob, store_jobs
@@ -180,11 +181,14 @@ class Service:
 
     def status(self, job_ref: str, principal: Principal = ADMIN) -> JobStatus:
         """status returns the spec, tasks, attempts and latest reasons of a job."""
-        return self._unit(lambda s: self._status_of(s, _find_job(s, job_ref, principal)))
+        return self._unit(lambda s: self._status_of(s, _find_job(s, job_ref, principal), principal))
 
-    def _status_of(self, session: Session, job: Job) -> JobStatus:
-        """_status_of is a job's status, with where the attempts of the daemon's own jobs log."""
+    def _status_of(self, session: Session, job: Job, principal: Principal) -> JobStatus:
+        """_status_of is a job's status as ``principal`` may see it, with where the daemon's own jobs log."""
         status = _status(session, job, self.daemon_uid)
+        # issue 22, S7: the submitting environment is its owner's (and admins')
+        if not principal.may_read_job_env(job.tenant, job.owner_uid):
+            status = replace(status, spec=without_env(status.spec))
         return replace(status, log_dir=self.log_dir) if status.runs_as_daemon else status
 
     def list_jobs(
@@ -215,11 +219,11 @@ class Service:
             element = parse_element_ref(job_ref)
             if element.indexes is not None:  # JOB_3, JOB_[1-3]: only those array elements
                 cancel_elements(session, job, element, principal.name)
-                return self._status_of(session, job)
+                return self._status_of(session, job, principal)
             if not job.cancel_requested:
                 audit.record(session, principal.name, "job.cancel", job.short_id, tenant=job.tenant)
             cancel_job(session, job, principal.name)
-            return self._status_of(session, job)
+            return self._status_of(session, job, principal)
 
         return self._unit(work)
 
@@ -256,7 +260,7 @@ class Service:
             job = _find_job(session, job_ref, principal)
             require_act(principal, job, what)
             change(session, job, principal)
-            return self._status_of(session, job)
+            return self._status_of(session, job, principal)
 
         return self._unit(work)
 

@@ -32,6 +32,7 @@ RULES: dict[str, set[str]] = {
     "submit to tenant-a": {"owner", "member", "coordinator", "operator"},
     "view the job": {"owner", "member", "coordinator", "operator"},
     "cancel or retry the job": {"owner", "coordinator", "operator"},
+    "read the job's stored environment": {"owner", "operator"},  # as Slurm's batch script (issue 22, S7)
     "see tenant-a in lists": {"owner", "member", "coordinator", "operator"},
     "tenant set": {"operator"},
     "list secret names of tenant-a": {"owner", "member", "coordinator", "operator"},
@@ -48,6 +49,7 @@ def _allowed(principal: Principal, operation: str) -> bool:
         "submit to tenant-a": lambda: principal.may_submit(tenant),
         "view the job": lambda: principal.may_view_job(tenant),
         "cancel or retry the job": lambda: principal.may_act_on_job(tenant, OWNER_UID),
+        "read the job's stored environment": lambda: principal.may_read_job_env(tenant, OWNER_UID),
         "see tenant-a in lists": lambda: visible is None or tenant in visible,
         "tenant set": principal.may_admin,
         "list secret names of tenant-a": lambda: principal.may_view_secret_names(tenant),
@@ -172,3 +174,23 @@ def test_audit_lines_follow_the_callers_tenants(service: Service) -> None:
 
         assert subjects(ALICE) == {a.short_id} and subjects(CAROL) == {a.short_id, b.short_id}
         assert subjects(OSCAR) == {a.short_id, b.short_id} and subjects(member("erin", 2010, [])) == set()
+
+
+@pytest.mark.parametrize("caller", list(CALLERS))
+def test_a_jobs_environment_is_shown_to_its_owner_and_admins_only(service: Service, caller: str) -> None:
+    spec = _eval().model_copy(update={"env": {"GITHUB_TOKEN": "ghp_s7secret", "MSBATCH_SUBMIT_DIR": "/tmp"}})
+    job = service.submit(spec, principal=ALICE).job
+    principal = CALLERS[caller]
+    if caller == "other tenant":
+        with pytest.raises(NotFound):
+            service.status(job.short_id, principal=principal)
+        return
+    shown = [service.status(job.short_id, principal=principal).to_dict()["spec"]]
+    if RULES["cancel or retry the job"] >= {caller}:  # what cancel answers is a status too
+        shown.append(service.cancel(job.short_id, principal=principal).to_dict()["spec"])
+    for spec_seen in shown:
+        if caller in RULES["read the job's stored environment"]:
+            assert spec_seen["env"]["GITHUB_TOKEN"] == "ghp_s7secret"
+        else:
+            assert "ghp_s7secret" not in repr(spec_seen) and "GITHUB_TOKEN" not in repr(spec_seen)
+            assert spec_seen["env"] == {} and spec_seen["env_hidden"] == 2
