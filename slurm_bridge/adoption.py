@@ -2,9 +2,12 @@
 
 ``deploy/slurm/job_submit.lua`` holds every user's job in a managed partition (priority 0, so
 squeue shows ``PD (JobHeldUser)``) and marks it with the admin comment ``metasched:adopt``,
-which only an operator or that script can set. squeue's ``--Format`` has no admin comment, so
-candidates are picked from squeue (pending, held, priority 0, in a managed partition) and the
-mark is confirmed in ``scontrol -o show job``, which also gives the job's full request.
+which only an operator or that script can set. Candidates are picked from squeue (pending, held,
+priority 0, in a managed partition); the job's owner, account, partition, shape and mark are read
+from ``squeue --json`` (``held_job``), where a field is a field: ``scontrol -o show job`` prints a
+user's free text (job name, script and output paths) raw among its ``Key=value`` pairs, so a path
+holding `` UserId=alice(2001) Account=tenant-a`` read as alice's job (finding S3 of issue 22).
+``adoption_check`` cross-checks the JSON against squeue's columns and scontrol's record.
 Releasing is two commands, argv lists: ``scontrol update JobId=N NodeList=... Comment=<tag>``
 (the attempt's tag, so the reconciler follows the job like any launched attempt) and
 ``scontrol release N``; both are idempotent.
@@ -12,16 +15,16 @@ Releasing is two commands, argv lists: ``scontrol update JobId=N NodeList=... Co
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any
 
 from slurm_bridge import hostlist
 from slurm_bridge.errors import SlurmParseError
-from slurm_bridge.parse.scontrol import ScontrolJob
 from slurm_bridge.parse.squeue import SqueueJob
-from slurm_bridge.parse.tres import parse_tres
-from slurm_bridge.parse.values import elapsed_seconds, local_time
+from slurm_bridge.parse.tres import Tres, parse_tres
+from slurm_bridge.parse.values import epoch, number, text
 
 ADOPT_MARK = "metasched:adopt"  # the admin comment job_submit.lua sets (keep both in step)
 HELD_REASONS = frozenset({"JobHeldUser", "JobHeldAdmin"})
@@ -50,6 +53,7 @@ class HeldJob:
     required_nodes: tuple[str, ...]
     excluded_nodes: tuple[str, ...]
     marked: bool  # the admin comment is ADOPT_MARK: job_submit.lua held it for metasched
+    tres: Tres = Tres()  # the whole request, for the cross-check
 
 
 def held_in(job: SqueueJob, partitions: Iterable[str]) -> bool:
@@ -64,51 +68,49 @@ def held_in(job: SqueueJob, partitions: Iterable[str]) -> bool:
     )
 
 
-def _id_pair(value: str, what: str) -> tuple[str, int]:
-    """_id_pair reads ``alice(2001)`` into ("alice", 2001)."""
-    name, _, rest = value.partition("(")
-    number = rest.rstrip(")")
-    if not number.isdigit():
-        raise SlurmParseError(f"scontrol show job: bad {what} {value!r}")
-    return name, int(number)
-
-
-def _nodes(value: str | None) -> tuple[str, ...]:
-    value = (value or "").strip()
+def _nodes(value: Any) -> tuple[str, ...]:
+    value = text(value).strip()
     return () if value in ("", "(null)", "None") else tuple(hostlist.expand(value))
 
 
-def held_job(job: ScontrolJob) -> HeldJob:
-    """held_job reads a ``scontrol -o show job`` record into a HeldJob (per-node amounts from its requested TRES)."""
-    raw = job.raw
-    user, uid = _id_pair(raw.get("UserId", ""), "UserId")
-    _, gid = _id_pair(raw.get("GroupId", ""), "GroupId")
-    nodes = int(raw.get("NumNodes", "1").split("-")[0] or 1)  # a pending job's count may read "2-2"
-    tres = parse_tres(raw.get("TRES"))
-    submitted = local_time(raw.get("SubmitTime", ""))
+def _required(entry: Mapping[str, Any], key: str) -> int:
+    """_required is a numeric field the job cannot be read without."""
+    value = number(entry.get(key))
+    if value is None or value < 0:
+        raise SlurmParseError(f"squeue --json job {entry.get('job_id')}: no {key}")
+    return value
+
+
+def held_job(entry: Mapping[str, Any]) -> HeldJob:
+    """held_job reads one ``squeue --json`` job into a HeldJob (per-node amounts from its requested TRES)."""
+    job_id = _required(entry, "job_id")
+    submitted = epoch(entry.get("submit_time"))
     if submitted is None:
-        raise SlurmParseError(f"scontrol show job {job.job_id}: no SubmitTime")
-    per_node = max(nodes, 1)
+        raise SlurmParseError(f"squeue --json job {job_id}: no submit_time")
+    per_node = max(number(entry.get("node_count"), 1) or 1, 1)
+    tres = parse_tres(text(entry.get("tres_req_str")))
+    minutes = number(entry.get("time_limit"))  # None: UNLIMITED (v0.0.38), {"infinite": true} later
     return HeldJob(
-        job_id=job.job_id,
-        name=job.name,
-        user=user,
-        uid=uid,
-        gid=gid,
-        account=job.account,
-        qos=job.qos,
-        partition=job.partition,
-        time_limit_s=elapsed_seconds(raw.get("TimeLimit", "UNLIMITED")),
+        job_id=job_id,
+        name=text(entry.get("name")),
+        user=text(entry.get("user_name")),
+        uid=_required(entry, "user_id"),
+        gid=_required(entry, "group_id"),
+        account=text(entry.get("account")),
+        qos=text(entry.get("qos")),
+        partition=text(entry.get("partition")),
+        time_limit_s=minutes * 60 if minutes else None,
         nodes=per_node,
         cpus_per_node=max(1, -(-tres.cpus // per_node)),
         memory_mib_per_node=-(-tres.memory_mib // per_node),
         gpus_per_node=tres.gpus // per_node,
         gpu_type=tres.gpu_type,
-        work_dir=raw.get("WorkDir", ""),
+        work_dir=text(entry.get("current_working_directory")),
         submitted_at=submitted,
-        required_nodes=_nodes(raw.get("ReqNodeList")),
-        excluded_nodes=_nodes(raw.get("ExcNodeList")),
-        marked=raw.get("AdminComment", "").strip() == ADOPT_MARK,
+        required_nodes=_nodes(entry.get("required_nodes")),
+        excluded_nodes=_nodes(entry.get("excluded_nodes")),
+        marked=text(entry.get("admin_comment")).strip() == ADOPT_MARK,
+        tres=tres,
     )
 
 

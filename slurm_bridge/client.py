@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from slurm_bridge.launch import RunAs
 from slurm_bridge.parse.config import SlurmConfig
@@ -31,6 +31,10 @@ class SlurmClient(Protocol):
 
     def squeue(self) -> list[SqueueJob]:
         """squeue lists every job the controller knows (filter on the client side)."""
+        ...
+
+    def squeue_json(self) -> list[dict[str, Any]]:
+        """squeue_json is ``squeue --json``'s job objects (every job): fields free text cannot forge, for adoption."""
         ...
 
     def release_held(self, job_id: int | str, nodes: Sequence[str], comment: str) -> None:

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from slurm_bridge import adoption
 from slurm_bridge import reservations as resv
@@ -40,7 +40,7 @@ from slurm_bridge.parse.scontrol import (
 )
 from slurm_bridge.parse.sdiag import Sdiag, parse_sdiag
 from slurm_bridge.parse.sinfo import SinfoNode, parse_sinfo_json
-from slurm_bridge.parse.squeue import SqueueJob, parse_squeue_text, squeue_format_args
+from slurm_bridge.parse.squeue import SqueueJob, parse_squeue_entries, parse_squeue_text, squeue_format_args
 from slurm_bridge.parse.topology import Switch, parse_topology
 from slurm_bridge.runner import CommandRunner
 
@@ -129,6 +129,11 @@ class CliSlurmClient:
     def squeue(self) -> list[SqueueJob]:
         """squeue lists every job slurmctld holds as ``--Format`` fields (not ``--json``: see parse.squeue)."""
         return self.runner.run_parsed("squeue", squeue_format_args(), parse_squeue_text, timeout_s=self.timeouts.read)
+
+    def squeue_json(self) -> list[dict[str, Any]]:
+        """squeue_json runs ``squeue --json`` (every job; for adoption: free text cannot forge a field there)."""
+        timeout = self.timeouts.read
+        return self.runner.run_parsed("squeue", ["--json"], parse_squeue_entries, timeout_s=timeout)
 
     def sinfo(self) -> list[SinfoNode]:
         """sinfo runs ``sinfo --json``; nodes are deduplicated by the parser."""

@@ -100,6 +100,10 @@ class FaultInjectingClient:
         """squeue delegates, with faults."""
         return self._call("squeue", self.inner.squeue)
 
+    def squeue_json(self) -> list[dict[str, Any]]:
+        """squeue_json delegates, with faults."""
+        return self._call("squeue_json", self.inner.squeue_json)
+
     def sinfo(self) -> list[SinfoNode]:
         """sinfo delegates, with faults."""
         return self._call("sinfo", self.inner.sinfo)

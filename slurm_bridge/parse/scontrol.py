@@ -2,11 +2,19 @@
 
 Values may contain spaces (``Reason=Not responding [slurm@...]``, ``OS=Linux 6.1 #1 SMP``), so a
 new key starts only where whitespace is followed by a CamelCase ``Key=``. A free-text value that
-itself contains `` Word=`` is split wrongly; Slurm gives no way to tell them apart.
+itself contains `` Word=`` is split wrongly; Slurm gives no way to tell them apart, and a job's
+free text is its user's (JobName, Command, WorkDir, StdOut, StdErr, StdIn, Comment): ``-o
+"/x UserId=alice(2001)"`` prints a second UserId. So the first occurrence of a key wins (the
+real one, where Slurm prints it before the free text), every repeated key is kept in
+``duplicated``, and nothing that decides who owns a job or what it may use is read from here:
+adoption reads ``squeue --json`` and only cross-checks this text (``slurm_bridge.adoption_check``).
+A name with a newline splits a record over two lines; a line that is not a record is skipped and
+logged, so one user's job name cannot blind the reader.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -20,26 +28,52 @@ from slurm_bridge.states import Observed, map_state
 
 _KEY = re.compile(r"(?:^|\s+)([A-Z][A-Za-z0-9_/:]*)=")
 _NOTHING = ("No jobs in the system", "No nodes in the system", "No reservations in the system")
+log = logging.getLogger("metasched.slurm")
 
 
-def parse_kv_line(line: str) -> dict[str, str]:
-    """parse_kv_line splits one ``-o`` line into an ordered key -> value mapping."""
+def _pairs(line: str) -> list[tuple[str, str]]:
+    """_pairs splits one ``-o`` line into its (key, value) pairs in order, repeats included."""
     matches = list(_KEY.finditer(line))
     if not matches or matches[0].start() != 0 and line[: matches[0].start()].strip():
         raise SlurmParseError(f"not a scontrol key=value line: {line[:200]!r}")
+    ends = [following.start() for following in matches[1:]] + [len(line)]
+    return [(key.group(1), line[key.end() : end].strip()) for key, end in zip(matches, ends, strict=True)]
+
+
+def parse_kv_line(line: str) -> dict[str, str]:
+    """parse_kv_line splits one ``-o`` line into an ordered key -> value mapping; a key's first occurrence wins."""
     record: dict[str, str] = {}
-    for match, following in zip(matches, matches[1:] + [None], strict=True):
-        end = following.start() if following else len(line)
-        record[match.group(1)] = line[match.end() : end].strip()
+    for key, value in _pairs(line):
+        record.setdefault(key, value)  # a later one is free text that looks like a key (see the module doc)
     return record
 
 
-def parse_records(text: str) -> list[dict[str, str]]:
-    """parse_records parses every non-empty line; "No jobs in the system" gives []."""
+def duplicated_keys(line: str) -> frozenset[str]:
+    """duplicated_keys are the keys one ``-o`` line holds more than once: free text posing as fields."""
+    keys = [key for key, _ in _pairs(line)]
+    return frozenset(key for key in keys if keys.count(key) > 1)
+
+
+def record_lines(text: str) -> list[str]:
+    """record_lines are the non-empty lines that start like a record; others are logged and skipped."""
     lines = [line for line in text.splitlines() if line.strip()]
     if len(lines) == 1 and lines[0].strip().startswith(_NOTHING):
         return []
-    return [parse_kv_line(line) for line in lines]
+    kept = []
+    for line in lines:
+        try:
+            _pairs(line)
+            kept.append(line)
+        except SlurmParseError as error:  # e.g. the rest of a job name with a newline
+            log.warning("skipping a scontrol line that is not a record: %s", error)
+    if lines and not kept:
+        raise SlurmParseError(f"scontrol: none of {len(lines)} lines is a record: {lines[0][:200]!r}")
+    return kept
+
+
+def parse_records(text: str) -> list[dict[str, str]]:
+    """parse_records parses every record line; "No jobs in the system" gives []."""
+    return [parse_kv_line(line) for line in record_lines(text)]
 
 
 def _null(value: str | None) -> str:
@@ -123,6 +157,7 @@ class ScontrolJob:
     tres_per_node: tuple[Gres, ...]
     restarts: int
     raw: dict[str, str] = field(default_factory=dict)
+    duplicated: frozenset[str] = frozenset()  # keys the line held twice: injected free text
 
     @property
     def observed(self) -> Observed:
@@ -131,11 +166,19 @@ class ScontrolJob:
 
 
 def parse_show_job(text: str) -> list[ScontrolJob]:
-    """parse_show_job reads ``scontrol -o show job`` output."""
-    return [_job(record) for record in parse_records(text)]
+    """parse_show_job reads ``scontrol -o show job`` output (first key wins; repeats kept in ``duplicated``)."""
+    jobs, lines = [], record_lines(text)
+    for line in lines:
+        try:
+            jobs.append(_job(parse_kv_line(line), duplicated_keys(line)))
+        except SlurmParseError as error:  # a line a job name with a newline began: not a record of its own
+            log.warning("skipping a scontrol job line: %s", error)
+    if lines and not jobs:
+        raise SlurmParseError(f"scontrol show job: none of {len(lines)} lines is a job: {lines[0][:200]!r}")
+    return jobs
 
 
-def _job(record: dict[str, str]) -> ScontrolJob:
+def _job(record: dict[str, str], duplicated: frozenset[str] = frozenset()) -> ScontrolJob:
     """_job builds a ScontrolJob; a record without a numeric JobId is garbage."""
     if not record.get("JobId", "").isdigit():
         raise SlurmParseError(f"scontrol show job: record without JobId: {list(record)[:5]}")
@@ -160,6 +203,7 @@ def _job(record: dict[str, str]) -> ScontrolJob:
         tres_per_node=parse_gres(_null(record.get("TresPerNode"))),
         restarts=_int(record.get("Restarts")),
         raw=record,
+        duplicated=duplicated,
     )
 
 

@@ -66,6 +66,11 @@ class SqueueJob:
         return parse_tag(self.name, self.comment)
 
 
+def parse_squeue_entries(payload: str | bytes) -> list[dict[str, Any]]:
+    """parse_squeue_entries is the raw ``jobs`` list of ``squeue --json`` (adoption reads fields SqueueJob lacks)."""
+    return _jobs_list(_load(payload, "squeue --json"))
+
+
 def parse_squeue_json(payload: str | bytes) -> list[SqueueJob]:
     """parse_squeue_json reads the ``jobs`` list of ``squeue --json`` output."""
     jobs = _jobs_list(_load(payload, "squeue --json"))

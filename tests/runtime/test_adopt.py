@@ -1,8 +1,8 @@
 """Adoption of held plain sbatch jobs (meta/cycle/adopt/adopter.py) against a scripted Slurm, on SQLite and PostgreSQL.
 
 The Slurm side is what job_submit.lua leaves (a real ``scontrol -o show job`` line of a held
-job, shortened to the fields read); the real cluster is exercised by
-tests/integration/test_adoption.py.
+job, shortened to the fields read, and the same job in ``squeue --json``); the real cluster is
+exercised by tests/integration/test_adoption.py and tests/security/test_s3_adoption.py.
 """
 
 from __future__ import annotations
@@ -39,6 +39,14 @@ HELD = (
     "AdminComment=metasched:adopt Comment=metasched: waiting for metasched's policy StdOut=/dev/null "
     "TresPerNode=gres:gpu:t4:4"
 )
+# the same job in ``squeue --json`` (openapi v0.0.38), the fields adoption reads
+HELD_JSON = {
+    "job_id": 2894, "name": "plain-b", "user_name": "bob", "user_id": 2002, "group_id": 2002,
+    "account": "tenant-b", "qos": "normal", "partition": "managed", "time_limit": 2, "node_count": 2,
+    "tres_req_str": "cpu=2,mem=4000M,node=2,billing=2,gres/gpu=8,gres/gpu:t4=8",
+    "current_working_directory": "/tmp", "submit_time": int(local_time(SUBMITTED).timestamp()),
+    "required_nodes": "", "excluded_nodes": "t4n9", "admin_comment": "metasched:adopt",
+}  # fmt: skip
 
 
 def squeue_job(job_id: int = 2894, state: str = "PENDING", reason: str = "JobHeldUser", priority: int = 0,
@@ -59,6 +67,7 @@ class ScriptedSlurm:
 
     queue: list[SqueueJob]
     records: str = HELD
+    entries: list[dict] = dataclasses.field(default_factory=lambda: [dict(HELD_JSON)])
     comments: list[tuple[str, str]] = dataclasses.field(default_factory=list)
     released: list[tuple[str, tuple[str, ...], str]] = dataclasses.field(default_factory=list)
     cancelled: list[str] = dataclasses.field(default_factory=list)
@@ -66,6 +75,9 @@ class ScriptedSlurm:
 
     def squeue(self) -> list[SqueueJob]:
         return list(self.queue)
+
+    def squeue_json(self) -> list[dict]:
+        return [dict(entry) for entry in self.entries]
 
     def show_jobs(self):  # noqa: ANN201 - ScontrolJob list
         self.show_calls += 1
@@ -87,7 +99,7 @@ def adopted_jobs(db: Database) -> list[Job]:
 
 
 def test_held_job_is_read_per_node() -> None:
-    job = held_job(parse_show_job(HELD)[0])
+    job = held_job(HELD_JSON)
     assert (job.job_id, job.user, job.uid, job.gid, job.account, job.partition) == (2894, "bob", 2002, 2002, "tenant-b", "managed")
     assert (job.nodes, job.cpus_per_node, job.memory_mib_per_node, job.gpus_per_node, job.gpu_type) == (2, 1, 2000, 4, "t4")
     assert (job.time_limit_s, job.work_dir, job.excluded_nodes, job.marked) == (120, "/tmp", ("t4n9",), True)
@@ -123,7 +135,8 @@ def test_a_held_job_is_adopted_once_by_any_replica(database: Database) -> None:
 
 
 def test_a_job_held_by_someone_else_is_left_alone(database: Database) -> None:
-    slurm = ScriptedSlurm([squeue_job()], records=HELD.replace("AdminComment=metasched:adopt ", ""))
+    slurm = ScriptedSlurm([squeue_job()], records=HELD.replace("AdminComment=metasched:adopt ", ""),
+                          entries=[{**HELD_JSON, "admin_comment": ""}])  # fmt: skip
     assert Adopter(database, slurm, ("managed",)).run(lead(database)).adopted == []
     assert adopted_jobs(database) == [] and slurm.comments == []
     assert Adopter(database, slurm, ()).run(lead(database)).adopted == []  # no managed partitions: no reads
@@ -140,7 +153,8 @@ def test_scancel_of_a_waiting_adopted_job_cancels_it_and_a_metasched_cancel_scan
     assert Service(database).status(job.short_id).state == JobState.CANCELLED
     assert adopter.run(leadership).cancelled == [] and slurm.cancelled == []  # once; nothing left to scancel
 
-    other = ScriptedSlurm([squeue_job(3001)], records=HELD.replace("JobId=2894", "JobId=3001"))
+    other = ScriptedSlurm([squeue_job(3001)], records=HELD.replace("JobId=2894", "JobId=3001"),
+                          entries=[{**HELD_JSON, "job_id": 3001}])  # fmt: skip
     adopter = Adopter(database, other, ("managed",))
     adopter.run(leadership)
     (second,) = [j for j in adopted_jobs(database) if j.id != job.id]
@@ -169,3 +183,20 @@ def test_a_placed_adopted_job_is_released_onto_its_nodes_not_sbatched(database: 
     assert adopter.run(leadership).released == []
     with database.session() as session:
         assert session.scalar(select(func.count()).select_from(AdoptedJob)) == 1
+
+
+def test_a_job_whose_sources_disagree_is_refused_audited_and_not_read_again(database: Database) -> None:
+    # bob's script path poses as alice's fields in scontrol's line (finding S3 of issue 22)
+    forged = HELD.replace("Command=(null)", "Command=/tmp/x UserId=alice(2001) Account=tenant-a TRES=cpu=1/run.sh")
+    slurm = ScriptedSlurm([squeue_job()], records=forged)
+    adopter = Adopter(database, slurm, ("managed",))
+    assert adopter.run(lead(database)).refused == ["2894"]
+    assert adopter.run(lead(database)).refused == [] and slurm.show_calls == 1  # refused once per replica
+    assert adopted_jobs(database) == []
+    with database.session() as session:
+        (row,) = audit.read(session)
+    assert (row.action, row.subject, row.tenant, row.detail["user"], row.detail["uid"]) == (
+        "job.adopt.refused", "2894", "tenant-b", "bob", 2002)  # fmt: skip
+    assert "Account twice" in row.detail["reason"] and "UserId twice" in row.detail["reason"]
+    assert "alice" not in row.detail["reason"]  # the user's text stays out of the audit and the comment
+    assert slurm.comments[0][1].startswith("metasched cannot adopt this job: its Slurm fields disagree")

@@ -4,7 +4,9 @@ A site lists its metasched-managed partitions (``serve --managed-partitions``) a
 ``deploy/slurm/job_submit.lua``, which holds users' jobs there (``slurm_bridge.adoption``).
 Each period, after reconcile, the leader:
 1. reads squeue; a held job in a managed partition that no metasched job has adopted yet is
-   read in ``scontrol -o show job`` and, if job_submit.lua marked it, stored as a metasched job
+   read in ``squeue --json`` (fields no free text can forge) and, if job_submit.lua marked it
+   and squeue's columns and ``scontrol -o show job`` say the same (``adoption_check``; else it
+   is refused, audited ``job.adopt.refused``), stored as a metasched job
    of its user (uid, gid, working folder), tenant = its account, with the spec
    ``spec.py`` gives it and a row in ``adopted_jobs`` — unique on the Slurm job id and
    submit time, so restarts and new leaders never adopt it twice;
@@ -39,8 +41,10 @@ from meta.store.lifecycle import cancel_job, mark_launching
 from meta.store.models import AdoptedJob, Attempt, Job, Task, TaskReason
 from slurm_bridge import tags
 from slurm_bridge.adoption import HeldJob, held_in, held_job
+from slurm_bridge.adoption_check import disagreements
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError
+from slurm_bridge.parse.scontrol import ScontrolJob
 from slurm_bridge.parse.squeue import SqueueJob
 
 log = logging.getLogger("metasched.adopt")
@@ -91,7 +95,7 @@ class Adopter:
         fresh = [job_id for job_id, job in held.items() if (job_id, job.submit_time) not in known]
         fresh = [job_id for job_id in fresh if job_id not in self._refused]
         if fresh:
-            self._adopt(leadership, fresh, result)
+            self._adopt(leadership, {job_id: held[job_id] for job_id in fresh}, result)
         self._follow(leadership, jobs, result)
         return result
 
@@ -102,39 +106,60 @@ class Adopter:
         ).all()
         return {(row.slurm_job_id, row.slurm_submitted_at) for row in rows}
 
-    def _adopt(self, leadership: Leadership, fresh: list[str], result: AdoptResult) -> None:
-        """_adopt reads the new held jobs' requests and stores each marked one as a metasched job."""
-        records = {str(record.job_id): record for record in self.client.show_jobs()}
-        for slurm_id in fresh:
-            record = records.get(slurm_id)
-            if record is None:
+    def _adopt(self, leadership: Leadership, fresh: dict[str, SqueueJob], result: AdoptResult) -> None:
+        """_adopt reads the new held jobs' requests and stores each marked one whose sources agree as a metasched job."""
+        entries = {str(entry.get("job_id")): entry for entry in self.client.squeue_json()}
+        records: dict[str, list[ScontrolJob]] = {}
+        for record in self.client.show_jobs():  # a job name with a newline may forge a second record
+            records.setdefault(str(record.job_id), []).append(record)
+        for slurm_id, row in fresh.items():
+            if slurm_id not in entries:
                 continue  # gone since squeue: nothing to adopt
             try:
-                job = held_job(record)
+                job = held_job(entries[slurm_id])
             except (SlurmError, ValueError) as exc:
-                self._refuse(slurm_id, f"its record cannot be read: {exc}", result)
+                self._refuse(leadership, slurm_id, None, f"its record cannot be read: {exc}", result)
                 continue
             if not job.marked:
                 continue  # held by root or an operator, not by job_submit.lua: not ours
-            try:
-                spec = adopted_spec(job)
-            except SpecError as exc:
-                self._refuse(slurm_id, str(exc), result)
-                continue
-            with self.db.session() as session:
-                fence(session, leadership)
-                if (slurm_id, job.submitted_at) in self._known(session, [slurm_id]):
-                    continue
-                short_id = store_adopted(session, job, spec)
-            result.adopted.append(slurm_id)
-            log.info("adopted Slurm job %s of %s (%s) as metasched job %s", slurm_id, job.user, job.account, short_id)
-            self._comment(slurm_id, waiting_comment(short_id, None))
+            self._adopt_one(leadership, job, row, records.get(slurm_id, []), result)
 
-    def _refuse(self, slurm_id: str, why: str, result: AdoptResult) -> None:
-        """_refuse leaves a held job alone and says why in its comment (once per replica)."""
+    def _adopt_one(
+        self, leadership: Leadership, job: HeldJob, row: SqueueJob, records: list[ScontrolJob], result: AdoptResult
+    ) -> None:  # fmt: skip
+        """_adopt_one stores one marked held job, or refuses it when its sources disagree or it has no spec."""
+        slurm_id = str(job.job_id)
+        differ = disagreements(job, row, records)
+        if differ:
+            self._refuse(leadership, slurm_id, job, "its Slurm fields disagree: " + "; ".join(differ), result)
+            return
+        try:
+            spec = adopted_spec(job)
+        except SpecError as exc:
+            self._refuse(leadership, slurm_id, job, str(exc), result)
+            return
+        with self.db.session() as session:
+            fence(session, leadership)
+            if (slurm_id, job.submitted_at) in self._known(session, [slurm_id]):
+                return
+            short_id = store_adopted(session, job, spec)
+        result.adopted.append(slurm_id)
+        log.info("adopted Slurm job %s of %s (%s) as metasched job %s", slurm_id, job.user, job.account, short_id)  # fmt: skip
+        self._comment(slurm_id, waiting_comment(short_id, None))
+
+    def _refuse(
+        self, leadership: Leadership, slurm_id: str, job: HeldJob | None, why: str, result: AdoptResult
+    ) -> None:
+        """_refuse leaves a held job alone, audits it and says why in its comment (once per replica)."""
         self._refused.add(slurm_id)
         result.refused.append(slurm_id)
         log.warning("held Slurm job %s cannot be adopted: %s", slurm_id, why)
+        with self.db.session() as session:
+            fence(session, leadership)
+            # the tenant and user are squeue --json's, the fields free text cannot forge
+            who = {"user": job.user, "uid": job.uid} if job is not None else {}
+            audit.record(session, ACTOR, "job.adopt.refused", slurm_id, tenant=job.account if job else None,
+                         slurm_job_id=slurm_id, reason=why[:MAX_COMMENT], **who)  # fmt: skip
         self._comment(slurm_id, f"metasched cannot adopt this job: {why}"[:MAX_COMMENT])
 
     def _comment(self, slurm_id: str, text: str) -> None:
