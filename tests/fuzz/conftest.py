@@ -1,7 +1,7 @@
-"""The fuzz suite's harness: profiles, one shared store, per-case checks and the printed figures.
+"""The fuzz suite's harness: profiles, one shared store, per-case checks and the printed figures (CLI and API).
 
 Profiles (``METASCHED_FUZZ_PROFILE``): ``short`` (CI, the default) and ``long`` (``deploy/fuzz-suite``:
->= 20,000 job files and >= 5,000 msbatch scripts). Every case runs the real CLI entry point in this
+>= 20,000 job files, >= 5,000 msbatch scripts, >= 20,000 API requests). Every case runs the real CLI entry point in this
 process against one SQLite store and must end with exit 0 (stored, exactly one job more) or exit
 2 (refused, one line, nothing stored); never exit 1, never a traceback, within the time and memory
 bounds below. The figures of each run are printed at the end of the pytest session.
@@ -27,7 +27,10 @@ from meta.store.models import Job, JobSpecRow, Task
 from tests.conftest import sqlite_database
 
 PROFILE = os.environ.get("METASCHED_FUZZ_PROFILE", "short")
-CASES = {"short": {"jobfile": 400, "msbatch": 150}, "long": {"jobfile": 20_000, "msbatch": 5_000}}[PROFILE]
+CASES = {
+    "short": {"jobfile": 400, "msbatch": 150, "api": 300},
+    "long": {"jobfile": 20_000, "msbatch": 5_000, "api": 20_000},
+}[PROFILE]
 MAX_CASE_S = 2.0
 MAX_CASE_RSS_GROWTH = 100 * 1024 * 1024  # what one case may add to the process's peak RSS
 
