@@ -21,6 +21,12 @@ DEFAULT_API = "unix:///run/metasched/api.sock"
 DEFAULT_TIMEOUT_S = 120.0  # a 20,000-partition submit takes seconds; a hung service should not hang scripts
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024
 USAGE_STATUSES = frozenset({400, 413, 414, 422})
+# a busy service (503 Busy: too many requests or connections, meta/service/request_gate.py) did
+# not look at the request, so any request is sent again, for this long at most: long enough to
+# ride out a burst (a flooding user's idle connections are closed within seconds), short enough
+# that a script sees the failure
+BUSY_WAIT_S = 15.0
+BUSY = "Busy"
 
 Credential = Callable[[str, str, bytes], str]
 Transport = Callable[[str, str, bytes | None, dict[str, str]], tuple[int, bytes]]
@@ -49,6 +55,10 @@ class ApiUnreachable(Exception):
 
 class Unanswered(ApiUnreachable):
     """Unanswered: the request went out but no answer came back (the service may or may not have acted)."""
+
+
+class NotSent(ApiUnreachable):
+    """NotSent: the connection was closed before the whole request went out (the service cannot have acted on it)."""
 
 
 class BadAddress(ValueError):
@@ -89,6 +99,7 @@ class ApiClient:
         *,
         timeout: float = DEFAULT_TIMEOUT_S,
         connect_wait_s: float = 0.0,
+        busy_wait_s: float = BUSY_WAIT_S,
         transport: Transport | None = None,
     ):
         self.address = address
@@ -99,6 +110,8 @@ class ApiClient:
         # how long to keep trying while nothing listens (a daemon restarting on its socket): only
         # the connection is retried, never a request that was sent
         self.connect_wait_s = connect_wait_s
+        # how long to keep sending again while the service says it is busy (at least connect_wait_s)
+        self.busy_wait_s = max(busy_wait_s, connect_wait_s)
 
     def call(
         self,
@@ -114,7 +127,9 @@ class ApiClient:
 
         ``retry_unanswered`` sends the request again (with a fresh credential: MUNGE refuses a
         replayed one) when it went out but no answer came back, for ``connect_wait_s``; only for
-        requests the service makes idempotent, such as an attempt's commit.
+        requests the service makes idempotent, such as an attempt's commit. Any request is sent
+        again while the service answers ``503 Busy`` or closes the connection before the request
+        went out (neither acted on it), for ``busy_wait_s``.
         """
         extra = dict(headers or {})
         # a list or tuple value repeats its key (``?state=PD&state=R``)
@@ -133,12 +148,17 @@ class ApiClient:
         if body is not None:
             sent["Content-Type"] = "application/json"
         pauses = _backoff(self.connect_wait_s if retry_unanswered else 0.0)
+        busy = _backoff(self.busy_wait_s)
         while True:
             try:
                 status, raw = self._exchange(method, target, data if body is not None else None, sent)
                 return _decode(status, raw)
             except Unanswered:
                 pause = next(pauses, None)
+                if pause is None:
+                    raise
+            except (NotSent, ApiError) as exc:
+                pause = next(busy, None) if _not_acted_on(exc) else None
                 if pause is None:
                     raise
             time.sleep(pause)
@@ -172,7 +192,14 @@ class ApiClient:
             return self._transport(method, target, data, headers)
         connection = self._connected()
         try:
-            connection.request(method, target, body=data, headers=headers)
+            try:
+                connection.request(method, target, body=data, headers=headers)
+            except ConnectionError as exc:
+                # closed (reset, broken pipe) before the whole request was taken: a peer over its
+                # connection limit is closed at once (meta/service/connection_guard.py)
+                raise NotSent(
+                    f"the metasched API at {self.address} closed the connection: {_reason(exc)}"
+                ) from None
             response = connection.getresponse()
             raw = response.read(MAX_RESPONSE_BYTES + 1)
         except (OSError, http.client.HTTPException) as exc:
@@ -192,6 +219,11 @@ def _backoff(wait_s: float) -> Iterator[float]:
     while time.monotonic() + delay <= deadline:
         yield delay
         delay = min(delay * 2, 5.0)
+
+
+def _not_acted_on(exc: Exception) -> bool:
+    """_not_acted_on tells a request the service certainly did not act on: not sent whole, or answered 503 Busy."""
+    return isinstance(exc, NotSent) or (isinstance(exc, ApiError) and exc.status == 503 and exc.error == BUSY)
 
 
 def _not_listening(exc: OSError) -> bool:

@@ -22,7 +22,9 @@ from pathlib import Path
 
 import uvicorn
 
+from meta.service.connection_guard import ConnectionLimits, guarded_protocol
 from meta.service.http_guard import ASGIApp
+from meta.service.request_gate import RequestGate
 
 log = logging.getLogger("metasched.api")
 
@@ -60,6 +62,7 @@ class ApiServer:
 
     app: ASGIApp
     listen: Listen
+    limits: ConnectionLimits = field(default_factory=ConnectionLimits)
     _sockets: list[socket.socket] = field(default_factory=list)
     _server: uvicorn.Server | None = None
     _thread: threading.Thread | None = None
@@ -77,12 +80,16 @@ class ApiServer:
             self._remove_socket_file()
             raise
         config = uvicorn.Config(
-            self.app,
+            RequestGate(self.app),  # requests in flight bounded, with a reserve for job-side calls
+            # connections bounded per peer (uid or IP), with head and body deadlines (issue 22, S1)
+            http=guarded_protocol(self.limits),
             lifespan="off",
             access_log=False,
             log_config=None,  # the daemon's logging configuration stays in charge
             timeout_graceful_shutdown=5,
-            limit_concurrency=256,  # beyond this uvicorn answers 503 instead of queueing without bound
+            # not uvicorn's limit_concurrency: it counts idle connections too, so anyone holding
+            # 256 of them made it answer 503 to everyone
+            limit_concurrency=None,
         )
         self._server = uvicorn.Server(config)
         self._thread = threading.Thread(

@@ -1,0 +1,85 @@
+"""RequestGate: a bound on the requests in flight, with a reserve that only job-side calls and health checks may use.
+
+uvicorn's own ``limit_concurrency`` counted *connections*, idle ones included, and answered 503
+to everyone once 256 were open: any local user could hold them and take the API down (issue 22,
+S1). Connections are now bounded per peer (meta/service/connection_guard.py); this gate bounds
+what they cost once a request head has arrived. Ordinary requests may use ``limit - reserve``
+slots; a running job's commit, checkpoint report and secret fetch, and ``/healthz``, may use all
+``limit``: a crowd of ordinary callers cannot make a job fail its commit or its start.
+
+A refusal is ``503 Busy`` with ``Retry-After``: the service looked at nothing but the path, so the
+client may send the request again (cli/client.py does, with back-off).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, field
+
+from meta.model.api_operations import OPERATIONS
+from meta.service.http_errors import error_body
+from meta.service.http_guard import ASGIApp, Receive, Scope, Send
+
+DEFAULT_LIMIT = 256  # requests in flight at once (each holds a task, perhaps a worker thread)
+DEFAULT_RESERVE = 32  # of those, kept for job-side calls and health checks
+BUSY = "Busy"  # the error type of every "try again" refusal (cli/client.py retries exactly these)
+RETRY_AFTER_S = 1
+HEALTH = "/healthz"
+
+
+def _job_side_pattern() -> re.Pattern[str]:
+    """_job_side_pattern matches the job-side routes' paths, taken from the operation table (no second list)."""
+    paths = [op.path for op in OPERATIONS if op.tag == "job side"]
+    alternatives = [re.sub(r"\\\{[a-z_]+\\\}", "[^/]+", re.escape(path)) for path in paths]
+    return re.compile("(?:" + "|".join(alternatives) + ")")
+
+
+JOB_SIDE = _job_side_pattern()
+
+
+def is_reserved(path: str) -> bool:
+    """is_reserved tells whether ``path`` may use the reserve: a job-side route or the health check."""
+    return path == HEALTH or JOB_SIDE.fullmatch(path) is not None
+
+
+async def answer_busy(send: Send, why: str) -> None:
+    """answer_busy sends ``503 Busy`` (Retry-After, Connection: close): the request was not looked at."""
+    payload = json.dumps(error_body(BUSY, f"{why}; try again")).encode("utf-8")
+    headers = [
+        (b"content-type", b"application/json"),
+        (b"content-length", str(len(payload)).encode()),
+        (b"retry-after", str(RETRY_AFTER_S).encode()),
+        (b"connection", b"close"),  # frees the connection (and its share of the peer's limit) at once
+    ]
+    await send({"type": "http.response.start", "status": 503, "headers": headers})
+    await send({"type": "http.response.body", "body": payload})
+
+
+@dataclass
+class RequestGate:
+    """RequestGate admits a request while fewer than its bound are in flight (the reserve kept for job-side paths)."""
+
+    app: ASGIApp
+    limit: int = DEFAULT_LIMIT
+    reserve: int = DEFAULT_RESERVE
+    active: int = field(default=0, init=False)  # touched only on the event loop's thread: no lock
+
+    def admits(self, path: str) -> bool:
+        """admits tells whether one more request to ``path`` fits now."""
+        bound = self.limit if is_reserved(path) else self.limit - self.reserve
+        return self.active < bound
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        """__call__ is the ASGI entry point."""
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        if not self.admits(scope["path"]):
+            await answer_busy(send, "the API is serving as many requests as it may")
+            return
+        self.active += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.active -= 1
