@@ -5,6 +5,10 @@ shared path such as ``/tmp/...`` (anyone could create that first): ``--state-dir
 ``METASCHED_STATE_DIR``, else ``$XDG_STATE_HOME/metasched``, else ``~/.local/state/metasched``.
 It is created 0700 and refused when it is a symlink, not ours or writable by others; the URL file
 is written 0600 under a fresh temp name and renamed into place, never through a link.
+
+``--log-dir`` (where the daemon's own jobs write their output, as the daemon's user) gets the same
+checks (issue 22, S10): made 0700 when missing, refused when it is a symlink, not ours or
+writable by others, so no local user can create it first and read or plant root's job logs.
 """
 
 from __future__ import annotations
@@ -44,4 +48,9 @@ def prepare_daemon_files(state_dir: str | Path, url: str, log_dir: str | None) -
             logs = open_private_dir(fd, "logs", create=True, label=str(folder / "logs"))
             assert logs is not None  # create=True never yields None
             os.close(logs)
-    return DaemonFiles(folder, folder / name, Path(log_dir) if log_dir is not None else folder / "logs")
+    if log_dir is None:
+        return DaemonFiles(folder, folder / name, folder / "logs")
+    logs_path = Path(log_dir).absolute()
+    with private_dir(logs_path):
+        pass  # created 0700, or verified as the state folder is (UnsafePath otherwise)
+    return DaemonFiles(folder, folder / name, logs_path)

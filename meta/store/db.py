@@ -97,7 +97,7 @@ def make_engine(url: str) -> Engine:
     parsed = make_url(url)
     if parsed.get_backend_name() == "sqlite":
         if parsed.database and parsed.database != ":memory:":
-            Path(parsed.database).expanduser().parent.mkdir(parents=True, exist_ok=True)
+            create_sqlite_file(Path(parsed.database).expanduser())
         engine = create_engine(url, connect_args={"timeout": 30})
         event.listen(engine, "connect", _sqlite_pragmas)
         # pysqlite's own BEGIN handling defers locks; take the write lock up front instead
@@ -105,6 +105,19 @@ def make_engine(url: str) -> Engine:
         engine.dialect._metasched_sqlite = True  # type: ignore[attr-defined]
         return _sqlite_autocommit_off(engine)
     return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+
+
+def create_sqlite_file(path: Path) -> None:
+    """create_sqlite_file makes a missing store file 0600 (and a missing folder 0700): the store is the service's.
+
+    SQLite would create it with the umask (0644 in a 0755 folder, issue 22, S11); its -wal and -shm
+    files take the database file's mode. An existing file or folder is left as its owner made it.
+    """
+    path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    try:
+        os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600))
+    except FileExistsError:
+        pass  # an existing store (or a link an operator chose): SQLite opens it as before
 
 
 def _sqlite_autocommit_off(engine: Engine) -> Engine:
