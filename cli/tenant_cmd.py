@@ -24,11 +24,13 @@ def tenant_group() -> None:
 @click.option("--guaranteed", multiple=True, help="GPU_TYPE=COUNT guaranteed (repeat; '*' = any type).")
 @click.option("--limit", "limits", multiple=True, help="GPU_TYPE=COUNT upper limit (repeat; '*' = any type).")
 @click.option("--max-pending", type=int, default=None,
-              help="Pending or running jobs of the tenant, all users (-1: none). Slurm's GrpSubmitJobs wins.")
+              help="Pending or running tasks of the tenant, all users (-1: none). Slurm's GrpSubmitJobs wins.")
 @click.option("--max-pending-per-user", type=int, default=None,
-              help="Pending or running jobs of each user (-1: none). Slurm's MaxSubmitJobs wins.")
-@click.option("--submit-rate", type=float, default=None, help="Jobs per second the tenant may submit (-1: default).")
-@click.option("--submit-burst", type=int, default=None, help="Jobs the tenant may submit at once (-1: default).")
+              help="Pending or running tasks of each user (-1: none). Slurm's MaxSubmitJobs wins.")
+@click.option("--max-pending-tasks", type=int, default=None,
+              help="Pending or running tasks of the tenant, all users (-1: the service's default, 50,000).")
+@click.option("--submit-rate", type=float, default=None, help="Tasks per second the tenant may submit (-1: default).")
+@click.option("--submit-burst", type=int, default=None, help="Tasks the tenant may submit at once (-1: default).")
 @click.option("--allow-class", "allow_classes", multiple=True,
               help="A priority class above their job kind's that members may ask for, e.g. inference-deadline "
                    "(repeat; replaces the list; 'none' clears it). A Slurm QOS of the class's name does the same per user.")
@@ -43,14 +45,15 @@ def set_cmd(
     limits: tuple[str, ...],
     max_pending: int | None,
     max_pending_per_user: int | None,
+    max_pending_tasks: int | None,
     submit_rate: float | None,
     submit_burst: int | None,
     allow_classes: tuple[str, ...],
     as_json: bool,
 ) -> None:
     """Create or update a tenant (admins only)."""
-    given = {"max_pending": max_pending, "max_pending_per_user": max_pending_per_user, "rate": submit_rate,
-             "burst": submit_burst}  # fmt: skip
+    given = {"max_pending": max_pending, "max_pending_per_user": max_pending_per_user,
+             "max_pending_tasks": max_pending_tasks, "rate": submit_rate, "burst": submit_burst}  # fmt: skip
     submit = {key: (None if value == -1 else value) for key, value in given.items() if value is not None}
     classes = [c for c in allow_classes if c != "none"] if allow_classes else None
     view = state.backend().set_tenant(
@@ -69,7 +72,8 @@ def set_cmd(
 
 def _submit_text(limits: dict) -> str:
     """_submit_text is the submit limits a tenant sets, for ``tenant set``'s line (empty when none)."""
-    shown = [f"{key} {limits[key]:g}" for key in ("max_pending", "max_pending_per_user", "rate", "burst") if key in limits]
+    keys = ("max_pending", "max_pending_per_user", "max_pending_tasks", "rate", "burst")
+    shown = [f"{key} {limits[key]:g}" for key in keys if key in limits]
     return f", submit {', '.join(shown)}" if shown else ""
 
 

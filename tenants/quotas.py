@@ -8,6 +8,7 @@ set by admins and audited. Every view says where each setting comes from.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,7 +27,11 @@ from tenants.identity import Principal
 from tenants.names import check_tenant_name
 
 # used with fullmatch: a bare ``$`` would also match before a trailing newline
-_QUOTA = re.compile(r"(?P<type>\*|[a-z0-9][a-z0-9_.-]*)=(?P<count>\d+)")
+_QUOTA = re.compile(r"(?P<type>\*|[a-z0-9][a-z0-9_.-]*)=(?P<count>\d{1,7})")
+MAX_QUOTA_GPUS = 1_000_000  # GPUs of one type in a quota: more than any cluster, far below what a store column holds
+MAX_SUBMIT_COUNT = 10**9  # pending tasks or a burst: a whole number up to this
+MAX_SUBMIT_RATE = 1e6  # tasks per second
+MAX_WEIGHT = 1e6  # a fair-share weight (Slurm's Fairshare is a 32-bit count)
 
 
 @dataclass(frozen=True)
@@ -55,8 +60,9 @@ def parse_quotas(items: tuple[str, ...]) -> dict[str, int]:
     quotas: dict[str, int] = {}
     for item in items:
         match = _QUOTA.fullmatch(item.strip().lower())
-        if not match:
-            raise InvalidRequest(f"bad quota {item!r}: use GPU_TYPE=COUNT, e.g. a100=16 or *=32 (any type)")
+        if not match or int(match.group("count")) > MAX_QUOTA_GPUS:
+            raise InvalidRequest(f"bad quota {item[:64]!r}: use GPU_TYPE=COUNT with COUNT 0 to {MAX_QUOTA_GPUS:,}, "
+                                 "e.g. a100=16 or *=32 (any type)")  # fmt: skip
         quotas[match.group("type")] = int(match.group("count"))
     return quotas
 
@@ -77,8 +83,8 @@ def set_tenant(
     A ``submit`` item of None unsets it; ``priority_classes=[]`` allows no class beyond the kinds' own.
     """
     check_tenant_name(name)
-    if weight is not None and weight <= 0:
-        raise InvalidRequest("a fair-share weight must be positive")
+    if weight is not None and not (math.isfinite(weight) and 0 < weight <= MAX_WEIGHT):
+        raise InvalidRequest("a fair-share weight is a finite number, more than 0 and at most 1,000,000")
     for gpu_type, amount in (guaranteed or {}).items():
         limit = (limits or {}).get(gpu_type)
         if limit is not None and limit < amount:
@@ -134,6 +140,8 @@ def admin_set_tenant(
     if not principal.may_admin():
         raise Forbidden("only an admin (Slurm AdminLevel Operator or Administrator, or root) may change tenants")
     check_tenant_name(name)
+    if weight is not None and not (math.isfinite(weight) and 0 < weight <= MAX_WEIGHT):
+        raise InvalidRequest("a fair-share weight is a finite number, more than 0 and at most 1,000,000")
     if weight is not None or limits is not None:
         raise SlurmOwnedSetting(slurm_command_hint(name, weight, limits))
     current = session.get(Tenant, name)
@@ -173,24 +181,39 @@ def slurm_command_hint(name: str, weight: float | None, limits: dict[str, int] |
     return f"{what.format(name=name)}: run sacctmgr modify account where name={name} set {' '.join(settings)}"
 
 
-SUBMIT_SETTINGS = {"max_pending": "GrpSubmitJobs", "max_pending_per_user": "MaxSubmitJobs", "rate": "", "burst": ""}
+SUBMIT_SETTINGS = {"max_pending": "GrpSubmitJobs", "max_pending_per_user": "MaxSubmitJobs", "max_pending_tasks": "",
+                   "rate": "", "burst": ""}  # fmt: skip
 
 
 def check_submit_limits(name: str, submit: dict[str, float | None], sources: dict[str, str]) -> None:
-    """check_submit_limits refuses unknown or out-of-range submit settings and those Slurm's association sets."""
+    """check_submit_limits refuses unknown, non-finite or out-of-range submit settings and those Slurm's association sets."""
     for key, value in submit.items():
         if key not in SUBMIT_SETTINGS:
-            raise InvalidRequest(f"unknown submit limit {key!r}: use {', '.join(SUBMIT_SETTINGS)}")
+            raise InvalidRequest(f"unknown submit limit {key[:64]!r}: use {', '.join(SUBMIT_SETTINGS)}")
+        check_submit_value(key, value)
         if key in SUBMIT_SYNCED and sources.get(key) == SLURM:
             slurm = SUBMIT_SETTINGS[key]
             raise SlurmOwnedSetting(f"{key} of {name} is set in Slurm (the account's {slurm}): run sacctmgr modify "
                                     f"account where name={name} set {slurm}={'-1' if value is None else int(value)}")
-        if value is None:
-            continue
-        if key == "rate" and not 0 < value <= 1e6:
-            raise InvalidRequest("a submit rate is more than 0 and at most 1,000,000 jobs per second")
-        if key != "rate" and (value != int(value) or not (1 if key == "burst" else 0) <= value <= 10**9):
-            raise InvalidRequest(f"{key} is a whole number of jobs ({'1' if key == 'burst' else '0'} to 1,000,000,000)")
+
+
+def check_submit_value(key: str, value: float | None) -> None:
+    """check_submit_value refuses a submit setting that is not a finite number in its range (None: unset, allowed).
+
+    NaN, Infinity and 1e400 (which JSON reads as Infinity) are refused here, before any ``int()``
+    could raise on them (issue 22, S13).
+    """
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise InvalidRequest(f"{key} must be a finite number, not {str(value)[:32]}")
+    if key == "rate":
+        if not 0 < value <= MAX_SUBMIT_RATE:
+            raise InvalidRequest("a submit rate is more than 0 and at most 1,000,000 tasks per second")
+        return
+    low = 1 if key == "burst" else 0
+    if value != int(value) or not low <= value <= MAX_SUBMIT_COUNT:
+        raise InvalidRequest(f"{key} is a whole number of tasks ({low} to 1,000,000,000)")
 
 
 def list_tenants(session: Session) -> list[TenantView]:

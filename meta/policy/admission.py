@@ -4,10 +4,13 @@ Pure (no I/O, no clock of its own): the API service (``meta.service.submit_gate`
 simulator (``meta.sim``) both call it with the counts and the time they own, so the flood the
 simulator replays meets exactly the refusals a real tenant would.
 
-A pending job is a job with a task waiting or running, as Slurm's ``MaxSubmitJobs`` counts
-"pending or running" jobs. Limits: tenant-wide (Slurm's account ``GrpSubmitJobs``), per user
-(the user association's ``MaxSubmitJobs``, which Slurm copies down from the account), and the
-rate: a token bucket per tenant, one token per job, ``burst`` deep, refilled at ``rate`` per second.
+Limits count tasks, not jobs (issue 22, S4): what costs the store and the period is tasks, and
+Slurm counts each array element as one job against ``MaxSubmitJobs``; here an array element or an
+inference partition counts one, as a pending or running task. Limits: tenant-wide (Slurm's account
+``GrpSubmitJobs``), per user (the user association's ``MaxSubmitJobs``, which Slurm copies down
+from the account), metasched's own cap on a tenant's pending tasks (``max_pending_tasks``, on by
+default in the API), and the rate: a token bucket per tenant, one token per task, ``burst`` deep,
+refilled at ``rate`` per second.
 """
 
 from __future__ import annotations
@@ -16,12 +19,16 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-DEFAULT_RATE = 200.0  # jobs per second per tenant: generous (PostgreSQL stores ~2,000/s in batches)
-DEFAULT_BURST = 2_000  # two full batches at once
+DEFAULT_RATE = 2_000.0  # tasks per second per tenant: a tenth of what one writer stores (docs/benchmarks.md)
+DEFAULT_BURST = 20_000  # the largest request (meta.model.limits.MAX_TASKS_PER_REQUEST)
+# a tenant's pending or running tasks, all users, unless an admin sets its own: two of the largest
+# requests and more; ten tenants at the cap are 500,000 tasks, a period the daemon keeps short
+DEFAULT_MAX_PENDING_TASKS = 50_000
 RATE = "rate"
 TENANT_PENDING = "tenant_pending"
 USER_PENDING = "user_pending"
-REASONS = (RATE, TENANT_PENDING, USER_PENDING)
+TENANT_TASKS = "tenant_tasks"
+REASONS = (RATE, TENANT_PENDING, USER_PENDING, TENANT_TASKS)
 # sbatch's words for an association over its submit limit (ESLURM_ACCOUNTING_POLICY)
 POLICY_VIOLATION = "Job violates accounting/QOS policy (job submit limit, user's size and/or time limits)"
 
@@ -30,15 +37,16 @@ POLICY_VIOLATION = "Job violates accounting/QOS policy (job submit limit, user's
 class SubmitLimits:
     """SubmitLimits is one tenant's admission settings; None means no limit."""
 
-    max_pending: int | None = None  # the tenant's pending jobs, all users (GrpSubmitJobs)
+    max_pending: int | None = None  # the tenant's pending tasks, all users (GrpSubmitJobs)
     max_pending_per_user: int | None = None  # each user's, unless ``users`` names it (MaxSubmitJobs)
+    max_pending_tasks: int | None = None  # metasched's cap on the tenant's pending tasks (the API's default)
     users: Mapping[str, int] = field(default_factory=dict)  # per-user limits from Slurm's user associations
     rate: float = DEFAULT_RATE
     burst: int = DEFAULT_BURST
     sources: Mapping[str, str] = field(default_factory=dict)  # max_pending / max_pending_per_user -> slurm | metasched
 
     def user_limit(self, user: str) -> int | None:
-        """user_limit is ``user``'s own pending-job limit in this tenant (None: none)."""
+        """user_limit is ``user``'s own pending-task limit in this tenant (None: none)."""
         return self.users.get(user, self.max_pending_per_user)
 
 
@@ -93,9 +101,9 @@ class TokenBucket:
 
 def rate_refusal(tenant: str, limits: SubmitLimits, count: int, wait_s: float) -> Refusal:
     """rate_refusal is the 429 of a submit the bucket cannot cover yet (or ever, for a batch deeper than it)."""
-    budget = f"{limits.rate:g} jobs/s, bursts of {limits.burst:,}"
+    budget = f"{limits.rate:g} tasks/s, bursts of {limits.burst:,}"
     if math.isinf(wait_s):
-        message = (f"tenant {tenant} may submit {budget}: a request of {count:,} jobs never fits; "
+        message = (f"tenant {tenant} may submit {budget}: a request of {count:,} tasks never fits; "
                    "send smaller batches")  # fmt: skip
         return Refusal(RATE, message, limits.burst, count, None)
     message = (f"metasched temporarily unable to accept job: tenant {tenant}'s submit rate limit ({budget}) "
@@ -106,19 +114,24 @@ def rate_refusal(tenant: str, limits: SubmitLimits, count: int, wait_s: float) -
 def pending_refusal(
     tenant: str, user: str, limits: SubmitLimits, tenant_pending: int, user_pending: int, adding: int
 ) -> Refusal | None:
-    """pending_refusal refuses ``adding`` jobs that would take the tenant or the user past its pending limit."""
+    """pending_refusal refuses ``adding`` tasks that would take the tenant or the user past a pending limit."""
+    tasks_cap = limits.max_pending_tasks
+    if tasks_cap is not None and tenant_pending + adding > tasks_cap:
+        return Refusal(TENANT_TASKS, f"{POLICY_VIOLATION}: tenant {tenant} has {tenant_pending:,} pending or running "
+                       f"tasks of {tasks_cap:,} (metasched tenant setting max_pending_tasks); this submit adds "
+                       f"{adding:,} tasks", tasks_cap, tenant_pending)  # fmt: skip
     cap = limits.max_pending
     if cap is not None and tenant_pending + adding > cap:
         where = _where(limits, "max_pending", "GrpSubmitJobs")
         return Refusal(TENANT_PENDING, f"{POLICY_VIOLATION}: AssocGrpSubmitJobsLimit, tenant {tenant} has "
-                       f"{tenant_pending:,} pending or running jobs of {cap:,} ({where}); this submit adds {adding:,}",
+                       f"{tenant_pending:,} pending or running tasks of {cap:,} ({where}); this submit adds {adding:,} tasks",
                        cap, tenant_pending)  # fmt: skip
     own = limits.user_limit(user)
     if own is not None and user_pending + adding > own:
         where = "MaxSubmitJobs, Slurm" if user in limits.users else _where(limits, "max_pending_per_user", "MaxSubmitJobs")
         return Refusal(USER_PENDING, f"{POLICY_VIOLATION}: AssocMaxSubmitJobLimit, user {user} has "
-                       f"{user_pending:,} pending or running jobs in {tenant} of {own:,} ({where}); this submit "
-                       f"adds {adding:,}", own, user_pending)  # fmt: skip
+                       f"{user_pending:,} pending or running tasks in {tenant} of {own:,} ({where}); this submit "
+                       f"adds {adding:,} tasks", own, user_pending)  # fmt: skip
     return None
 
 

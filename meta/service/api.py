@@ -30,9 +30,10 @@ from meta.model.errors import (
     Unschedulable,
 )
 from meta.model.ids import looks_like_uuid, new_uuid
-from meta.model.limits import clip, printable, submit_dir_problem
+from meta.model.limits import MAX_TASKS_PER_REQUEST, clip, printable, submit_dir_problem
 from meta.model.spec import AnySpec, spec_hash
 from meta.model.states import JobState, TaskState
+from meta.policy.admission import POLICY_VIOLATION
 from meta.policy.config import DEFAULT_PRIORITY_CLASSES
 from meta.service.array_elements import cancel_elements, element_tasks
 from meta.service.feasibility import InventoryFeasibility
@@ -148,6 +149,7 @@ class Service:
         check_submit_dir(submit_dir)
         if idempotency_key is not None and not (0 < len(idempotency_key) <= 256 - len(str(MAX_BATCH_JOBS)) - 1):
             raise InvalidRequest("a batch's idempotency key must be 1 to 250 characters")
+        check_request_tasks(specs)
         wanted = []
         for index, spec in enumerate(specs):
             principal_check(principal, spec.tenant)
@@ -168,13 +170,21 @@ class Service:
         """_gated stores through the submit gate: admitted (or refused) first, the reservation settled after."""
         if self.gate is None:
             return store()
-        admission = self.gate.admit(principal.name, Counter(spec.tenant for spec in specs))
+        # charged in tasks (issue 22, S4): a job of 20,000 partitions costs what 20,000 one-task jobs do
+        tasks: Counter[str] = Counter()
+        for spec in specs:
+            tasks[spec.tenant] += spec.task_count()
+        admission = self.gate.admit(principal.name, tasks)
         try:
             results = store()
         except BaseException:
             self.gate.release(admission)
             raise
-        self.gate.settle(admission, Counter(r.job.tenant for r in results if r.created))
+        created: Counter[str] = Counter()
+        for result in results:
+            if result.created:
+                created[result.job.tenant] += sum(result.job.tasks.values())
+        self.gate.settle(admission, created)
         return results
 
     # --- reads ------------------------------------------------------------------------------
@@ -271,6 +281,19 @@ def _retryable(exc: Exception) -> bool:
         return True
     message = str(exc).lower()
     return "locked" in message or "deadlock" in message or "could not serialize" in message
+
+
+def check_request_tasks(specs: Sequence[AnySpec]) -> None:
+    """check_request_tasks refuses a request that makes more tasks than one request may (nothing is stored).
+
+    One transaction writes them all, holding the store's writer: past ``MAX_TASKS_PER_REQUEST`` it
+    would starve every other tenant's submit (issue 22, S4).
+    """
+    total = sum(spec.task_count() for spec in specs)
+    if total > MAX_TASKS_PER_REQUEST:
+        raise InvalidRequest(f"{POLICY_VIOLATION}: this request makes {total:,} tasks (array elements and "
+                             f"partitions count one each), at most {MAX_TASKS_PER_REQUEST:,} per request; "
+                             "send smaller batches")  # fmt: skip
 
 
 def check_submit_dir(submit_dir: str | None) -> None:

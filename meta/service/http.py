@@ -24,7 +24,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from meta.model.api_operations import MAX_QUEUE_JOB_IDS
 from meta.model.errors import InvalidRequest, MetaschedError
-from meta.model.limits import clip
+from meta.model.limits import MAX_DURATION_S, clip
 from meta.model.spec import SpecError
 from meta.model.states import IllegalTransition
 from meta.service.api import MAX_BATCH_JOBS, Service
@@ -61,6 +61,14 @@ class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
 
+# numbers a caller sends are finite and fit a store column: NaN, Infinity (JSON's 1e400) and 10**400
+# are a 400 here, never a 500 further on (issue 22, S13)
+MAX_WHOLE = 2**62
+MAX_TASK_INDEX = 2**31 - 1
+FiniteNumber = Annotated[float, Field(allow_inf_nan=False, ge=-1e15, le=1e15)]
+Token = Annotated[int, Field(ge=0, le=MAX_WHOLE)]
+
+
 class SubmitRequest(_Body):
     """SubmitRequest is a job to submit: a job file's text, or a spec already parsed (msbatch)."""
 
@@ -93,16 +101,16 @@ class BatchRequest(_Body):
 class RetryRequest(_Body):
     """RetryRequest names one task to retry, or none for every failed or cancelled task."""
 
-    task: int | None = Field(default=None, ge=0)
+    task: int | None = Field(default=None, ge=0, le=MAX_TASK_INDEX)
 
 
 class TenantUpdate(_Body):
     """TenantUpdate sets guaranteed GPUs (``TYPE=COUNT`` items; omitted: unchanged); weight and limits are refused."""
 
-    weight: float | None = None
+    weight: FiniteNumber | None = None
     guaranteed: list[Annotated[str, Field(max_length=MAX_NAME)]] | None = Field(default=None, max_length=MAX_QUOTA_ITEMS)
     limits: list[Annotated[str, Field(max_length=MAX_NAME)]] | None = Field(default=None, max_length=MAX_QUOTA_ITEMS)
-    submit: dict[Annotated[str, Field(max_length=64)], float | None] | None = Field(
+    submit: dict[Annotated[str, Field(max_length=64)], FiniteNumber | None] | None = Field(
         default=None, max_length=8,
         description="submit limits: max_pending, max_pending_per_user, rate, burst (null: unset)",
     )  # fmt: skip
@@ -127,7 +135,7 @@ SECRET_HEADER = "X-Metasched-Attempt-Secret"
 class CommitRequest(_Body):
     """CommitRequest is a partition attempt's output manifest, fencing token and attempt secret."""
 
-    token: int
+    token: Token
     manifest: dict[str, Any]
     secret: str | None = SECRET_FIELD
 
@@ -135,11 +143,11 @@ class CommitRequest(_Body):
 class CheckpointReport(_Body):
     """CheckpointReport is one checkpoint of a running training attempt."""
 
-    token: int
-    step: int = Field(ge=0)
+    token: Token
+    step: int = Field(ge=0, le=MAX_WHOLE)
     path: str = Field(min_length=1, max_length=MAX_TEXT)
-    size_bytes: int | None = Field(default=None, ge=0)
-    duration_s: float | None = Field(default=None, ge=0)
+    size_bytes: int | None = Field(default=None, ge=0, le=MAX_WHOLE)
+    duration_s: float | None = Field(default=None, ge=0, le=MAX_DURATION_S, allow_inf_nan=False)
     secret: str | None = SECRET_FIELD
 
 

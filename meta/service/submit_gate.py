@@ -1,9 +1,12 @@
-"""SubmitGate: the API's noisy-neighbour guard — pending-job limits and a submit-rate bucket per tenant.
+"""SubmitGate: the API's noisy-neighbour guard — pending-task limits and a submit-rate bucket per tenant.
 
-The decisions are ``meta.policy.admission``'s (the simulator makes the same ones). What this
-adds is state, kept cheap: pending jobs per tenant and per (tenant, user) come from one grouped
-query over the live tasks (the ``tasks.state`` index), refreshed at most every ``refresh_s``, plus
-the jobs this replica admitted since that read began; limits are read from the tenants table
+The decisions are ``meta.policy.admission``'s (the simulator makes the same ones). Everything is
+counted in tasks (an array element or an inference partition is one): a request of 100 jobs of
+20,000 partitions is 2,000,000 tasks, not 100 jobs (issue 22, S4). What this adds is state, kept
+cheap: pending tasks per tenant and per (tenant, user) come from one grouped query over the live
+tasks (the ``tasks.state`` index), refreshed at most every ``refresh_s``, plus the tasks this
+replica admitted since that read began; every tenant has a cap on its pending tasks
+(``max_pending_tasks``: the tenant's setting, else the gate's default); limits are read from the tenants table
 every ``limits_refresh_s``. One lock makes check-and-reserve atomic inside a replica; with
 several API replicas a tenant may overshoot by what the others admitted within ``refresh_s``.
 
@@ -15,6 +18,7 @@ Refusals are audited (``job.submit.refused``) once per (tenant, user, reason) ev
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -25,6 +29,7 @@ from sqlalchemy import func, select
 from meta.model.errors import MetaschedError
 from meta.policy.admission import (
     DEFAULT_BURST,
+    DEFAULT_MAX_PENDING_TASKS,
     DEFAULT_RATE,
     Refusal,
     SubmitLimits,
@@ -53,7 +58,7 @@ class SubmitRefused(MetaschedError):
 
 
 class SubmitLimitExceeded(SubmitRefused):
-    """SubmitLimitExceeded: the submit would take a tenant or user past its pending-job limit (HTTP 403)."""
+    """SubmitLimitExceeded: the submit would take a tenant or user past a pending-task limit (HTTP 403)."""
 
 
 class SubmitRateLimited(SubmitRefused):
@@ -62,7 +67,7 @@ class SubmitRateLimited(SubmitRefused):
 
 @dataclass
 class Admission:
-    """Admission is one admitted submit's reservation: jobs per (tenant, user) and tokens per tenant."""
+    """Admission is one admitted submit's reservation: tasks (``jobs``) per tenant, tokens per tenant."""
 
     user: str
     jobs: dict[str, int]
@@ -82,7 +87,7 @@ class _Counts:
 
 
 class SubmitGate:
-    """SubmitGate admits or refuses submits per tenant (pending jobs, submit rate), audited and counted."""
+    """SubmitGate admits or refuses submits per tenant (pending tasks, submit rate), audited and counted."""
 
     def __init__(
         self,
@@ -90,6 +95,7 @@ class SubmitGate:
         *,
         rate: float = DEFAULT_RATE,
         burst: int = DEFAULT_BURST,
+        max_pending_tasks: int | None = DEFAULT_MAX_PENDING_TASKS,
         refresh_s: float = REFRESH_S,
         limits_refresh_s: float = LIMITS_REFRESH_S,
         audit_every_s: float = AUDIT_EVERY_S,
@@ -98,6 +104,7 @@ class SubmitGate:
     ) -> None:
         self.db = db
         self.rate, self.burst = rate, burst
+        self.max_pending_tasks = max_pending_tasks  # a tenant's cap unless it sets its own (None: none)
         self.refresh_s, self.limits_refresh_s, self.audit_every_s = refresh_s, limits_refresh_s, audit_every_s
         self.clock = clock
         self.on_refusal = on_refusal
@@ -111,7 +118,7 @@ class SubmitGate:
     # --- the two calls the service makes ------------------------------------------------------
 
     def admit(self, user: str, jobs: Mapping[str, int]) -> Admission:
-        """admit reserves ``jobs`` (tenant -> new jobs) for ``user`` or raises SubmitRefused (audited, counted)."""
+        """admit reserves ``jobs`` (tenant -> new tasks) for ``user`` or raises SubmitRefused (audited)."""
         with self._lock:
             now = self.clock()
             self._refresh(now)
@@ -124,7 +131,7 @@ class SubmitGate:
         raise (SubmitRateLimited if refusal.reason == "rate" else SubmitLimitExceeded)(refusal)
 
     def settle(self, admission: Admission, created: Mapping[str, int]) -> None:
-        """settle ends a reservation whose transaction committed: ``created`` jobs per tenant stay counted.
+        """settle ends a reservation whose transaction committed: ``created`` tasks per tenant stay counted.
 
         Jobs an idempotency key answered (not created) give their tokens and their count back.
         """
@@ -170,13 +177,13 @@ class SubmitGate:
             return self._limits_of(tenant)
 
     def pending(self, tenant: str, user: str | None = None) -> int:
-        """pending is the tenant's (or the user's in it) pending jobs as the gate counts them now."""
+        """pending is the tenant's (or the user's in it) pending tasks as the gate counts them now."""
         with self._lock:
             self._refresh(self.clock())
             return self._pending_count(tenant, user)
 
     def _check(self, user: str, jobs: Mapping[str, int], now: float) -> tuple[Refusal | None, str]:
-        """_check takes every tenant's tokens or none, after the pending-job limits allow the submit."""
+        """_check takes every tenant's tokens or none, after the pending-task limits allow the submit."""
         for tenant, count in sorted(jobs.items()):
             refusal = self._pending(user, tenant, self._limits_of(tenant), count)
             if refusal is not None:
@@ -193,7 +200,8 @@ class SubmitGate:
         return None, ""
 
     def _pending(self, user: str, tenant: str, limits: SubmitLimits, count: int) -> Refusal | None:
-        if limits.max_pending is None and limits.user_limit(user) is None:
+        caps = (limits.max_pending, limits.max_pending_tasks, limits.user_limit(user))
+        if all(cap is None for cap in caps):
             return None
         return pending_refusal(
             tenant, user, limits, self._pending_count(tenant, None), self._pending_count(tenant, user), count
@@ -214,7 +222,9 @@ class SubmitGate:
         return bucket
 
     def _limits_of(self, tenant: str) -> SubmitLimits:
-        return self._limits.get(tenant) or SubmitLimits(rate=self.rate, burst=self.burst)
+        return self._limits.get(tenant) or SubmitLimits(
+            rate=self.rate, burst=self.burst, max_pending_tasks=self.max_pending_tasks
+        )
 
     def _refresh(self, now: float) -> None:
         """_refresh re-reads the pending counts (and the limits) when they are older than their interval."""
@@ -229,9 +239,9 @@ class SubmitGate:
         self._counts = _Counts(tenants, users, now, since)
 
     def _read_counts(self) -> tuple[dict[str, int], dict[tuple[str, str], int]]:
-        """_read_counts is pending jobs per (tenant, submitter): one grouped query over the live tasks."""
+        """_read_counts is pending tasks per (tenant, submitter): one grouped query over the live tasks."""
         query = (
-            select(Job.tenant, Job.submitted_by, func.count(func.distinct(Task.job_id)))
+            select(Job.tenant, Job.submitted_by, func.count(Task.id))
             .join(Job, Job.id == Task.job_id)
             .where(Task.state.in_(LIVE))
             .group_by(Job.tenant, Job.submitted_by)
@@ -253,13 +263,17 @@ class SubmitGate:
     def _settings(self, stored: Mapping[str, object], sources: Mapping[str, str]) -> SubmitLimits:
         def number(key: str) -> int | None:
             value = stored.get(key)
-            return int(value) if isinstance(value, int | float) else None
+            # a non-finite number stored before it was refused (issue 22, S13) is no setting, not a 500
+            return int(value) if isinstance(value, int | float) and math.isfinite(value) else None
 
         users = stored.get("users")
         rate = stored.get("rate")
+        rate = rate if isinstance(rate, int | float) and math.isfinite(rate) and rate > 0 else None
+        tasks = number("max_pending_tasks")
         return SubmitLimits(
             max_pending=number("max_pending"),
             max_pending_per_user=number("max_pending_per_user"),
+            max_pending_tasks=self.max_pending_tasks if tasks is None else tasks,
             users={str(k): int(v) for k, v in users.items()} if isinstance(users, dict) else {},
             rate=float(rate) if isinstance(rate, int | float) else self.rate,
             burst=number("burst") or self.burst,
@@ -283,7 +297,7 @@ class SubmitGate:
         try:
             with self.db.session() as session:
                 audit.record(session, user, "job.submit.refused", tenant, tenant=tenant, reason=refusal.reason,
-                             jobs=count, limit=refusal.limit, current=refusal.current,
+                             tasks=count, limit=refusal.limit, current=refusal.current,
                              refused_since_last_line=quiet, message=refusal.message)  # fmt: skip
         except Exception as exc:  # noqa: BLE001 - the refusal stands even when its audit line cannot be written
             log.warning("cannot audit a refused submit of %s in %s: %s", user, tenant, exc)

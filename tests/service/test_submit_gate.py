@@ -68,7 +68,7 @@ def test_a_tenant_at_its_pending_limit_is_refused_in_sbatchs_words_and_others_go
         gated.submit(evaluation(tenant="tenant-a"), principal=ALICE)
     message = str(refused.value)
     assert message.startswith(POLICY_VIOLATION) and "AssocGrpSubmitJobsLimit" in message
-    assert "tenant tenant-a has 3 pending or running jobs of 3" in message and "metasched tenant setting" in message
+    assert "tenant tenant-a has 3 pending or running tasks of 3" in message and "metasched tenant setting" in message
     gated.submit_many(_jobs("tenant-b", 5), principal=BOB)  # another tenant is not touched
     assert len(gated.list_jobs(tenant="tenant-a")) == 3  # nothing stored by the refusal
     assert gated.refused == [("tenant-a", "tenant_pending")]  # type: ignore[attr-defined]
@@ -105,7 +105,7 @@ def test_slurms_max_submit_jobs_limits_each_user_and_wins_over_metasched(gated: 
     gated.submit(evaluation(tenant="tenant-a"), principal=ALICE)
     with pytest.raises(SubmitLimitExceeded) as refused:
         gated.submit(evaluation(tenant="tenant-a"), principal=ALICE)
-    assert "AssocMaxSubmitJobLimit, user alice has 1 pending or running jobs in tenant-a of 1 (MaxSubmitJobs, Slurm)" in str(
+    assert "AssocMaxSubmitJobLimit, user alice has 1 pending or running tasks in tenant-a of 1 (MaxSubmitJobs, Slurm)" in str(
         refused.value
     )
     gated.submit_many(_jobs("tenant-a", 5), principal=CAROL)  # carol: metasched's 5 per user
@@ -140,7 +140,7 @@ def test_the_rate_bucket_refuses_with_the_wait_and_refills(gated: Service, clock
     with pytest.raises(SubmitRateLimited) as refused:
         gated.submit(evaluation(tenant="research"), principal=OSCAR)
     assert refused.value.refusal.retry_after_s == pytest.approx(0.1)
-    assert "rate limit (10 jobs/s, bursts of 5) is reached; retry in 0.1 s" in str(refused.value)
+    assert "rate limit (10 tasks/s, bursts of 5) is reached; retry in 0.1 s" in str(refused.value)
     gated.submit_many(_jobs("tenant-a", 20), principal=ALICE)  # tenant-a has a bucket of its own
     clock.now += 0.1
     gated.submit(evaluation(tenant="research"), principal=OSCAR)
@@ -165,7 +165,7 @@ def test_refusals_are_audited_once_per_interval_with_the_count_in_between(gated:
         ("oscar", "tenant_pending", 3),
         ("oscar", "tenant_pending", 0),
     ]
-    assert lines[0].detail["limit"] == 1 and lines[0].detail["jobs"] == 1
+    assert lines[0].detail["limit"] == 1 and lines[0].detail["tasks"] == 1
     assert len(gated.refused) == 5  # type: ignore[attr-defined]  # the metric counts every one
 
 
