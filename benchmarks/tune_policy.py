@@ -102,6 +102,13 @@ GRID: dict[str, dict[str, Any]] = {
                                 "short_job_max_penalty_s": 14400.0},
     "horizon6h-cap2h": WEEK1 | {"guaranteed_in_share_order": False, "fair_share_horizon_s": 21600.0,
                                 "short_job_max_penalty_s": 7200.0},
+    # Slot-preserving tenant order: Slurm's multifactor order picks each place's tenant, the tenant's
+    # own jobs fill it shortest-first; optionally the hold follows the first blocked task of any size (as EASY).
+    "multifactor-owned": WEEK1 | {"guaranteed_in_share_order": False, "tenant_order": "multifactor"},
+    "multifactor-hold-any": WEEK1 | {"guaranteed_in_share_order": False, "tenant_order": "multifactor",
+                                     "hold_min_gpus": 0},
+    "multifactor-cap4h": WEEK1 | {"guaranteed_in_share_order": False, "tenant_order": "multifactor",
+                                  "short_job_max_penalty_s": 14400.0},
 }
 # What the procedure chose when it was last run (docs/benchmarks.md); meta/policy/config.py's defaults are
 # this setting, which tests/unit/test_policy_file.py checks.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Literal
 
 from meta.model.kinds import JobKind
 
@@ -61,6 +62,12 @@ class SchedulerConfig:
     # tenants take strict turns by share; False (tuned): they merge by the horizon above, like
     # borrowers (the guarantee buys a place ahead of borrowers and the right to reclaim, not a turn).
     guaranteed_in_share_order: bool = False
+    # Who gets each place in line between tenants. "turns": the knobs above (share turns or the
+    # horizon merge). "multifactor": slot-preserving tenant order, i.e. Slurm's multifactor priority
+    # (fair share 2^(-U/S), age, size; meta/policy/slurmlike.py) decides which tenant each place
+    # goes to, and the tenant fills its places with its own tasks by the key above (shortest-first):
+    # a tenant gets the places plain Slurm would give it, and only its own work can take them.
+    tenant_order: Literal["turns", "multifactor"] = "turns"
     # Backfill: how many head-of-line tasks get nodes held for their earliest start.
     max_held_reservations: int = 1
     # Only tasks that small jobs could starve get held nodes: gangs, tasks of at least this many

@@ -21,7 +21,7 @@ AGED, URGENT, CLASS = "aged", "urgent", "class"
 _TIERS = {AGED: 0, URGENT: 1, CLASS: 2}
 # the knobs a key depends on: kept with each cycle so a waiting task's key can be rebuilt later
 ORDER_KNOBS = ("max_wait_s", "deadline_urgency_s", "short_job_weight", "short_job_gpu_exponent",
-               "short_job_max_penalty_s", "fair_share_horizon_s", "priority_classes")  # fmt: skip
+               "short_job_max_penalty_s", "fair_share_horizon_s", "priority_classes", "tenant_order")  # fmt: skip
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +32,7 @@ class OrderKey:
     priority_class: str
     rank: int
     guaranteed: bool | None  # inside its tenant's guarantee (goes before borrowers); None: no guarantees set
-    position: float  # aged: submit time; urgent: slack; class: share, or submit key + horizon x share
+    position: float  # aged: submit time; urgent: slack; class: share, submit key + horizon x share, or slot
     submit_key: float  # inside one tenant: submit time + short-job weight x size
     share: float  # the tenant's weighted dominant share when the task's turn came
     usage: float  # the tenant's decayed usage (cost-weighted GPU-seconds)
@@ -150,6 +150,9 @@ def why_won(winner: OrderKey, loser: OrderKey, config: SchedulerConfig | None = 
     if winner.rank != loser.rank:
         return (f"higher priority class: {winner.priority_class} ({winner.rank}) vs "
                 f"{loser.priority_class} ({loser.rank})")
+    if config is not None and config.tenant_order == "multifactor":
+        return (f"earlier place in Slurm's multifactor order (place {winner.position:.0f}): fair share, age and "
+                "size give each place to a tenant, and a tenant fills its places with its own jobs, shortest first")
     horizon = config.fair_share_horizon_s if config else 0.0
     if horizon is None and winner.share != loser.share:
         return f"lower fair share: {winner.share:.3f} vs {loser.share:.3f}"

@@ -2,7 +2,9 @@
 
 Within one priority class, tenants take turns by lowest weighted dominant share (re-read after
 every placement, so a tenant that just got capacity drops back); within a tenant, the oldest
-task goes first (optionally nudged towards short jobs).
+task goes first (optionally nudged towards short jobs). With ``tenant_order: multifactor`` the
+class's places go to tenants in Slurm's multifactor order instead, each filled with its
+tenant's next task (slot-preserving tenant order).
 """
 
 from __future__ import annotations
@@ -79,6 +81,11 @@ class OrderTrace:
         self._at = at
         self.position = position
 
+    @property
+    def lined(self) -> bool:
+        """lined tells whether the last task came from a sorted line (aged, urgent or multifactor slots)."""
+        return self._line is not None
+
     def turns(self, heap: list, queues: dict, heads: dict, where: Callable[[str, tuple], float],
               key: Callable[[PendingTask], tuple]) -> None:
         """turns says the next tasks come from the tenants' turns of one class (set once per class)."""
@@ -116,6 +123,7 @@ def ordered(
     rank_of: Callable[[PendingTask], int] | None = None,
     within_guarantee: Callable[[PendingTask], bool] | None = None,
     trace: OrderTrace | None = None,
+    priority: Callable[[PendingTask], float] | None = None,
 ) -> Iterator[PendingTask]:
     """ordered yields pending tasks in scheduling order; fair share is re-read lazily as it changes.
 
@@ -123,9 +131,13 @@ def ordered(
     Kueue): otherwise borrowers take the capacity a reclaiming tenant just freed by preemption,
     and become the cheapest victims of the next cycle (a preemption storm). With a ``trace``,
     each yielded task's line and place in it are left there for the decision record.
+    ``priority`` is Slurm's multifactor priority (slurmlike.multifactor), which
+    ``tenant_order: multifactor`` needs.
     """
+    if config.tenant_order == "multifactor" and priority is None:
+        raise ValueError("tenant_order 'multifactor' needs the tasks' multifactor priority")
     if within_guarantee is None:
-        yield from _ordered(pending, fair, config, now, rank_of, trace)
+        yield from _ordered(pending, fair, config, now, rank_of, trace, priority)
         return
     owned: list[PendingTask] = []
     borrowing: list[PendingTask] = []
@@ -135,15 +147,16 @@ def ordered(
     inside = replace(config, fair_share_horizon_s=None) if config.guaranteed_in_share_order else config
     if trace is not None:
         trace.guaranteed = True
-    yield from _ordered(owned, fair, inside, now, rank_of, trace)
+    yield from _ordered(owned, fair, inside, now, rank_of, trace, priority)
     if trace is not None:
         trace.guaranteed = False
-    yield from _ordered(borrowing, fair, config, now, rank_of, trace)
+    yield from _ordered(borrowing, fair, config, now, rank_of, trace, priority)
 
 
 def _ordered(
     pending: Sequence[PendingTask], fair: FairShare, config: SchedulerConfig, now: float,
     rank_of: Callable[[PendingTask], int] | None, trace: OrderTrace | None = None,
+    priority: Callable[[PendingTask], float] | None = None,
 ) -> Iterator[PendingTask]:
     """_ordered yields one group: aged, then urgent deadlines, then classes with fair-share turns."""
     aged: list[PendingTask] = []
@@ -172,7 +185,39 @@ def _ordered(
             trace.in_line("urgent", urgent, i, slack(t, now) or 0.0)
             yield t
     for rank in sorted(by_rank, reverse=True):
-        yield from _interleave(by_rank[rank], fair, config, trace)
+        if priority is not None and config.tenant_order == "multifactor":
+            yield from _slots(by_rank[rank], priority, config, trace)
+        else:
+            yield from _interleave(by_rank[rank], fair, config, trace)
+
+
+def _slots(
+    queues: dict[str, list[PendingTask]], priority: Callable[[PendingTask], float], config: SchedulerConfig,
+    trace: OrderTrace | None = None,
+) -> Iterator[PendingTask]:
+    """_slots walks Slurm's multifactor order and fills each place with its tenant's next task.
+
+    Which tenant gets the n-th place is exactly plain Slurm's order of these tasks; which of the
+    tenant's tasks takes it is the within-tenant key (shortest-first). A tenant's short jobs
+    therefore only ever pass its own long ones, never another tenant's work. Unlike the turns,
+    the order is fixed for the cycle (Slurm computes priorities once per pass as well).
+    """
+    line = sorted((t for tasks in queues.values() for t in tasks),
+                  key=lambda t: (-priority(t), t.submit_time, t.task_id))  # fmt: skip
+    heads = dict.fromkeys(queues, 0)
+    for tasks in queues.values():
+        tasks.sort(key=lambda t: _tenant_key(t, config))
+    out: list[PendingTask] = []
+    for slot in line:
+        at = heads[slot.tenant]
+        heads[slot.tenant] = at + 1
+        out.append(queues[slot.tenant][at])
+    if trace is None:
+        yield from out
+        return
+    for i, t in enumerate(out):
+        trace.in_line("class", out, i, float(i))
+        yield t
 
 
 def _interleave(

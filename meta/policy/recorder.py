@@ -9,10 +9,12 @@ with 10,000 waiting tasks costs a tuple per waiting task and a few keys per deci
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import Any
 
 from meta.policy.config import SchedulerConfig
 from meta.policy.decisions import (
+    CLASS,
     HOLD,
     PLACE,
     PREEMPT,
@@ -104,8 +106,12 @@ class Recorder:
     def _alternatives(self, task: PendingTask, key: OrderKey) -> tuple[Alternative, ...]:
         """_alternatives are the tasks ahead that did not fit, then the rivals next in line, k of each."""
         out = [self._ahead(*entry) for entry in self._ahead_entries()]
-        for rival in self.trace.rivals(task.tenant, self.k):
+        # multifactor places: a rival's position is its place in the line, not a key of its own
+        slotted = self.trace.lined and key.tier == CLASS
+        for j, rival in enumerate(self.trace.rivals(task.tenant, self.k)):
             theirs = self._rival_key(rival, key.share if rival.tenant == task.tenant else None)
+            if slotted:
+                theirs = replace(theirs, position=key.position + 1 + j)
             out.append(Alternative(rival.task_id, rival.job_id, job_label(rival), rival.tenant, theirs,
                                    f"behind in line: {why_won(key, theirs, self.cfg)}"))  # fmt: skip
         return tuple(out)

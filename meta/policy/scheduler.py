@@ -56,6 +56,7 @@ from meta.policy.preemption import Evictable, candidates, choose, evictable, sto
 from meta.policy.quota import QuotaLedger, gpu_capacity
 from meta.policy.recorder import Recorder
 from meta.policy.shape import Shape, shape_of
+from meta.policy.slurmlike import multifactor
 from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot
 from meta.policy.throttle import Throttle
 
@@ -81,7 +82,9 @@ def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None, record: 
     within = run.within_guarantee if run.quota.any_guarantee() else None
     trace = run.rec.trace if run.rec else None
     run.keep_promises()
-    for task in ordered(snapshot.pending, run.fair, run.cfg, snapshot.now, run.rank, within, trace):
+    # tenant_order multifactor: Slurm's priority (one formula with the slurm-like baseline) picks each place's tenant
+    priority = multifactor(snapshot) if run.cfg.tenant_order == "multifactor" else None
+    for task in ordered(snapshot.pending, run.fair, run.cfg, snapshot.now, run.rank, within, trace, priority):
         run.schedule_one(task)
     run.plan.fragmentation = report(run.cap, run.shapes.values())
     if run.rec:

@@ -28,6 +28,7 @@ How this differs from real Slurm (on purpose, or to keep it small):
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -74,23 +75,33 @@ def fairshare_factors(snapshot: Snapshot) -> dict[str, float]:
     return factors
 
 
-def priorities(snapshot: Snapshot, config: SlurmLikeConfig) -> list[tuple[float, PendingTask]]:
-    """priorities orders pending tasks by multifactor priority (ties: submit time, task id)."""
+def multifactor(snapshot: Snapshot, config: SlurmLikeConfig | None = None) -> Callable[[PendingTask], float]:
+    """multifactor is Slurm's multifactor priority of a pending task in this snapshot (higher goes first).
+
+    One formula for the baseline and for metasched's ``tenant_order: multifactor``: fair share
+    (2^(-U/S)) plus age (capped at max_age) plus size (the task's share of the cluster's GPUs).
+    """
+    config = config or SlurmLikeConfig()
     factors = fairshare_factors(snapshot)
     default_fs = 1.0 if not factors else min(factors.values())
     total_gpus = sum(n.capacity.gpus for n in snapshot.nodes) or 1
     now = snapshot.now
     size_w = config.weight_job_size / total_gpus
     age_w = config.weight_age / config.max_age_s
-    ranked = []
-    for task in snapshot.pending:
-        age = min(max(now - task.submit_time, 0.0), config.max_age_s)
-        score = (
-            age_w * age
-            + config.weight_fairshare * factors.get(task.tenant, default_fs)
-            + size_w * task.per_worker.gpus * task.workers
-        )
-        ranked.append((score, task))
+    max_age, w_fs = config.max_age_s, config.weight_fairshare
+
+    def priority(task: PendingTask) -> float:
+        """priority is the task's multifactor score."""
+        age = min(max(now - task.submit_time, 0.0), max_age)
+        return age_w * age + w_fs * factors.get(task.tenant, default_fs) + size_w * task.per_worker.gpus * task.workers
+
+    return priority
+
+
+def priorities(snapshot: Snapshot, config: SlurmLikeConfig) -> list[tuple[float, PendingTask]]:
+    """priorities orders pending tasks by multifactor priority (ties: submit time, task id)."""
+    priority = multifactor(snapshot, config)
+    ranked = [(priority(task), task) for task in snapshot.pending]
     ranked.sort(key=lambda pair: (-pair[0], pair[1].submit_time, pair[1].task_id))
     return ranked
 

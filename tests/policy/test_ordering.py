@@ -164,3 +164,84 @@ def test_a_busier_tenants_later_work_never_passes_past_the_cap() -> None:
     assert all(t.submit_time - start < cap for t in shorts if t.task_id in ahead)
     fair = SchedulerConfig(fair_share_horizon_s=None, short_job_max_penalty_s=cap)
     assert _order(s, fair)[0] == "long"  # strict share order: a is below b, its job goes first
+
+
+# --- tenant_order: multifactor (slot-preserving tenant order, issue 21) ---------------------------
+
+MULTIFACTOR = SchedulerConfig(tenant_order="multifactor")
+
+
+def _mixed():
+    """_mixed: three tenants with different usage, sizes, lengths and ages, on one busy node."""
+    tenants = [TenantState("a", decayed_usage=5e6), TenantState("b", decayed_usage=1e6), TenantState("c")]
+    pending = []
+    for i in range(8):
+        for tenant in "abc":
+            runtime = 60.0 * (1 + (7 * i + ord(tenant)) % 13) ** 2  # lengths not in submit order
+            pending.append(task(f"{tenant}{i}", tenant, gpus=1 + i % 4, runtime=runtime,
+                                submit=NOW - 40_000 + 997 * i + 13 * ord(tenant)))
+    return snap([node("n1", gpus=8)], pending, [running("busy", "n1", 8)], tenants)
+
+
+def _multifactor_order(s, cfg: SchedulerConfig = MULTIFACTOR) -> list:
+    """_multifactor_order is the order of the snapshot's tasks under the multifactor tenant order."""
+    from meta.policy.ordering import ordered
+    from meta.policy.scheduler import SchedulePass
+    from meta.policy.slurmlike import multifactor
+
+    return list(ordered(s.pending, SchedulePass(s, cfg).fair, cfg, s.now, priority=multifactor(s)))
+
+
+def test_each_tenant_gets_the_places_slurms_multifactor_order_gives_it() -> None:
+    from meta.policy.slurmlike import SlurmLikeConfig, priorities
+
+    s = _mixed()
+    ours = _multifactor_order(s)
+    slurm = [t for _, t in priorities(s, SlurmLikeConfig())]
+    assert sorted(t.task_id for t in ours) == sorted(t.task_id for t in s.pending)
+    assert [t.tenant for t in ours] == [t.tenant for t in slurm]
+    assert [t.task_id for t in ours] != [t.task_id for t in slurm], "the case must reorder inside a tenant"
+
+
+def test_a_tenant_fills_its_places_shortest_first() -> None:
+    from meta.policy.ordering import submit_key
+
+    ours = _multifactor_order(_mixed())
+    for tenant in "abc":
+        keys = [submit_key(t, MULTIFACTOR) for t in ours if t.tenant == tenant]
+        assert keys == sorted(keys)
+
+
+def test_a_light_tenants_job_is_not_passed_by_a_heavy_tenants_short_jobs() -> None:
+    from meta.policy.scheduler import schedule
+
+    heavy = [task(f"h{i}", "heavy", runtime=60, submit=NOW - 3600 + i) for i in range(20)]
+    light = task("long", "light", runtime=36_000, submit=NOW - 60)
+    s = snap(ONE_FREE, [*heavy, light], tenants=[TenantState("heavy", decayed_usage=1e9), TenantState("light")])
+    # the shipped turns (horizon 0: borrowers shortest-first) let the heavy tenant's minute jobs go first
+    assert [p.task_id for p in schedule(s, SchedulerConfig()).placements] == ["h0"]
+    assert [p.task_id for p in schedule(s, MULTIFACTOR).placements] == ["long"]
+    assert _multifactor_order(s)[0].task_id == "long"
+
+
+def test_the_decision_record_names_the_multifactor_place() -> None:
+    from meta.policy.scheduler import schedule
+
+    s = snap(ONE_FREE, [task("x", "a", runtime=600), task("y", "b", runtime=60), task("z", "a", runtime=60)],
+             tenants=[TenantState("a"), TenantState("b", decayed_usage=1e9)])
+    plan = schedule(s, MULTIFACTOR, record=3)
+    (placed,) = [d for d in plan.decisions if d.kind == "place"]
+    assert placed.task_id == "z"  # a's place (a has no usage), filled by a's shorter job
+    assert placed.key.tier == "class" and placed.key.position == 0.0
+    rivals = {a.task_id: a for a in placed.alternatives}
+    assert [rivals[t].key.position for t in ("x", "y")] == [1.0, 2.0]
+    assert "multifactor order (place 0)" in rivals["y"].lost
+    assert plan.context.knobs["tenant_order"] == "multifactor"
+
+
+def test_multifactor_without_its_priority_is_refused() -> None:
+    from meta.policy.ordering import ordered
+
+    s = _mixed()
+    with pytest.raises(ValueError, match="multifactor"):
+        list(ordered(s.pending, None, MULTIFACTOR, s.now))  # type: ignore[arg-type]

@@ -76,3 +76,12 @@ def test_the_length_cap_is_a_setting(tmp_path):
     assert load_policy_config(path).short_job_max_penalty_s is None
     with pytest.raises(PolicyFileError, match="short_job_max_penalty_s"):
         policy_config_from({"short_job_max_penalty_s": "an hour"})
+
+
+def test_the_tenant_order_is_a_setting(tmp_path):
+    path = tmp_path / "p.yaml"
+    path.write_text("tenant_order: multifactor\n")
+    assert load_policy_config(path).tenant_order == "multifactor"
+    assert SchedulerConfig().tenant_order == "turns"  # opt-in: the shipped order is unchanged
+    with pytest.raises(PolicyFileError, match="tenant_order"):
+        policy_config_from({"tenant_order": "slurm"})
