@@ -1,8 +1,9 @@
 """Passwordless login for the web view: MUNGE-proved callers get a short-lived, single-use login link.
 
 ``metasched web`` (MUNGE-authenticated, like every CLI command) asks for a link; opening it in a
-browser redeems it once and sets a session cookie (HttpOnly, SameSite=Strict, signed, expiring)
-that names the uid MUNGE proved. The server key never leaves the daemon: it signs, it is never
+browser redeems it once and sets a session cookie (HttpOnly, SameSite=Strict, Secure over TLS,
+signed, expiring) that names the uid MUNGE proved and a random session id, live only while the
+server holds it (``meta.service.web.sessions``): logging out deletes it. The server key never leaves the daemon: it signs, it is never
 logged or audited. A link is single-use: redeemed nonces are remembered in memory until they
 expire and, for other replicas sharing the store, each login is audited under its link id
 (``web.login``, subject ``link:<nonce>``) and a link whose id is in the audit is refused.
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from sqlalchemy import select
 
+from meta.service.web.sessions import LiveSessions
 from meta.service.web.tokens import LOGIN, SESSION, BadToken, Claims, sign, verify
 from meta.store import audit
 from meta.store.db import Database
@@ -31,6 +33,7 @@ LOGIN_TTL_S = 600.0  # a link is for opening now, as Jupyter's token links are
 SESSION_TTL_S = 8 * 3600.0  # a working day; run `metasched web` again after it
 COOKIE = "metasched_session"
 KEY_BYTES = 32
+SESSION_ID_BYTES = 32  # the live session's id: unguessable, so the table is the only way in
 
 
 @dataclass
@@ -80,6 +83,7 @@ class WebAuth:
     settings: WebSettings
     clock: Callable[[], float] = time.time
     _used: dict[str, float] = field(default_factory=dict)  # redeemed link nonces -> when they expire anyway
+    sessions: LiveSessions = field(default_factory=LiveSessions)  # the live session ids (logout deletes)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def issue_link(self, identity: Identity) -> tuple[str, float]:
@@ -105,14 +109,27 @@ class WebAuth:
         return claims
 
     def session_token(self, claims: Claims) -> str:
-        """session_token is the cookie value for the user a redeemed link named."""
-        expires = self.clock() + self.settings.session_ttl_s
-        session = Claims(SESSION, claims.uid, claims.gid, claims.user, expires, secrets.token_urlsafe(12))
-        return sign(self.settings.key, session)
+        """session_token is the cookie value for the user a redeemed link named (its session id made live)."""
+        now = self.clock()
+        expires = now + self.settings.session_ttl_s
+        session_id = secrets.token_urlsafe(SESSION_ID_BYTES)
+        self.sessions.add(session_id, claims.uid, expires, now)
+        return sign(self.settings.key, Claims(SESSION, claims.uid, claims.gid, claims.user, expires, session_id))
 
     def identity_of(self, cookie: str | None) -> Identity:
         """identity_of is the Identity a session cookie names (BadToken when absent, altered or expired)."""
         if not cookie:
             raise BadToken("not signed in", "missing")
-        claims = verify(self.settings.key, cookie, SESSION, self.clock())
+        now = self.clock()
+        claims = verify(self.settings.key, cookie, SESSION, now)
+        if not self.sessions.alive(claims.nonce, claims.uid, now):
+            raise BadToken("signed out (or the server restarted)", "revoked")
         return Identity(uid=claims.uid, gid=claims.gid, user=claims.user)
+
+    def end_session(self, cookie: str | None) -> Claims | None:
+        """end_session deletes the live session a cookie names (logout); its claims, or None when none was live."""
+        try:
+            claims = verify(self.settings.key, cookie or "", SESSION, self.clock())
+        except BadToken:
+            return None
+        return claims if self.sessions.revoke(claims.nonce) else None

@@ -26,6 +26,7 @@ from meta.service.web import data, pages
 from meta.service.web.auth import COOKIE, WebAuth
 from meta.service.web.render import page
 from meta.service.web.tokens import BadToken
+from meta.store import audit
 from meta.store.models import Job, Tenant
 from tenants.auth import Identity
 
@@ -124,15 +125,25 @@ def login(request: Request, t: Annotated[str, Query(max_length=2_048)] = "") -> 
                 refresh_s=None).replace("<head>", '<head><meta http-equiv="refresh" content="0; url=/web/">', 1)
     response = _html(html)
     response.set_cookie(COOKIE, auth.session_token(claims), max_age=int(auth.settings.session_ttl_s), path="/web",
-                        httponly=True, samesite="strict", secure=(auth.settings.base_url or "").startswith("https:"))  # fmt: skip
+                        httponly=True, samesite="strict", secure=_over_tls(request, auth))  # fmt: skip
     return response
 
 
+def _over_tls(request: Request, auth: WebAuth) -> bool:
+    """_over_tls: the browser reached us over https (directly or through a proxy uvicorn trusts), or says so."""
+    return request.url.scheme == "https" or (auth.settings.base_url or "").startswith("https:")
+
+
 @router.get("/web/logout", include_in_schema=False)
-def logout() -> HTMLResponse:
-    """logout forgets the session cookie in this browser."""
+def logout(request: Request) -> HTMLResponse:
+    """logout deletes the session on the server (a copied cookie stops working too) and in this browser."""
+    auth: WebAuth = request.app.state.web_auth
+    ended = auth.end_session(request.cookies.get(COOKIE))
+    if ended is not None:
+        with request.app.state.context.service.db.session() as session:
+            audit.record(session, ended.user, "web.logout", "session", uid=ended.uid)  # never the cookie
     response = _html(page("Signed out", pages.message_body("You are signed out.", pages.SIGN_IN_HINT)))
-    response.delete_cookie(COOKIE, path="/web", httponly=True, samesite="strict")
+    response.delete_cookie(COOKIE, path="/web", httponly=True, samesite="strict", secure=_over_tls(request, auth))
     return response
 
 
