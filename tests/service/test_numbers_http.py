@@ -37,7 +37,9 @@ def api(tmp_path: Path) -> Iterator[TestClient]:
 
 def _put(api: TestClient, body: str) -> tuple[int, str]:
     answer = api.put(
-        "/v1/tenants/tenant-a", headers={"Authorization": ROOT, "Content-Type": "application/json"}, content=body
+        "/v1/tenants/tenant-a",
+        headers={"Authorization": ROOT, "Content-Type": "application/json"},
+        content=body,
     )
     return answer.status_code, answer.json().get("message", "")
 

@@ -43,7 +43,9 @@ def _gated(service: Service, clock: Clock, **settings: float) -> Service:
 
 def _stored(service: Service) -> tuple[int, int]:
     with service.db.session() as session:
-        return session.scalar(select(func.count(Job.id))) or 0, session.scalar(select(func.count(Task.id))) or 0
+        return session.scalar(select(func.count(Job.id))) or 0, session.scalar(
+            select(func.count(Task.id))
+        ) or 0
 
 
 def _partitioned(tenant: str, partitions: int, name: str = "infer") -> object:
@@ -57,7 +59,9 @@ def test_a_batch_over_the_task_cap_is_refused_whole_with_nothing_stored(service:
         service.submit_many(batch, principal=ALICE)
     message = str(refused.value)
     assert message.startswith(POLICY_VIOLATION) and "\n" not in message
-    assert f"{MAX_TASKS_PER_REQUEST + 2:,} tasks" in message and f"at most {MAX_TASKS_PER_REQUEST:,}" in message
+    assert (
+        f"{MAX_TASKS_PER_REQUEST + 2:,} tasks" in message and f"at most {MAX_TASKS_PER_REQUEST:,}" in message
+    )
     assert _stored(service) == (0, 0)
 
 
@@ -103,7 +107,9 @@ def test_array_elements_count_against_max_pending_one_each(service: Service) -> 
         set_tenant(session, "tenant-a", actor="test", submit={"max_pending": 10})
     clock.now += 10
     with pytest.raises(SubmitLimitExceeded) as refused:
-        gated.submit(evaluation("arr", tenant="tenant-a", array={"indexes": list(range(11))}), principal=ALICE)
+        gated.submit(
+            evaluation("arr", tenant="tenant-a", array={"indexes": list(range(11))}), principal=ALICE
+        )
     assert refused.value.refusal.reason == "tenant_pending" and "adds 11 tasks" in str(refused.value)
     assert _stored(gated) == (0, 0)
 
