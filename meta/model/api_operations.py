@@ -101,6 +101,7 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("set_secret", "PUT", "/v1/tenants/{tenant}/secrets/{name}", (*_SECRET, *_body("value")), tag="secrets"),
     Operation("delete_secret", "DELETE", "/v1/tenants/{tenant}/secrets/{name}", _SECRET, tag="secrets"),
     Operation("audit", "GET", "/v1/audit", _query("since", "limit"), tag="audit"),
+    Operation("audit_prune", "POST", "/v1/audit/prune", _body("before", "confirm"), tag="audit", tenant="none"),
     Operation("web_link", "POST", "/v1/web/link", tag="web", tenant="none"),
     # --- from inside a job (the attempt decides the tenant; ``as_tenant`` changes nothing there)
     # the service's commit is idempotent per attempt (checkpoint.manifest.commit): a commit whose

@@ -20,6 +20,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy.exc import SQLAlchemyError
+from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from meta.model.api_operations import MAX_QUEUE_JOB_IDS
@@ -36,6 +37,8 @@ from meta.service.http_metrics import ApiMetrics, MetricsMiddleware
 from meta.service.op_routes import api_route, unmatched
 from meta.service.operations import MAX_LIST, Operations
 from meta.service.queue_view import MAX_QUEUE_ROWS
+from meta.service.refusal_audit import AUTH_ACTION, RefusalAudit
+from meta.service.refusal_hooks import audit_request_refusal, auth_failure_hook
 from meta.service.web.auth import WebAuth, WebSettings
 from meta.service.web.routes import router as web_router
 from tenants.auth import Authenticator, Identity, Unauthenticated
@@ -151,6 +154,13 @@ class CheckpointReport(_Body):
     secret: str | None = SECRET_FIELD
 
 
+class AuditPruneRequest(_Body):
+    """AuditPruneRequest is an admin's prune: lines older than an age (``90d``) or an ISO time, confirmed."""
+
+    before: str = Field(min_length=1, max_length=64, description="an age such as 90d, or an ISO time")
+    confirm: bool = Field(default=False, description="must be true: the lines are deleted for good")
+
+
 class ErrorBody(BaseModel):
     """ErrorBody is every error answer: the error's type and a one-line message."""
 
@@ -181,6 +191,7 @@ class ApiContext:
     service: Service
     principal_for: PrincipalResolver
     secrets_root: str | FsPath
+    refusals: RefusalAudit | None = None  # refusals on the record at a bounded rate (issue 22, S9)
 
 
 def operations_for(request: Request, tenant: str | None) -> Operations:
@@ -188,7 +199,7 @@ def operations_for(request: Request, tenant: str | None) -> Operations:
     context: ApiContext = request.app.state.context
     identity: Identity = request.state.identity
     principal = context.principal_for(identity, tenant or None)
-    return Operations(context.service, principal, secrets_root=context.secrets_root)
+    return Operations(context.service, principal, secrets_root=context.secrets_root, refusals=context.refusals)
 
 
 def caller(request: Request, as_tenant: AsTenant = None) -> Operations:
@@ -215,11 +226,14 @@ def create_app(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     metrics: ApiMetrics | None = None,
     web: WebSettings | None = None,
+    refusals: RefusalAudit | None = None,
 ) -> ASGIApp:
     """create_app builds the API over ``service``: every request bounded, authenticated, then routed (and counted).
 
     ``web``: the web view's key and address (None: a random key, and no login links until a base URL is set).
+    ``refusals``: where refusals are audited (None: a ``RefusalAudit`` over the service's store).
     """
+    refusals = refusals or RefusalAudit(service.db)
     app = FastAPI(
         title="metasched",
         version=_version(),
@@ -230,7 +244,7 @@ def create_app(
         openapi_url="/openapi.json",
         responses=_ERRORS,
     )
-    app.state.context = ApiContext(service, principal_for, secrets_root)
+    app.state.context = ApiContext(service, principal_for, secrets_root, refusals)
     _install_error_handlers(app)
     app.state.web_auth = WebAuth(web or WebSettings.ephemeral())
     if web is not None and web.log_dir and service.log_dir is None:
@@ -241,12 +255,13 @@ def create_app(
     mismatched = unmatched([*router.routes, *web_router.routes])
     if mismatched:
         raise RuntimeError("API routes and the operation table differ: " + "; ".join(mismatched))
-    on_auth_failure = metrics.auth_failed if metrics is not None else None
+    # the routes' own templates (the app lists the included router as one entry without a path)
+    templates = [*router.routes, *web_router.routes, *(r for r in app.routes if hasattr(r, "path"))]
+    on_auth_failure = auth_failure_hook(metrics, refusals, templates)
     guarded = RequestGuard(app, authenticator, max_body_bytes=max_body_bytes, on_auth_failure=on_auth_failure)
     if metrics is None:
         return guarded
-    # the routes' own templates (the app lists the included router as one entry without a path)
-    templates = [*router.routes, *web_router.routes, *(r for r in app.routes if hasattr(r, "path"))]
+    metrics.count_auth_failure_peers(lambda: refusals.actors(AUTH_ACTION))
     return MetricsMiddleware(guarded, metrics, templates)
 
 
@@ -400,6 +415,11 @@ def delete_secret(tenant: Name, name: Name, ops: Ops) -> JSONResponse:
     """delete_secret deletes a secret (audited by name)."""
     return JSONResponse(ops.delete_secret(tenant, name))
 
+@api_route(router, "audit_prune")
+def audit_prune(body: AuditPruneRequest, ops: Ops) -> JSONResponse:
+    """audit_prune deletes audit lines older than ``before`` (admins, ``confirm`` true; the prune itself is audited)."""
+    return JSONResponse(ops.audit_prune(body.before, confirm=body.confirm))
+
 @api_route(router, "audit")
 def audit(
     ops: Ops,
@@ -442,7 +462,9 @@ def attempt_secret(
 def _install_error_handlers(app: FastAPI) -> None:
     """_install_error_handlers answers every error as ``{"error", "message"}`` with its status."""
 
-    async def domain_error(_request: Request, exc: Exception) -> JSONResponse:
+    async def domain_error(request: Request, exc: Exception) -> JSONResponse:
+        context: ApiContext = request.app.state.context  # an authorization refusal goes on the record
+        await run_in_threadpool(audit_request_refusal, context.refusals, request.scope, request.state, exc)
         status, body = describe(exc)
         return JSONResponse(body, status_code=status, headers=error_headers(exc))
 

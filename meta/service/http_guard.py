@@ -54,10 +54,11 @@ class RequestGuard:
         *,
         max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
         max_target_bytes: int = MAX_TARGET_BYTES,
-        on_auth_failure: Callable[[str], None] | None = None,
+        on_auth_failure: Callable[[str, Scope], None] | None = None,
     ):
         self.app = app
-        self.on_auth_failure = on_auth_failure  # told each refused credential's code (metrics)
+        # told each refused credential's code and the request (metrics, and the audit by peer)
+        self.on_auth_failure = on_auth_failure
         self.authenticator = authenticator
         self.max_body_bytes = max_body_bytes
         self.max_target_bytes = max_target_bytes
@@ -101,8 +102,8 @@ class RequestGuard:
             # the authenticator may block (munged, unmunge): keep the event loop free
             return await run_in_threadpool(self.authenticator.authenticate, header, scope["method"], target, body)
         except Unauthenticated as exc:
-            if self.on_auth_failure is not None:
-                self.on_auth_failure(getattr(exc, "code", "invalid"))
+            if self.on_auth_failure is not None:  # it may write an audit row: off the event loop
+                await run_in_threadpool(self.on_auth_failure, getattr(exc, "code", "invalid"), scope)
             status, answer = describe(exc)  # 401, or 503 when the service's own munged is down
             await _refuse(send, status, answer["error"], answer["message"])
             return None

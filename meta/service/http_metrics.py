@@ -12,10 +12,10 @@ class (``2xx`` ... ``5xx``, else ``other``).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
-from prometheus_client import CollectorRegistry, Counter, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from starlette.routing import BaseRoute, Match
 
 from meta.service.http_guard import ASGIApp, Message, Receive, Scope, Send
@@ -51,6 +51,12 @@ class ApiMetrics:
         )  # fmt: skip
         for code in AUTH_FAILURE_CODES:
             self.auth_failures.labels(code)
+        self._failing_peers: Callable[[], int] = lambda: 0
+        self.auth_failure_peers = Gauge(
+            "metasched_api_auth_failure_peers", "Peers (Unix users or addresses) with a refused credential in the "
+            "current audit window (each peer's count is in the audit's summary rows)", registry=r,
+        )  # fmt: skip
+        self.auth_failure_peers.set_function(lambda: self._failing_peers())
         self.submit_refusals = Counter(
             "metasched_submit_refusals_total", "Submits refused by a tenant's submit limits, by tenant and reason "
             "(rate, tenant_pending, user_pending)", ["tenant", "reason"], registry=r,
@@ -59,6 +65,10 @@ class ApiMetrics:
     def auth_failed(self, code: str) -> None:
         """auth_failed counts one refused credential (``code`` outside the known words counts as ``invalid``)."""
         self.auth_failures.labels(code if code in AUTH_FAILURE_CODES else "invalid").inc()
+
+    def count_auth_failure_peers(self, count: Callable[[], int]) -> None:
+        """count_auth_failure_peers tells the gauge how to count the peers refused a credential (the refusal audit)."""
+        self._failing_peers = count
 
     def submit_refused(self, tenant: str, reason: str) -> None:
         """submit_refused counts one submit refused by the tenant's limits (the submit gate's ``on_refusal``)."""

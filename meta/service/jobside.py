@@ -5,7 +5,8 @@ as (its owner; for jobs without one, the daemon's), the body carries the attempt
 (checked against its stored digest in constant time) and the fencing token is current. Another
 tenant's attempt answers "not found", as its job would; a visible attempt refused for its proof
 is 403, a stale token 409. Every call, allowed or refused, is audited with the caller as actor
-— names and ids only, never a secret value.
+— names and ids only, never a secret value; refusals through ``RefusalAudit`` (a few in full per
+caller, action and error a minute, the rest as one counted summary row).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from meta.model.durations import utcnow
 from meta.model.errors import Forbidden, InvalidRequest, MetaschedError, NotFound
 from meta.model.limits import clip
 from meta.service.artifacts import checkpoint_view
+from meta.service.refusal_audit import Refusal, RefusalAudit, mark_audited
 from meta.store import audit
 from meta.store.db import Database
 from meta.store.lifecycle import stored_spec
@@ -106,23 +108,34 @@ def prove_attempt(
     return attempt, job
 
 
-def audited(db: Database, principal: Principal, action: str, attempt_id: str, work: Callable[[Session], T]) -> T:
-    """audited runs one job-side call in a transaction; a refusal is recorded in a transaction of its own."""
+def audited(
+    db: Database,
+    principal: Principal,
+    action: str,
+    attempt_id: str,
+    work: Callable[[Session], T],
+    refusals: RefusalAudit | None = None,
+) -> T:
+    """audited runs one job-side call in a transaction; a refusal is recorded (rate-limited) in one of its own."""
     try:
         with db.session() as session:
             return work(session)
     except MetaschedError as exc:
-        _record_refusal(db, principal, action, attempt_id, exc)
+        _record_refusal(db, principal, action, attempt_id, exc, refusals or RefusalAudit(db, autoflush=False))
+        mark_audited(exc)
         raise
 
 
-def _record_refusal(db: Database, principal: Principal, action: str, attempt_id: str, exc: Exception) -> None:
+def _record_refusal(
+    db: Database, principal: Principal, action: str, attempt_id: str, exc: Exception, refusals: RefusalAudit
+) -> None:
     """_record_refusal audits a refused job-side call: who, which attempt, why (the error's one line)."""
     with db.session() as session:
         attempt = session.get(Attempt, attempt_id) if len(attempt_id) <= 64 else None
         job = session.get(Job, attempt.job_id) if attempt is not None else None
-        audit.record(
-            session, principal.name, f"{action}.refused", job.short_id if job else clip(attempt_id, 64),
-            tenant=job.tenant if job else None, attempt=clip(attempt_id, 64), uid=principal.uid,
-            error=type(exc).__name__, reason=clip(str(exc), 300),
-        )  # fmt: skip
+        subject, tenant = (job.short_id, job.tenant) if job else (clip(attempt_id, 64), None)
+    refusals.refused(Refusal(
+        principal.name, f"{action}.refused", subject, type(exc).__name__, tenant=tenant,
+        detail={"attempt": clip(attempt_id, 64), "uid": principal.uid, "error": type(exc).__name__,
+                "reason": clip(str(exc), 300)},
+    ))  # fmt: skip

@@ -20,12 +20,13 @@ from meta.model.jobfile import JobFileError, decode_job_text
 from meta.model.limits import clip
 from meta.model.spec import SpecError, load_spec_text, spec_from_dict
 from meta.model.states import JobState
-from meta.service import artifacts, jobside, secret_admin, tenant_admin
+from meta.service import artifacts, audit_prune, jobside, secret_admin, tenant_admin
 from meta.service.api import Service
 from meta.service.array_elements import only_elements
 from meta.service.decision_history import job_history
 from meta.service.explain import explain_job
 from meta.service.queue_view import MAX_QUEUE_ROWS, QueueFilter, parse_codes, queue_rows
+from meta.service.refusal_audit import RefusalAudit
 from meta.store import audit
 from meta.store.models import Job
 from tenants.identity import Principal
@@ -45,8 +46,11 @@ class Operations:
         *,
         secrets_root: str | Path = DEFAULT_ROOT,
         daemon_uid: int | None = None,
+        refusals: RefusalAudit | None = None,
     ):
         self.service = service
+        # the service's rate-limited refusal audit (None: each refusal written in full)
+        self.refusals = refusals
         self.principal = principal
         self.secrets_root = secrets_root
         # the uid jobs without an owner run as (the daemon's: this process's unless told)
@@ -244,6 +248,10 @@ class Operations:
             events = audit.read(session, tenants=self.principal.audit_tenants(), since=since_at, limit=_limit(limit))
         return [event.to_dict() for event in events]
 
+    def audit_prune(self, before: str, *, confirm: bool = False) -> dict[str, Any]:
+        """audit_prune deletes audit lines older than ``before`` (admins, confirmed; the prune is audited)."""
+        return audit_prune.prune(self.service.db, self.principal, before, confirm=confirm)
+
     # --- from inside a job --------------------------------------------------------------------
 
     def commit(self, attempt_id: str, token: int, manifest: Any, *, secret: str | None = None) -> dict[str, Any]:
@@ -252,7 +260,7 @@ class Operations:
             self.service.db, self.principal, "output.commit", attempt_id,
             lambda session: jobside.commit_output(
                 session, self.principal, attempt_id, token, manifest, secret=secret, daemon_uid=self.daemon_uid
-            ),
+            ), self.refusals,
         )  # fmt: skip
 
     def report_checkpoint(
@@ -273,7 +281,7 @@ class Operations:
                 session, self.principal, attempt_id, token,
                 step=step, path=path, size_bytes=size_bytes, duration_s=duration_s,
                 secret=secret, daemon_uid=self.daemon_uid,
-            ),
+            ), self.refusals,
         )  # fmt: skip
 
     def attempt_secret(self, attempt_id: str, token: int, name: str, *, secret: str | None = None) -> dict[str, Any]:
@@ -283,7 +291,7 @@ class Operations:
             lambda session: jobside.secret_value(
                 session, self.principal, attempt_id, token, name,
                 secret=secret, daemon_uid=self.daemon_uid, secrets_root=self.secrets_root,
-            ),
+            ), self.refusals,
         )  # fmt: skip
 
 

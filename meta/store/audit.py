@@ -1,5 +1,8 @@
 """The audit trail: who decided or overrode what, and why — append-only, and never a secret.
 
+The one exception is ``prune``: an admin's explicit, audited removal of rows older than a date
+(migration 0015 lets a DELETE through only inside the transaction that holds a prune permit).
+
 Details are built from ids, names, counts and reasons only; specs carry secret *names*, never
 values, and nothing here copies environment values or database URLs.
 """
@@ -11,11 +14,13 @@ from dataclasses import asdict, dataclass
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import delete, func, select
 from sqlalchemy.orm import Session
 
 from meta.model.durations import utcnow
-from meta.store.models import AuditEvent
+from meta.store.models import AuditEvent, AuditPrunePermit
+
+PRUNE_ACTION = "audit.prune"
 
 
 @dataclass(frozen=True)
@@ -65,3 +70,17 @@ def read(
         AuditView(e.at.isoformat(), e.actor, e.action, e.tenant, e.subject, dict(e.detail or {}))
         for e in session.scalars(query)
     ]
+
+
+def prune(session: Session, actor: str, before: datetime, **detail: Any) -> int:
+    """prune deletes the lines older than ``before`` and records who pruned how many (the caller checks the right)."""
+    oldest = session.scalar(select(func.min(AuditEvent.at)).where(AuditEvent.at < before))
+    permit = AuditPrunePermit(actor=actor)
+    session.add(permit)
+    session.flush()  # the permit row must exist when the triggers look for it
+    deleted = session.execute(delete(AuditEvent).where(AuditEvent.at < before)).rowcount or 0
+    session.delete(permit)
+    session.flush()  # gone again before this transaction's own line, and before it commits
+    record(session, actor, PRUNE_ACTION, "audit_events", before=before.isoformat(), deleted=deleted,
+           oldest=oldest.isoformat() if oldest else None, **detail)  # fmt: skip
+    return deleted

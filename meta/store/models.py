@@ -330,6 +330,14 @@ class AuditEvent(Base):
     detail: Mapped[dict[str, Any]] = mapped_column(JSONText, default=dict)
 
 
+class AuditPrunePermit(Base):
+    """AuditPrunePermit exists only inside an admin's prune transaction: the audit triggers let it delete (0015)."""
+
+    __tablename__ = "audit_prune_permits"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    actor: Mapped[str] = mapped_column(String(256))
+
+
 class DecisionRow(Base):
     """DecisionRow is one decision on record (place, preempt, hold) or a cycle's context; append-only, bounded."""
 

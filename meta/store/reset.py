@@ -10,6 +10,7 @@ from meta.store.db import Database
 # a table missing here would carry rows from one test or benchmark run into the next
 TABLES = (
     "audit_events",
+    "audit_prune_permits",
     "decisions",
     "inventory",
     "partition_commits",
