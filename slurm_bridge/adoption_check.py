@@ -76,7 +76,7 @@ def _record_checks(job: HeldJob) -> dict[str, Callable[[str], bool]]:
 def record_disagreements(job: HeldJob, record: ScontrolJob) -> list[str]:
     """record_disagreements names scontrol's repeated keys, or else its fields that do not say what the JSON says."""
     if record.duplicated:
-        return [f"scontrol shows {key} twice (text posing as a field)" for key in sorted(record.duplicated)]
+        return [f"scontrol repeats {', '.join(sorted(record.duplicated))} (text posing as fields)"]
     raw = record.raw
     return [
         f"scontrol's {key}"
@@ -86,9 +86,13 @@ def record_disagreements(job: HeldJob, record: ScontrolJob) -> list[str]:
 
 
 def disagreements(job: HeldJob, row: SqueueJob | None, records: list[ScontrolJob]) -> list[str]:
-    """disagreements is why the sources of one held job do not agree ([] when they do)."""
-    found = [] if row is not None else ["squeue has no row"]
-    found += squeue_disagreements(job, row) if row is not None else []
-    if len(records) != 1:
-        return found + [f"scontrol shows {len(records)} records"]
-    return found + record_disagreements(job, records[0])
+    """disagreements is why the sources of one held job do not agree ([] when they do).
+
+    A name with a newline may make scontrol print a second record under any job id: one record
+    that says what the JSON says is enough (a forged one cannot then block another user's job).
+    """
+    found = squeue_disagreements(job, row) if row is not None else ["squeue has no row"]
+    if not records:
+        return found + ["scontrol has no record"]
+    per_record = [record_disagreements(job, record) for record in records]
+    return found + (min(per_record, key=len) if all(per_record) else [])

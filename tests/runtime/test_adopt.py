@@ -197,6 +197,6 @@ def test_a_job_whose_sources_disagree_is_refused_audited_and_not_read_again(data
         (row,) = audit.read(session)
     assert (row.action, row.subject, row.tenant, row.detail["user"], row.detail["uid"]) == (
         "job.adopt.refused", "2894", "tenant-b", "bob", 2002)  # fmt: skip
-    assert "Account twice" in row.detail["reason"] and "UserId twice" in row.detail["reason"]
+    assert "scontrol repeats Account, TRES, UserId (text posing as fields)" in row.detail["reason"]
     assert "alice" not in row.detail["reason"]  # the user's text stays out of the audit and the comment
     assert slurm.comments[0][1].startswith("metasched cannot adopt this job: its Slurm fields disagree")
