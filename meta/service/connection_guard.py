@@ -30,7 +30,7 @@ import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from meta.service.http_guard import ASGIApp, Receive, Scope, Send
-from meta.service.request_gate import answer_busy, is_reserved
+from meta.service.request_gate import PEER, answer_busy, is_reserved
 
 DEFAULT_PER_PEER = 64  # a user's CLI and their running jobs' calls, at once; more waits and retries
 DEFAULT_HEAD_TIMEOUT_S = 5.0  # a real client sends its head in one write, in microseconds
@@ -98,6 +98,16 @@ def peer_of(transport: asyncio.BaseTransport) -> str:
     return "ip:?"
 
 
+def peer_app(app: ASGIApp, peer: str) -> ASGIApp:
+    """peer_app names the connection's peer in each request's scope (the request gate's per-peer share)."""
+
+    async def serve(scope: Scope, receive: Receive, send: Send) -> None:
+        scope[PEER] = peer
+        await app(scope, receive, send)
+
+    return serve
+
+
 def overflow_app(app: ASGIApp) -> ASGIApp:
     """overflow_app serves an overflow connection: job-side calls and health checks go on, the rest get 503 Busy."""
 
@@ -129,6 +139,7 @@ def guarded_protocol(limits: ConnectionLimits) -> type[H11Protocol]:
                 transport.abort()  # connection_lost follows; uvicorn never tracked it
                 return
             super().connection_made(transport)
+            self.app = peer_app(self.app, self._peer)
             if self._kind == OVERFLOW:
                 self.app = overflow_app(self.app)
             self._watch()

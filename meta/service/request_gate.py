@@ -5,7 +5,11 @@ to everyone once 256 were open: any local user could hold them and take the API 
 S1). Connections are now bounded per peer (meta/service/connection_guard.py); this gate bounds
 what they cost once a request head has arrived. Ordinary requests may use ``limit - reserve``
 slots; a running job's commit, checkpoint report and secret fetch, and ``/healthz``, may use all
-``limit``: a crowd of ordinary callers cannot make a job fail its commit or its start.
+``limit``: a crowd of ordinary callers cannot make a job fail its commit or its start. And one
+peer (a Unix user, an IP address: meta/service/connection_guard.py puts it in the scope) may have
+at most ``per_peer`` requests in flight, so one user's slow requests — even to job-side paths,
+even without a valid credential, each held up to the body deadline — cannot fill the reserve:
+that takes ``limit / per_peer`` users acting together.
 
 A refusal is ``503 Busy`` with ``Retry-After``: the service looked at nothing but the path, so the
 client may send the request again (cli/client.py does, with back-off).
@@ -15,6 +19,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from meta.model.api_operations import OPERATIONS
@@ -23,6 +28,8 @@ from meta.service.http_guard import ASGIApp, Receive, Scope, Send
 
 DEFAULT_LIMIT = 256  # requests in flight at once (each holds a task, perhaps a worker thread)
 DEFAULT_RESERVE = 32  # of those, kept for job-side calls and health checks
+DEFAULT_PER_PEER = 32  # one peer's share of the requests in flight (it may retry for the rest)
+PEER = "metasched.peer"  # the scope key naming the connection's peer (``uid:N``, ``ip:ADDR``)
 BUSY = "Busy"  # the error type of every "try again" refusal (cli/client.py retries exactly these)
 RETRY_AFTER_S = 1
 HEALTH = "/healthz"
@@ -63,23 +70,30 @@ class RequestGate:
     app: ASGIApp
     limit: int = DEFAULT_LIMIT
     reserve: int = DEFAULT_RESERVE
+    per_peer: int = DEFAULT_PER_PEER
     active: int = field(default=0, init=False)  # touched only on the event loop's thread: no lock
+    by_peer: Counter[str] = field(default_factory=Counter, init=False)
 
-    def admits(self, path: str) -> bool:
-        """admits tells whether one more request to ``path`` fits now."""
+    def admits(self, path: str, peer: str) -> bool:
+        """admits tells whether one more request of ``peer`` to ``path`` fits now."""
         bound = self.limit if is_reserved(path) else self.limit - self.reserve
-        return self.active < bound
+        return self.active < bound and self.by_peer[peer] < self.per_peer
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         """__call__ is the ASGI entry point."""
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        if not self.admits(scope["path"]):
-            await answer_busy(send, "the API is serving as many requests as it may")
+        peer = str(scope.get(PEER, "?"))  # no peer (an in-process caller): one shared share
+        if not self.admits(scope["path"], peer):
+            await answer_busy(send, "the API is serving as many requests as it may for you")
             return
         self.active += 1
+        self.by_peer[peer] += 1
         try:
             await self.app(scope, receive, send)
         finally:
             self.active -= 1
+            self.by_peer[peer] -= 1
+            if self.by_peer[peer] <= 0:
+                del self.by_peer[peer]

@@ -18,7 +18,7 @@ import pytest
 
 from cli.client import ApiClient, ApiError
 from meta.service.connection_guard import ADMITTED, OVERFLOW, REFUSED, ConnectionLimits, PeerLimiter, peer_of
-from meta.service.request_gate import RequestGate, is_reserved
+from meta.service.request_gate import PEER, RequestGate, is_reserved
 from meta.service.server import ApiServer, Listen
 
 HEAD_TIMEOUT_S = 0.5
@@ -107,6 +107,38 @@ def test_a_full_gate_answers_busy_to_ordinary_requests_and_serves_job_side_ones(
     assert asyncio.run(scenario()) == [503, 503, 200, 200, 200]
 
 
+def test_one_peer_gets_its_share_of_the_gate_even_on_job_side_paths() -> None:
+    async def scenario() -> list[int]:
+        release = asyncio.Event()
+
+        async def slow(scope, receive, send) -> None:  # noqa: ANN001 - ASGI
+            await release.wait()
+            await send({"type": "http.response.start", "status": 200, "headers": []})
+
+        gate = RequestGate(slow, limit=10, reserve=2, per_peer=2)
+        statuses: list[int] = []
+
+        async def request(path: str, peer: str) -> None:
+            async def send(message) -> None:  # noqa: ANN001 - ASGI
+                if message["type"] == "http.response.start":
+                    statuses.append(message["status"])
+
+            await gate({"type": "http", "path": path, PEER: peer}, _no_body, send)
+
+        commit = "/v1/attempts/a/commit"
+        held = [asyncio.create_task(request(commit, "uid:2006")) for _ in range(2)]
+        await asyncio.sleep(0.01)
+        await request(commit, "uid:2006")  # her share is used up: refused though the gate has room
+        alice = asyncio.create_task(request(commit, "uid:2001"))
+        await asyncio.sleep(0.01)
+        release.set()
+        await asyncio.gather(*held, alice)
+        assert not gate.by_peer  # nothing left behind per peer
+        return statuses
+
+    assert asyncio.run(scenario()) == [503, 200, 200, 200]
+
+
 async def _no_body() -> dict:
     return {"type": "http.request", "body": b"", "more_body": False}
 
@@ -115,8 +147,8 @@ async def _no_body() -> dict:
 
 
 async def _echo(scope, receive, send) -> None:  # noqa: ANN001 - ASGI
-    """_echo answers 200 with the path."""
-    body = json.dumps({"path": scope["path"]}).encode()
+    """_echo answers 200 with the path and the peer the connection layer named."""
+    body = json.dumps({"path": scope["path"], "peer": scope.get(PEER)}).encode()
     headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
     await send({"type": "http.response.start", "status": 200, "headers": headers})
     await send({"type": "http.response.body", "body": body})
@@ -163,6 +195,15 @@ def test_over_its_limit_a_peer_gets_busy_except_for_job_side_calls_then_is_close
         sock.close()
     time.sleep(0.05)
     assert _status(_open(server)) == 200  # the slots are free again
+
+
+def test_each_request_names_its_connections_peer(server: Path) -> None:
+    sock = _open(server)
+    sock.sendall(b"GET /v1/jobs HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+    answer = b""
+    while chunk := sock.recv(65536):
+        answer += chunk
+    assert json.loads(answer.split(b"\r\n\r\n", 1)[1]) == {"path": "/v1/jobs", "peer": f"uid:{os.getuid()}"}
 
 
 def test_an_idle_connection_is_closed_after_the_head_timeout(server: Path) -> None:
