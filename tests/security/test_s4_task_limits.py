@@ -72,6 +72,7 @@ def test_two_million_tasks_in_one_request_are_refused_at_once_with_nothing_store
     assert message.startswith("Job violates accounting/QOS policy") and "\n" not in message
     assert "2,000,000 tasks" in message and f"at most {MAX_TASKS_PER_REQUEST:,} per request" in message
     assert took < 5.0, took  # S4 held the writer 15.6 s
+    print(f"S4: 2,000,000 tasks in {len(body):,} bytes refused in {took:.2f} s (alice, MUNGE)")
     assert _stored(served) == (0, 0)
 
 
@@ -104,6 +105,9 @@ def test_the_task_cap_stops_alice_while_bob_submits(served: Served) -> None:
     assert big.code == 0, big.stderr
     assert bob["outcome"].code == 0, bob["outcome"].stderr  # type: ignore[attr-defined]
     assert bob["took"] < OTHER_SUBMIT_BOUND_S, bob["took"]  # type: ignore[operator]
+    print(
+        f"S4: alice's {MAX_TASKS_PER_REQUEST:,}-task submit and bob's submit meanwhile: {bob['took']:.2f} s (CLI)"
+    )
 
     over = run_one(Call("alice", ("submit", "-f", "over.yaml")), served.api, folder)
     assert over.code == 1, (over.stdout, over.stderr)
