@@ -51,6 +51,7 @@ from datetime import datetime, timedelta
 from sqlalchemy import event, func, select
 from sqlalchemy.orm import Session
 
+from checkpoint.owner_workers import OutputCaps, OutputWorkers
 from meta.config.period import DEFAULT_PERIOD_S
 from meta.cycle.actuate.actuator import SUBMIT_PARALLEL, ActuationResult, Actuator
 from meta.cycle.actuate.holds import HoldSync, desired_holds
@@ -66,7 +67,7 @@ from meta.cycle.inventory.reader import InventoryReader, effective_nodes
 from meta.cycle.inventory.shares import SharesSync
 from meta.cycle.lease import Leadership, NotLeader, fence, release, renew, try_acquire
 from meta.cycle.metrics import Metrics
-from meta.cycle.outputs import commit_on_success, finalize_jobs
+from meta.cycle.outputs import Finalizing, commit_on_success, finalize_jobs
 from meta.cycle.period_metrics import count_placements, deadline_outcomes, publish, store_counts
 from meta.cycle.reconcile import Reconciler, ReconcileSettings
 from meta.cycle.reconcile.cancellers import CancellerLookup
@@ -117,6 +118,8 @@ class DaemonConfig:
     decisions: DecisionLogSettings = field(default_factory=DecisionLogSettings)
     # metasched-managed partitions: held plain sbatch jobs there are adopted (step 5, adopt/)
     managed_partitions: tuple[str, ...] = ()
+    # what the daemon reads and writes in users' output folders, off the period, as their owner
+    outputs: OutputCaps = field(default_factory=OutputCaps)
 
 
 @dataclass
@@ -192,6 +195,7 @@ class Daemon:
         limit_idle_transactions(db, config.leader_lease_s)
         # an sbatch still in flight can land until its own deadline: a launch is only "absent"
         # once the look-up window has outlasted the submit timeout (the runner caps its lifetime)
+        self.outputs = OutputWorkers(config.outputs)  # users' folders are read here, never in the period
         reconcile = replace(
             config.reconcile, unknown_window_s=config.reconcile.unknown_window_s + config.submit_timeout_s
         )
@@ -199,11 +203,11 @@ class Daemon:
             db,
             client,
             reconcile,
-            on_success=lambda session, a: commit_on_success(session, a, self.specs),
+            on_success=lambda session, a: commit_on_success(session, a, self.specs, self.outputs),
             cancellers=CancellerLookup(client),  # a user's plain scancel cancels the job
             in_flight=lambda: self.launches.in_flight(),  # this replica's own launches under way
         )
-        self._finalized: set[str] = set()
+        self._finalized = Finalizing()
         self._placed: list[str] = []  # this period's new attempts in the policy's order (launched in it)
         self._finalize_since: datetime | None = None  # None: look at every inference job (a new leader)
         self.holds = HoldSync(client)
@@ -245,6 +249,7 @@ class Daemon:
                 break
             stop.wait(max(0.0, self.config.period_s - (time.monotonic() - started)))
         self.close_launches()  # no sbatch may go out once the lease is released
+        self.outputs.close()
         if self.leadership is not None:
             try:
                 release(self.db, self.leadership)
@@ -256,8 +261,8 @@ class Daemon:
         self.launches.close(self.config.submit_timeout_s + 5.0 if timeout_s is None else timeout_s)
 
     def settle_launches(self, timeout_s: float) -> bool:
-        """settle_launches waits until the launch pool has nothing queued or in flight (``--once``, tests)."""
-        return self.launches.wait_idle(timeout_s)
+        """settle_launches waits until the launch pool and the output workers are idle (``--once``, tests)."""
+        return self.launches.wait_idle(timeout_s) and self.outputs.wait_idle(timeout_s)
 
     def idle(self) -> bool:
         """idle tells whether no task waits and no attempt is live."""
@@ -522,7 +527,7 @@ class Daemon:
         """_outputs runs step 14: finished jobs get their manifest; their deadline outcomes are counted."""
         with self.db.session() as session:
             looked = utcnow()
-            finished = finalize_jobs(session, self.specs, self._finalized, self._finalize_since)
+            finished = finalize_jobs(session, self.specs, self._finalized, self.outputs, self._finalize_since)
             outcomes = deadline_outcomes(session, self.specs, finished, self._started_at)
         # next time, jobs with a success since this look (a minute's margin for late commits)
         self._finalize_since = looked - timedelta(seconds=60)

@@ -6,98 +6,137 @@ job's ``_manifest.json``), so two jobs with the same output folder never overwri
 A partition's program may commit its own manifest (``metasched commit``); when it exits 0
 without doing so, step 4 (reconcile) commits the attempt's staging directory on its behalf —
 before the attempt leaves its live state, so the usual fence (current attempt, token, lease)
-applies to both paths alike.
+applies to both paths alike. Nothing a user made is read inside the period: the staging folder
+is read, and the job manifest written, by ``OutputWorkers`` (a child process as the job's
+owner, capped in files, bytes and seconds); the attempt stays live until its answer is in, and
+a refusal (over a cap, a symlink) fails the partition with that reason.
 """
 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from datetime import datetime
-from pathlib import Path
 
 from sqlalchemy import case, func, select
 from sqlalchemy.orm import Session
 
-from checkpoint.manifest import (
-    JOB_MANIFEST,
-    build_manifest,
-    commit,
-    gc_staging,
-    job_manifest,
-    write_atomically,
-)
-from meta.cycle.actuate.launch_plan import job_output_dir, staging_dir
+from checkpoint.manifest import commit, committed, job_manifest
+from checkpoint.manifest_files import check_manifest
+from checkpoint.owner_workers import OutputWorkers, Owner
+from meta.cycle.reconcile.settings import OutputHold
 from meta.cycle.snapshot.build import SpecCache
 from meta.model.errors import JOB_FAULTS, MetaschedError
 from meta.model.spec import InferenceSpec
-from meta.model.states import AttemptState, TaskState
+from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
 from meta.store.models import Attempt, Job, PartitionCommit, Task
 
 log = logging.getLogger("metasched.outputs")
+_ADVICE = "commit large outputs from the job with `metasched commit`"
 
 
-def commit_on_success(session: Session, attempt: Attempt, specs: SpecCache) -> None:
-    """commit_on_success commits a succeeded inference attempt's staging dir unless it committed itself."""
+def owner_of(job: Job) -> Owner:
+    """owner_of is whom the daemon acts as in the job's folders: its owner (None: the daemon itself)."""
+    return Owner(uid=job.owner_uid, gid=job.owner_gid)
+
+
+def commit_on_success(
+    session: Session, attempt: Attempt, specs: SpecCache, workers: OutputWorkers
+) -> OutputHold | None:
+    """commit_on_success commits a succeeded inference attempt's staging dir unless it committed itself.
+
+    None: nothing to commit, or committed now (the attempt may succeed). ``OutputHold()``: the
+    folder is being read off the period (look again next period); with a reason: refused.
+    """
     spec = specs.get(session, attempt.job_id)
     if not isinstance(spec, InferenceSpec) or session.get(PartitionCommit, attempt.task_id) is not None:
-        return
+        return None
     job = session.get(Job, attempt.job_id)
     assert job is not None
-    staging = Path(staging_dir(spec, job.short_id, attempt.id))
-    legacy = Path(spec.output) / "_attempts" / attempt.id  # launched before per-job folders: staged there
-    if not staging.is_dir() and legacy.is_dir():
-        staging = legacy
+    key = f"scan:{attempt.id}:{attempt.fencing_token}"
+    answer = workers.result(key)
+    if answer is None:
+        request = {"action": "scan", "output": spec.output, "job": job.short_id, "attempt": attempt.id}
+        workers.submit(key, request, owner_of(job))
+        return OutputHold()
+    if not answer.ok:
+        return OutputHold(f"output not committed: {answer.reason}; {_ADVICE}")
     try:
-        manifest = build_manifest(staging) if staging.is_dir() else {"root": str(staging), "files": [], "bytes": 0}
-        commit(session, attempt.id, attempt.fencing_token, manifest)
+        commit(session, attempt.id, attempt.fencing_token, check_manifest(answer.data))
     except MetaschedError as exc:
         log.warning("could not commit output of attempt %s: %s", attempt.id, exc)
+    return None
 
 
-def finalize_jobs(session: Session, specs: SpecCache, done: set[str], since: datetime | None = None) -> list[str]:
-    """finalize_jobs writes the job manifest of succeeded inference jobs and removes stale staging.
+@dataclass
+class Finalizing:
+    """Finalizing is the leader's memory for step 14: jobs whose manifest is written, and those with the workers."""
+
+    done: set[str] = field(default_factory=set)
+    handed: set[str] = field(default_factory=set)
+
+
+def finalize_jobs(
+    session: Session,
+    specs: SpecCache,
+    state: Finalizing,
+    workers: OutputWorkers,
+    since: datetime | None = None,
+) -> list[str]:
+    """finalize_jobs hands succeeded inference jobs' manifests to the workers and returns those written since.
 
     With ``since``, only jobs with an attempt that succeeded since then are looked at (a job
-    finishes with its last task's success): the leader passes when it last looked, so a period
-    does not scan every task of every inference job.
+    finishes with its last task's success), plus those still with the workers: the leader passes
+    when it last looked, so a period does not scan every task of every inference job.
     """
     finished = []
-    # the inference jobs whose every task succeeded, in one grouped query (not one query per job,
-    # each reading all of its tasks, every period)
+    for job in session.scalars(
+        select(Job).where(Job.id.in_(_succeeded(state.done, since)) | Job.id.in_(state.handed))
+    ):
+        answer = workers.result(f"finalize:{job.id}")
+        if answer is not None:
+            state.handed.discard(job.id)
+            state.done.add(job.id)
+            if answer.ok:
+                finished.append(job.id)
+            else:  # the output dir may live where this host cannot write, or be refused
+                log.warning("cannot finalize outputs of job %s: %s", job.short_id, answer.reason)
+        elif job.id not in state.handed:
+            _hand_over(session, specs, state, workers, job)
+    return finished
+
+
+def _succeeded(done: set[str], since: datetime | None):  # noqa: ANN202 - a SQLAlchemy subquery
+    """_succeeded selects the inference jobs whose every task succeeded, in one grouped query."""
     unfinished = func.sum(case((Task.state == TaskState.SUCCEEDED.value, 0), else_=1))
-    succeeded = (
+    query = (
         select(Task.job_id)
         .join(Job, Job.id == Task.job_id)
         .where(Job.kind == "inference", Job.id.not_in(done) if done else True)
-        .where(
-            Job.id.in_(
-                select(Attempt.job_id).where(
-                    Attempt.state == AttemptState.SUCCEEDED.value, Attempt.ended_at >= since
-                )
-            )
-            if since is not None
-            else True
-        )
-        .group_by(Task.job_id)
-        .having(unfinished == 0)
     )
-    for job in session.scalars(select(Job).where(Job.id.in_(succeeded))):
-        try:
-            spec = specs.get(session, job.id)
-        except JOB_FAULTS as exc:  # stored under older rules and refused now: nothing to write it by
-            log.warning("cannot finalize outputs of job %s: its spec is refused: %s", job.short_id, exc)
-            done.add(job.id)
-            continue
-        assert isinstance(spec, InferenceSpec)
-        manifest = job_manifest(session, job.id)
-        folder = Path(job_output_dir(spec, job.short_id))
-        try:
-            folder.mkdir(parents=True, exist_ok=True)
-            write_atomically(folder / JOB_MANIFEST, manifest)
-            gc_staging(session, job.id, folder)
-        except OSError as exc:  # the output dir may live where this host cannot write
-            log.warning("cannot finalize outputs of job %s in %s: %s", job.short_id, folder, exc)
-            continue
-        done.add(job.id)
-        finished.append(job.id)
-    return finished
+    if since is not None:
+        ended = select(Attempt.job_id).where(
+            Attempt.state == AttemptState.SUCCEEDED.value, Attempt.ended_at >= since
+        )
+        query = query.where(Job.id.in_(ended))
+    return query.group_by(Task.job_id).having(unfinished == 0)
+
+
+def _hand_over(
+    session: Session, specs: SpecCache, state: Finalizing, workers: OutputWorkers, job: Job
+) -> None:
+    """_hand_over gives the workers one job's manifest and the staging folders it no longer needs."""
+    try:
+        spec = specs.get(session, job.id)
+    except JOB_FAULTS as exc:  # stored under older rules and refused now: nothing to write it by
+        log.warning("cannot finalize outputs of job %s: its spec is refused: %s", job.short_id, exc)
+        state.done.add(job.id)
+        return
+    assert isinstance(spec, InferenceSpec)
+    keep = {c.attempt_id for c in committed(session, job.id)}
+    live = [s.value for s in LIVE_ATTEMPT_STATES]
+    ended = session.scalars(select(Attempt.id).where(Attempt.job_id == job.id, Attempt.state.not_in(live)))
+    request = {"action": "finalize", "output": spec.output, "job": job.short_id,
+               "manifest": job_manifest(session, job.id), "remove": sorted(set(ended) - keep)}  # fmt: skip
+    workers.submit(f"finalize:{job.id}", request, owner_of(job))
+    state.handed.add(job.id)

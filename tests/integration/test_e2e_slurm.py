@@ -80,7 +80,9 @@ def test_three_kinds_run_through_slurm_and_failures_retry(harness: DaemonHarness
     infer = _attempts(harness, jobs["infer"])
     assert len(infer) == 4 and all(n.startswith("t4n") for a in infer for n in a.nodes)
 
-    manifest = json.loads((tmp_path / "out" / jobs["infer"] / "_manifest.json").read_text())
+    written = tmp_path / "out" / jobs["infer"] / "_manifest.json"
+    harness.run_until(written.exists, timeout_s=30)  # written off the period, as the job's owner
+    manifest = json.loads(written.read_text())
     assert manifest["complete"] and len(manifest["partitions"]) == 4
     for partition in manifest["partitions"]:
         files = partition["manifest"]["files"]

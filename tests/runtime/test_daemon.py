@@ -121,6 +121,7 @@ def test_jobs_of_every_kind_run_to_success(service: Service, tmp_path: Path) -> 
     assert all(len(fake.jobs_for(a.id)) == 1 and a.slurm_job_id == str(fake.job_of(a.id).job_id) for a in attempts)
     gang = next(a for a in attempts if a.job_id == jobs[0])
     assert sorted(fake.job_of(gang.id).nodes) == sorted(gang.nodes()) and len(set(gang.nodes())) == 2
+    settled(daemon)  # the job manifest is written off the period that saw the job end: picked up in the next
     manifest = json.loads((out / service.status(jobs[1]).summary.short_id / "_manifest.json").read_text())
     assert manifest["complete"] is True and len(manifest["partitions"]) == 4
     with service.db.session() as session:

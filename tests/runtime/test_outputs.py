@@ -1,4 +1,8 @@
-"""outputs: the reconciler commits a succeeded inference attempt's staging dir unless it committed itself."""
+"""outputs: the reconciler commits a succeeded inference attempt's staging dir unless it committed itself.
+
+The staging folder is read off the period (OutputWorkers): a reconcile hands it over, the next
+one commits what the workers found; ``_reconcile`` runs both, waiting for the workers between.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +12,8 @@ from datetime import timedelta
 from pathlib import Path
 
 from checkpoint.manifest import commit, committed
-from meta.cycle.outputs import commit_on_success, finalize_jobs
+from checkpoint.owner_workers import OutputWorkers
+from meta.cycle.outputs import Finalizing, commit_on_success, finalize_jobs
 from meta.cycle.reconcile import Reconciler, observe
 from meta.cycle.snapshot.build import SpecCache
 from meta.model.states import AttemptState, TaskState
@@ -33,14 +38,31 @@ def _folder(service: Service, job: str, tmp_path: Path) -> Path:
         return tmp_path / "out" / session.get(Job, job).short_id
 
 
-def _reconciler(service: Service, fake: FakeSlurm) -> Reconciler:
-    specs = SpecCache()
-    return Reconciler(service.db, fake, on_success=lambda session, a: commit_on_success(session, a, specs))
+def _reconciler(service: Service, fake: FakeSlurm, workers: OutputWorkers | None = None) -> Reconciler:
+    specs, workers = SpecCache(), workers or OutputWorkers()
+    hook = lambda session, a: commit_on_success(session, a, specs, workers)  # noqa: E731 - read once below
+    return Reconciler(service.db, fake, on_success=hook)
 
 
 def _reconcile(service: Service, fake: FakeSlurm) -> None:
-    reconciler = _reconciler(service, fake)
-    reconciler.apply(observe(fake, reconciler.since()), lead(service.db))
+    """_reconcile hands a finished partition's folder to the workers, waits for them, and reconciles again."""
+    workers = OutputWorkers()
+    reconciler = _reconciler(service, fake, workers)
+    leadership = lead(service.db)
+    reconciler.apply(observe(fake, reconciler.since()), leadership)
+    assert workers.wait_idle(30)
+    reconciler.apply(observe(fake, reconciler.since()), leadership)
+    workers.close()
+
+
+def _finalize(service: Service, state: Finalizing) -> list[str]:
+    """_finalize hands finished jobs' manifests to the workers and collects what they wrote."""
+    workers = OutputWorkers()
+    with service.db.session() as session:
+        finalize_jobs(session, SpecCache(), state, workers)
+    assert workers.wait_idle(30)
+    with service.db.session() as session:
+        return finalize_jobs(session, SpecCache(), state, workers)
 
 
 def test_succeeded_inference_attempt_is_committed_from_its_staging_dir(service: Service, tmp_path: Path) -> None:
@@ -95,7 +117,7 @@ def test_training_attempts_commit_nothing(service: Service) -> None:
     _, (t,) = submit(service, training())
     a = place(service.db, t, [share("node1")], AttemptState.RUNNING)
     with service.db.session() as session:
-        commit_on_success(session, session.get(Attempt, a), SpecCache())
+        assert commit_on_success(session, session.get(Attempt, a), SpecCache(), OutputWorkers()) is None
         assert session.get(PartitionCommit, t) is None
 
 
@@ -103,9 +125,8 @@ def test_finalize_writes_the_job_manifest_and_collects_stale_staging(service: Se
     fake = FakeSlurm()
     spec = inference(str(tmp_path / "out"))
     job, tasks = submit(service, spec)
-    done: set[str] = set()
-    with service.db.session() as session:
-        assert finalize_jobs(session, SpecCache(), done) == []  # not finished yet
+    done = Finalizing()
+    assert _finalize(service, done) == []  # not finished yet
     stale = place(service.db, tasks[0], [share("node1", gpus=1)], AttemptState.RUNNING)
     with service.db.session() as session:
         attempt_event(session, stale, AttemptState.LOST, "test:lost")
@@ -117,14 +138,12 @@ def test_finalize_writes_the_job_manifest_and_collects_stale_staging(service: Se
         fake.finish(slurm_id)
     _reconcile(service, fake)
     assert all(task(service.db, t).state == TaskState.SUCCEEDED.value for t in tasks)
-    with service.db.session() as session:
-        assert finalize_jobs(session, SpecCache(), done) == [job]
+    assert _finalize(service, done) == [job]
     manifest = json.loads((_folder(service, job, tmp_path) / "_manifest.json").read_text())
     assert manifest["complete"] is True
     assert [p["attempt"] for p in manifest["partitions"]] == winners
     assert not (_folder(service, job, tmp_path) / "_attempts" / stale).exists()
-    with service.db.session() as session:
-        assert finalize_jobs(session, SpecCache(), done) == []  # written once
+    assert _finalize(service, done) == []  # written once
 
 
 def test_two_jobs_with_one_output_folder_never_share_a_file(service: Service, tmp_path: Path) -> None:
@@ -141,8 +160,7 @@ def test_two_jobs_with_one_output_folder_never_share_a_file(service: Service, tm
         fake.finish(slurm_id)
         _reconcile(service, fake)
         jobs.append((job, a))
-    with service.db.session() as session:
-        assert sorted(finalize_jobs(session, SpecCache(), set())) == sorted(job for job, _ in jobs)
+    assert sorted(_finalize(service, Finalizing())) == sorted(job for job, _ in jobs)
     assert not (tmp_path / "out" / "_manifest.json").exists() and not (tmp_path / "out" / "_attempts").exists()
     for (job, a), content in zip(jobs, (b"first\n", b"second\n"), strict=True):
         manifest = json.loads((_folder(service, job, tmp_path) / "_manifest.json").read_text())

@@ -82,7 +82,12 @@ def seen(
     if sighting.observed.exit_code is not None and target not in LIVE_ATTEMPT_STATES:
         values["exit_code"] = sighting.observed.exit_code
     if target == AttemptState.SUCCEEDED and on_success is not None:
-        on_success(session, attempt)
+        hold = on_success(session, attempt)
+        if hold is not None and hold.failure is None:
+            return  # its output is still being read off the period: looked at again next period
+        if hold is not None:  # its output was refused (over a cap, a symlink): the partition fails
+            target, category = AttemptState.FAILED, FailureCategory.USER_ERROR
+            reason = f"{reason}, {hold.failure}"
     attempt_event(
         session,
         attempt.id,

@@ -10,7 +10,20 @@ from sqlalchemy.orm import Session
 from meta.model.states import LIVE_ATTEMPT_STATES
 from meta.store.models import Attempt
 
-SuccessHook = Callable[[Session, Attempt], None]
+
+@dataclass(frozen=True)
+class OutputHold:
+    """OutputHold is a success hook's "not yet": the attempt stays live, or with ``failure`` it fails.
+
+    A hook returns it when the attempt's output is still being committed off the period (looked
+    at again next period), or was refused (the attempt fails with that reason).
+    """
+
+    failure: str | None = None
+
+
+# called inside the transaction before an attempt moves to succeeded; None lets it succeed
+SuccessHook = Callable[[Session, Attempt], "OutputHold | None"]
 LIVE = [state.value for state in LIVE_ATTEMPT_STATES]  # the states whose Slurm job is followed
 
 

@@ -72,7 +72,10 @@ def move_together(
         with session.begin_nested():
             if target == AttemptState.SUCCEEDED and on_success is not None:
                 for attempt in session.scalars(select(Attempt).where(Attempt.id.in_(list(stimuli)))):
-                    on_success(session, attempt)
+                    if on_success(session, attempt) is not None:
+                        del stimuli[attempt.id]  # output not settled: the one-by-one path holds or fails it
+                if not stimuli:
+                    return True
             move_attempts(session, stimuli, from_state, target, reason=reason, actor="reconciler", values=values)
     except (ConcurrentModification, IllegalTransition, *JOB_FAULTS) as exc:
         # one attempt's bad data (e.g. in its success hook) must not hold the group: each is then

@@ -1,0 +1,187 @@
+"""Work in users' output folders, done off the period, as the folder's owner (steps 4 and 14 hand it over).
+
+The period only hands work over (``submit``) and picks results up (``result``); it never
+waits. Each piece of work is one child process running ``checkpoint/owner_files.py`` with the
+job owner's uid, gid and groups (when the daemon is root), bounded in files, bytes and seconds:
+over a cap, the answer is a refusal with its reason. A few threads start the children, so at
+most ``workers`` folders are read at a time whatever users put there.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pwd
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import checkpoint.owner_files
+
+log = logging.getLogger("metasched.outputs")
+_PYTHONS = ("/usr/bin/python3", "/usr/local/bin/python3")  # usable by every user, unlike root's pyenv
+_KEEP_S = 600.0  # a result waits this long to be picked up (a rolled-back period asks again)
+
+
+@dataclass(frozen=True)
+class OutputCaps:
+    """OutputCaps bound what the daemon reads for one partition it commits on the job's behalf.
+
+    Outputs beyond them belong to ``metasched commit``, run by the job on its own node.
+    """
+
+    max_files: int = 10_000
+    max_bytes: int = 1 << 30
+    max_seconds: float = 60.0
+    workers: int = 2
+
+
+@dataclass(frozen=True)
+class Owner:
+    """Owner is whom a child runs as: None fields keep the daemon's own identity."""
+
+    uid: int | None = None
+    gid: int | None = None
+
+
+@dataclass(frozen=True)
+class Answer:
+    """Answer is one finished piece of work: ``ok`` and its data, or the reason it was refused."""
+
+    ok: bool
+    data: dict[str, Any]
+    reason: str = ""
+
+
+Runner = Callable[[dict[str, Any], Owner, float], Answer]
+
+
+class OutputWorkers:
+    """OutputWorkers runs owner-side output work in the background, one result per key."""
+
+    def __init__(self, caps: OutputCaps | None = None, runner: Runner | None = None):
+        self.caps = caps or OutputCaps()
+        self._run = runner or ChildRunner()
+        self._pool = ThreadPoolExecutor(max_workers=self.caps.workers, thread_name_prefix="outputs")
+        self._lock = threading.Lock()
+        self._running: dict[str, Future[Answer]] = {}
+        self._done: dict[str, tuple[float, Answer]] = {}
+
+    def submit(self, key: str, request: dict[str, Any], owner: Owner) -> None:
+        """submit queues one request under ``key`` unless it is queued, running or answered already."""
+        request = {**request, "max_files": self.caps.max_files, "max_bytes": self.caps.max_bytes}
+        with self._lock:
+            self._expire()
+            if key in self._running or key in self._done:
+                return
+            self._running[key] = self._pool.submit(self._guarded, request, owner)
+
+    def result(self, key: str) -> Answer | None:
+        """result is the answer for ``key`` once its work finished, None while it is queued or running."""
+        with self._lock:
+            future = self._running.get(key)
+            if future is not None and future.done():
+                del self._running[key]
+                self._done[key] = (time.monotonic(), future.result())
+            kept = self._done.get(key)
+        return kept[1] if kept else None
+
+    def forget(self, key: str) -> None:
+        """forget drops an answer that was used, so the same key may be submitted again later."""
+        with self._lock:
+            self._done.pop(key, None)
+
+    def wait_idle(self, timeout_s: float) -> bool:
+        """wait_idle waits until nothing is queued or running (tests and ``--once``; never the period)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with self._lock:
+                if all(f.done() for f in self._running.values()):
+                    return True
+            time.sleep(0.02)
+        return False
+
+    def close(self) -> None:
+        """close stops taking work; children under way finish within their time cap."""
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _guarded(self, request: dict[str, Any], owner: Owner) -> Answer:
+        """_guarded runs one request; any failure of the runner itself is a refusal, never a lost future."""
+        try:
+            return self._run(request, owner, self.caps.max_seconds)
+        except Exception as exc:  # noqa: BLE001 - one folder's failure must not take a worker down
+            log.warning("output work %s failed: %s", request.get("action"), exc)
+            return Answer(False, {}, f"the output worker failed: {exc}")
+
+    def _expire(self) -> None:
+        """_expire drops answers nobody picked up in time (the lock is held)."""
+        stale = time.monotonic() - _KEEP_S
+        for key in [k for k, (at, _) in self._done.items() if at < stale]:
+            del self._done[key]
+
+
+class ChildRunner:
+    """ChildRunner runs ``owner_files`` in a child process, as the owner when the daemon is root."""
+
+    def __init__(self) -> None:
+        self._source = Path(checkpoint.owner_files.__file__).read_text(encoding="utf-8")
+
+    def __call__(self, request: dict[str, Any], owner: Owner, timeout_s: float) -> Answer:
+        """__call__ runs one request with a time cap; the child is killed when the cap passes."""
+        drop = os.geteuid() == 0 and owner.uid is not None and owner.uid != 0
+        argv = [python_for(drop), "-I", "-c", self._source]
+        try:
+            done = subprocess.run(
+                argv, input=json.dumps(request).encode(), capture_output=True, timeout=timeout_s, cwd="/",
+                env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}, umask=0o022, **_identity(owner, drop),
+            )  # fmt: skip
+        except subprocess.TimeoutExpired:
+            return Answer(False, {}, f"reading it took over {timeout_s:g} s, the cap")
+        try:
+            answer = json.loads(done.stdout)
+        except ValueError:
+            last = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [
+                f"exit {done.returncode}"
+            ]
+            return Answer(False, {}, f"the output worker failed: {last[0][:200]}")
+        ok = bool(answer.pop("ok", False))
+        return Answer(ok, answer, "" if ok else str(answer.get("reason", "refused")))
+
+
+def _identity(owner: Owner, drop: bool) -> dict[str, Any]:
+    """_identity are subprocess's arguments that make the child the owner (uid, gid, groups)."""
+    if not drop:
+        return {}
+    assert owner.uid is not None
+    gid = owner.gid if owner.gid is not None else owner.uid
+    try:
+        groups = os.getgrouplist(pwd.getpwuid(owner.uid).pw_name, gid)
+    except KeyError:  # a uid with no passwd entry: its primary group only
+        groups = [gid]
+    return {"user": owner.uid, "group": gid, "extra_groups": groups}
+
+
+def python_for(drop: bool) -> str:
+    """python_for is an interpreter the child's user can run: this one, or the system's when it is private."""
+    if not drop or _everyone_runs(sys.executable):
+        return sys.executable
+    for path in _PYTHONS:
+        if _everyone_runs(path):
+            return path
+    return sys.executable  # the child then fails and says so: the partition's reason names it
+
+
+def _everyone_runs(path: str) -> bool:
+    """_everyone_runs: the file and every folder above it are executable by others."""
+    real = Path(os.path.realpath(path))
+    try:
+        return all(os.stat(p).st_mode & 0o001 for p in [real, *real.parents])
+    except OSError:
+        return False

@@ -1,0 +1,193 @@
+"""Outputs read off the period (issue 22, S2 and S6): caps on files, bytes and seconds; no symlink followed.
+
+The reconciler hands a finished partition's staging folder to ``OutputWorkers`` and never waits:
+the attempt stays live until the answer is in. Over a cap, or through a symlink, the partition
+fails with the reason; the job manifest is never written through a symlinked job folder.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+from sqlalchemy import select
+
+from checkpoint.manifest import committed
+from checkpoint.owner_workers import OutputCaps, OutputWorkers
+from meta.cycle.outputs import Finalizing, commit_on_success, finalize_jobs
+from meta.cycle.reconcile import Reconciler, observe
+from meta.cycle.snapshot.build import SpecCache
+from meta.model.states import AttemptState
+from meta.service.api import Service
+from meta.store.lifecycle import attempt_event
+from meta.store.models import Attempt, Job, Task, Transition
+from slurm_bridge.fake import FakeSlurm
+from tests.runtime.support import attempt, inference, lead, place, share, submit
+
+GIB = 1 << 30
+
+
+class Partition:
+    """Partition is one finished inference partition whose staging folder a test fills."""
+
+    def __init__(self, service: Service, out: Path, caps: OutputCaps | None = None):
+        self.service, self.fake = service, FakeSlurm()
+        self.workers = OutputWorkers(caps)
+        specs = SpecCache()
+        self.reconciler = Reconciler(
+            service.db,
+            self.fake,
+            on_success=lambda session, a: commit_on_success(session, a, specs, self.workers),
+        )
+        self.job, (task, _) = submit(service, inference(str(out)))
+        self.attempt = place(service.db, task, [share("node1", gpus=1)], AttemptState.RUNNING)
+        slurm = self.fake.add_job(f"ms-{self.attempt}", f"metasched:attempt={self.attempt}:token=1")
+        with service.db.session() as session:
+            session.get(Attempt, self.attempt).slurm_job_id = str(slurm.job_id)
+            self.folder = out / session.get(Job, self.job).short_id
+        self.staging = self.folder / "_attempts" / self.attempt
+        self.slurm_id = slurm.job_id
+        self.leadership = lead(service.db)
+
+    def reconcile(self) -> float:
+        """reconcile runs one reconcile pass and returns how long it took."""
+        started = time.monotonic()
+        self.reconciler.apply(observe(self.fake, self.reconciler.since()), self.leadership)
+        return time.monotonic() - started
+
+    def state(self) -> str:
+        return attempt(self.service.db, self.attempt).state
+
+    def failure(self) -> tuple[str, str]:
+        """failure is the attempt's end: its failure category and the reason its move to failed gave."""
+        with self.service.db.session() as session:
+            reason = session.scalar(
+                select(Transition.reason).where(
+                    Transition.entity_id == self.attempt, Transition.to_state == "failed"
+                )
+            )
+        return attempt(self.service.db, self.attempt).failure_category or "", reason or ""
+
+
+def test_a_huge_sparse_file_fails_the_partition_with_its_reason_quickly(
+    service: Service, tmp_path: Path
+) -> None:
+    part = Partition(service, tmp_path / "out")
+    part.staging.mkdir(parents=True)
+    with (part.staging / "big").open("wb") as handle:
+        handle.truncate(4 * GIB)  # free to make: no block is written
+    part.fake.finish(part.slurm_id)
+    assert part.reconcile() < 2.0
+    assert part.state() == AttemptState.RUNNING.value  # handed over: live until the answer is in
+    started = time.monotonic()
+    assert part.workers.wait_idle(30)
+    assert time.monotonic() - started < 5.0  # refused by its size, never read
+    part.reconcile()
+    category, reason = part.failure()
+    assert category == "user_error" and f"more than {GIB} bytes" in reason and "'big'" in reason
+    assert "metasched commit" in reason  # what to do instead
+    with service.db.session() as session:
+        assert committed(session, part.job) == []
+
+
+def test_too_many_files_fail_the_partition(service: Service, tmp_path: Path) -> None:
+    part = Partition(service, tmp_path / "out", OutputCaps(max_files=50))
+    (part.staging / "sub").mkdir(parents=True)
+    for i in range(60):
+        (part.staging / "sub" / f"f{i}").write_bytes(b"x")
+    part.fake.finish(part.slurm_id)
+    part.reconcile()
+    assert part.workers.wait_idle(30)
+    part.reconcile()
+    assert "more than 50 files" in part.failure()[1]
+
+
+def test_a_slow_folder_is_cut_at_the_time_cap_and_the_period_never_waits(
+    service: Service, tmp_path: Path
+) -> None:
+    part = Partition(service, tmp_path / "out", OutputCaps(max_bytes=64 * GIB, max_seconds=1.0))
+    part.staging.mkdir(parents=True)
+    with (part.staging / "big").open("wb") as handle:
+        handle.truncate(16 * GIB)  # under the bytes cap: it would be read for about a minute
+    part.fake.finish(part.slurm_id)
+    periods = []
+    deadline = time.monotonic() + 20
+    while part.state() == AttemptState.RUNNING.value and time.monotonic() < deadline:
+        periods.append(part.reconcile())
+        time.sleep(0.2)
+    assert max(periods) < 2.0, periods  # each pass only looked for the answer
+    assert "over 1 s, the cap" in part.failure()[1]
+
+
+def test_within_the_caps_the_partition_is_committed_as_before(service: Service, tmp_path: Path) -> None:
+    part = Partition(service, tmp_path / "out")
+    part.staging.mkdir(parents=True)
+    (part.staging / "rows.tsv").write_bytes(b"a\tb\n")
+    part.fake.finish(part.slurm_id)
+    part.reconcile()
+    assert part.workers.wait_idle(30)
+    part.reconcile()
+    assert part.state() == AttemptState.SUCCEEDED.value
+    with service.db.session() as session:
+        (row,) = committed(session, part.job)
+    assert [f["path"] for f in row.manifest["files"]] == ["rows.tsv"] and row.manifest["bytes"] == 4
+
+
+def test_a_symlinked_job_folder_is_refused_and_nothing_is_read_through_it(
+    service: Service, tmp_path: Path
+) -> None:
+    part = Partition(service, tmp_path / "out")
+    elsewhere = tmp_path / "elsewhere"
+    (elsewhere / "_attempts" / part.attempt).mkdir(parents=True)
+    (elsewhere / "_attempts" / part.attempt / "secret.txt").write_bytes(b"not the job's")
+    part.folder.parent.mkdir(parents=True)
+    part.folder.symlink_to(elsewhere, target_is_directory=True)
+    part.fake.finish(part.slurm_id)
+    part.reconcile()
+    assert part.workers.wait_idle(30)
+    part.reconcile()
+    assert "symlink" in part.failure()[1]
+    with service.db.session() as session:
+        assert committed(session, part.job) == []
+
+
+def _finalize(service: Service, state: Finalizing, workers: OutputWorkers) -> list[str]:
+    with service.db.session() as session:
+        finalize_jobs(session, SpecCache(), state, workers)
+    assert workers.wait_idle(30)
+    with service.db.session() as session:
+        return finalize_jobs(session, SpecCache(), state, workers)
+
+
+def test_the_job_manifest_is_never_written_through_a_symlinked_job_folder(
+    service: Service, tmp_path: Path
+) -> None:
+    spec = inference(str(tmp_path / "out"), partitions=1)
+    job = service.submit(spec).job.id
+    with service.db.session() as session:
+        short_id = session.get(Job, job).short_id
+    _finish_every_task(service, job)
+    target = tmp_path / "target"
+    target.mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / short_id).symlink_to(target, target_is_directory=True)
+    workers = OutputWorkers()
+    assert _finalize(service, Finalizing(), workers) == []
+    assert os.listdir(target) == []  # no manifest, no temp file where the link points
+    (tmp_path / "out" / short_id).unlink()
+    assert _finalize(service, Finalizing(), workers) == []  # the refusal stays the answer for a while
+    assert _finalize(service, Finalizing(), OutputWorkers()) == [job]  # a fresh look writes it
+    written = tmp_path / "out" / short_id / "_manifest.json"
+    assert not written.is_symlink() and json.loads(written.read_text())["job"] == short_id
+
+
+def _finish_every_task(service: Service, job: str) -> None:
+    """_finish_every_task makes every task of the job succeed through an attempt, as the reconciler would."""
+    with service.db.session() as session:
+        tasks = list(session.scalars(select(Task.id).where(Task.job_id == job)))
+    for task_id in tasks:
+        a = place(service.db, task_id, [share("node1", gpus=1)], AttemptState.RUNNING)
+        with service.db.session() as session:
+            attempt_event(session, a, AttemptState.SUCCEEDED, "test:done")
