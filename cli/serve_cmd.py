@@ -129,10 +129,10 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)  # a default
               help="Comma-separated metasched-managed Slurm partitions: plain sbatch jobs that "
               "deploy/slurm/job_submit.lua holds there are adopted (docs/sbatch.md: Plain sbatch, adopted).")
 @click.option("--submit-rate", default=DEFAULTS.submit_rate, type=_float("submit_rate"),
-              help="Jobs per second each tenant may submit through the API, unless the tenant sets its own "
+              help="Tasks per second each tenant may submit through the API, unless the tenant sets its own "
               f"(`metasched tenant set --submit-rate`). Default: {DEFAULTS.submit_rate:g}.")
 @click.option("--submit-burst", default=DEFAULTS.submit_burst, type=_int("submit_burst"),
-              help=f"Jobs each tenant may submit at once, unless the tenant sets its own. Default: {DEFAULTS.submit_burst}.")
+              help=f"Tasks each tenant may submit at once, unless the tenant sets its own. Default: {DEFAULTS.submit_burst}.")
 @click.option("--log-level", type=click.Choice(CHOICES["log_level"]), default=DEFAULTS.log_level)
 @pass_state
 @handle_errors
