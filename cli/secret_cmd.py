@@ -70,3 +70,28 @@ def delete_cmd(state: CliState, tenant: str, name: str, root: str | None) -> Non
     """Delete TENANT's secret NAME."""
     state.backend(secrets_root=root).delete_secret(tenant, name)
     click.echo(f"secret {name} deleted for {tenant}")
+
+
+@secret_group.command(name="allow")
+@click.argument("tenant")
+@click.argument("name")
+@click.argument("users", nargs=-1)
+@click.option("--everyone", is_flag=True, help="Every member's job may read it (a new secret's default).")
+@root_option
+@click.option("--json", "as_json", is_flag=True)
+@pass_state
+@handle_errors
+def allow_cmd(
+    state: CliState, tenant: str, name: str, users: tuple[str, ...], everyone: bool, root: str | None, as_json: bool
+) -> None:  # fmt: skip
+    """Let only the jobs of USERS read TENANT's secret NAME (coordinators and admins; --everyone undoes it)."""
+    if bool(users) == everyone:
+        raise InvalidRequest("give the users whose jobs may read the secret, or --everyone (not both)")
+    backend = state.backend(secrets_root=root)
+    answer = backend.allow_secret(tenant, name, list(users) or None, everyone=everyone)
+    if as_json:
+        echo_json(answer)
+        return
+    allowed = answer.get("users")
+    who = "every member of " + tenant if allowed is None else ", ".join(allowed)
+    click.echo(f"secret {name} of {tenant}: read by the jobs of {who}")

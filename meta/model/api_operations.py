@@ -100,6 +100,8 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("secret_names", "GET", "/v1/tenants/{tenant}/secrets", _SECRET[:1], tag="secrets"),
     Operation("set_secret", "PUT", "/v1/tenants/{tenant}/secrets/{name}", (*_SECRET, *_body("value")), tag="secrets"),
     Operation("delete_secret", "DELETE", "/v1/tenants/{tenant}/secrets/{name}", _SECRET, tag="secrets"),
+    Operation("allow_secret", "PUT", "/v1/tenants/{tenant}/secrets/{name}/users", (*_SECRET, *_body("users", "everyone")),
+              tag="secrets"),
     Operation("audit", "GET", "/v1/audit", _query("since", "limit"), tag="audit"),
     Operation("audit_prune", "POST", "/v1/audit/prune", _body("before", "confirm"), tag="audit", tenant="none"),
     Operation("web_link", "POST", "/v1/web/link", tag="web", tenant="none"),

@@ -129,6 +129,13 @@ class SecretValue(_Body):
     value: str
 
 
+class SecretUsers(_Body):
+    """SecretUsers names the users whose jobs may read a secret, or gives it back to every member (one of the two)."""
+
+    users: list[Annotated[str, Field(max_length=64)]] | None = Field(default=None, max_length=256)
+    everyone: bool = False
+
+
 SECRET_FIELD = Field(
     default=None, max_length=512, description="the attempt's secret (the job's METASCHED_ATTEMPT_SECRET)"
 )
@@ -414,6 +421,11 @@ def set_secret(tenant: Name, name: Name, body: SecretValue, ops: Ops) -> JSONRes
 def delete_secret(tenant: Name, name: Name, ops: Ops) -> JSONResponse:
     """delete_secret deletes a secret (audited by name)."""
     return JSONResponse(ops.delete_secret(tenant, name))
+
+@api_route(router, "allow_secret")
+def allow_secret(tenant: Name, name: Name, body: SecretUsers, ops: Ops) -> JSONResponse:
+    """allow_secret names the users whose jobs may read a secret, or every member again (``everyone``)."""
+    return JSONResponse(ops.allow_secret(tenant, name, body.users, everyone=body.everyone))
 
 @api_route(router, "audit_prune")
 def audit_prune(body: AuditPruneRequest, ops: Ops) -> JSONResponse:

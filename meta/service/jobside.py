@@ -31,7 +31,7 @@ from meta.store.lifecycle import stored_spec
 from meta.store.models import Attempt, Job
 from tenants.identity import Principal
 from tenants.names import check_secret_name
-from tenants.secrets import read_secret
+from tenants.secrets import read_secret, secret_users
 
 MAX_CHECKPOINT_PATH_BYTES = 4_096
 T = TypeVar("T")
@@ -84,6 +84,10 @@ def secret_value(
     current_attempt(session, attempt_id, token, utcnow(), need_lease=False)  # live, with this token
     if name not in (stored_spec(session, job.id).get("secrets") or []):
         raise Forbidden(f"job {job.short_id} did not declare secret {name}")
+    users = secret_users(secrets_root, job.tenant, name)  # issue 22, S15: None is every member's job
+    if users is not None and principal.name not in users:
+        raise Forbidden(f"secret {name} of {job.tenant} is for the jobs of {', '.join(users) or 'no one'} only, "
+                        f"not {principal.name}'s (a coordinator names them: metasched secret allow)")  # fmt: skip
     value = read_secret(secrets_root, job.tenant, name)
     if value is None:
         raise NotFound(f"secret {name} of {job.tenant} is not set")

@@ -238,6 +238,15 @@ class Operations:
         secret_admin.delete(self.service.db, self.secrets_root, self.principal, tenant, name)
         return {"tenant": tenant, "name": name, "deleted": True}
 
+    def allow_secret(
+        self, tenant: str, name: str, users: list[str] | None = None, *, everyone: bool = False
+    ) -> dict[str, Any]:
+        """allow_secret names the users whose jobs may read a secret, or every member again (audited)."""
+        if (users is None) == (not everyone):
+            raise InvalidRequest("name the users whose jobs may read the secret, or everyone (not both, not neither)")
+        stored = secret_admin.allow(self.service.db, self.secrets_root, self.principal, tenant, name, users)
+        return {"tenant": tenant, "name": name, "users": stored}
+
     def audit(self, *, since: str | None = None, limit: int = 200) -> list[dict[str, Any]]:
         """audit is the newest audit lines the caller may see (a member: its tenant's only)."""
         try:

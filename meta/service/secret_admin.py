@@ -1,4 +1,4 @@
-"""Tenant secrets through the API: names for members, set and delete audited by name (never the value).
+"""Tenant secrets through the API: names for members; set, delete and allow audited by name (never the value).
 
 The file change happens inside the audit row's transaction: a refused or failed change leaves no
 row, and a change is never made without its row.
@@ -16,8 +16,8 @@ from meta.model.errors import Forbidden, InvalidRequest, NotFound
 from meta.store import audit
 from meta.store.db import Database
 from tenants.identity import Principal
-from tenants.names import check_secret_name, check_tenant_name
-from tenants.secrets import delete_secret, secret_names, set_secret
+from tenants.names import check_secret_name, check_tenant_name, check_user_name
+from tenants.secrets import MAX_USERS, delete_secret, read_secret, secret_names, set_secret, set_secret_users
 
 MAX_SECRET_BYTES = 1024 * 1024  # a key or a token file; anything larger is not a secret value
 
@@ -61,9 +61,31 @@ def delete(db: Database, root: str | Path, principal: Principal, tenant: str, na
             raise NotFound(f"secret {name} of {tenant} not found")
 
 
+def allow(
+    db: Database, root: str | Path, principal: Principal, tenant: str, name: str, users: list[str] | None
+) -> list[str] | None:
+    """allow names the users whose jobs may read a secret (None: every member), audited as ``secret.allow``.
+
+    Coordinators and admins, as for set; the secret must exist. Returns the list as stored.
+    """
+    check_caller(principal, tenant, name, change=True)
+    if users is not None:
+        if len(users) > MAX_USERS:
+            raise InvalidRequest(f"a secret names at most {MAX_USERS} users")
+        users = sorted({check_user_name(user) for user in users})
+    if read_secret(root, tenant, name) is None:
+        raise NotFound(f"secret {name} of {tenant} not found")
+    readers = users if users is not None else "every member"
+    with _audited(db, principal, "secret.allow", tenant, name, users=readers):
+        set_secret_users(root, tenant, name, users)
+    return users
+
+
 @contextlib.contextmanager
-def _audited(db: Database, principal: Principal, action: str, tenant: str, name: str) -> Iterator[Session]:
+def _audited(
+    db: Database, principal: Principal, action: str, tenant: str, name: str, **detail: object
+) -> Iterator[Session]:
     """_audited runs one secret change in a store transaction that records it (the name, never the value)."""
     with db.session() as session:
         yield session  # the change; when it raises, nothing is recorded and the transaction rolls back
-        audit.record(session, principal.name, action, f"{tenant}/{name}", tenant=tenant, name=name)
+        audit.record(session, principal.name, action, f"{tenant}/{name}", tenant=tenant, name=name, **detail)

@@ -17,7 +17,14 @@ from meta.model.errors import InvalidRequest
 from meta.model.kinds import JobKind
 from slurm_bridge.launch import LaunchRequest
 from slurm_bridge.render import render
-from tenants.secrets import UnsafePath, delete_secret, secret_names, set_secret
+from tenants.secrets import (
+    UnsafePath,
+    delete_secret,
+    secret_names,
+    secret_users,
+    set_secret,
+    set_secret_users,
+)
 
 VALUE = "hunter2-very-secret"
 
@@ -208,3 +215,33 @@ def test_a_refused_secret_change_is_not_audited(tmp_path: Path) -> None:
     assert _cli(tmp_path, "delete", "tenant-a", "MISSING").exit_code == 1
     env = {"METASCHED_DB": f"sqlite:///{tmp_path / 'db.sqlite'}", "METASCHED_TENANT": None}
     assert json.loads(CliRunner().invoke(cli, ["audit", "--json"], env=env).stdout) == []
+
+
+# --- who may read a secret (issue 22, S15) --------------------------------------------------------
+
+
+def test_a_secrets_users_are_kept_beside_it_unlisted_0600_and_go_with_it(tmp_path: Path) -> None:
+    set_secret(tmp_path, "tenant-a", "TOKEN", "v")
+    assert secret_users(tmp_path, "tenant-a", "TOKEN") is None  # the default: every member's job
+    set_secret_users(tmp_path, "tenant-a", "TOKEN", ["bob", "alice", "alice"])
+    assert secret_users(tmp_path, "tenant-a", "TOKEN") == ["alice", "bob"]
+    assert secret_names(tmp_path, "tenant-a") == ["TOKEN"]
+    users_file = tmp_path / "tenant-a" / ".TOKEN.users"
+    assert stat.S_IMODE(users_file.stat().st_mode) == 0o600
+    set_secret(tmp_path, "tenant-a", "TOKEN", "rotated")
+    assert secret_users(tmp_path, "tenant-a", "TOKEN") == ["alice", "bob"]  # a new value never widens it
+    set_secret_users(tmp_path, "tenant-a", "TOKEN", [])
+    assert secret_users(tmp_path, "tenant-a", "TOKEN") == []  # no one, until a coordinator names someone
+    assert delete_secret(tmp_path, "tenant-a", "TOKEN") and not users_file.exists()
+    with pytest.raises(InvalidRequest, match="invalid user name"):
+        set_secret_users(tmp_path, "tenant-a", "TOKEN", ["alice\nroot"])
+
+
+def test_a_link_planted_at_the_users_file_is_replaced_never_followed(tmp_path: Path) -> None:
+    set_secret(tmp_path, "tenant-a", "TOKEN", "v")
+    victim = tmp_path / "victim"
+    victim.write_text("root\n")
+    (tmp_path / "tenant-a" / ".TOKEN.users").symlink_to(victim)
+    assert secret_users(tmp_path, "tenant-a", "TOKEN") is None  # a link is no list
+    set_secret_users(tmp_path, "tenant-a", "TOKEN", ["alice"])
+    assert victim.read_text() == "root\n" and secret_users(tmp_path, "tenant-a", "TOKEN") == ["alice"]
