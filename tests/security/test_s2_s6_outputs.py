@@ -1,0 +1,141 @@
+"""S2 and S6: nothing a user made is read in the period, and root never writes through a user's symlink (issue 22).
+
+Daemon-step level, with real files of a real user: alice (uid 2001) makes her output folder and
+her partition's staging (``runuser``), the job is hers (``owner_uid`` 2001), the store is
+PostgreSQL, and the reconciler and step 14 run with the production ``OutputWorkers`` (a child
+process that drops to alice's uid, gid and groups; this test runs as root, as the daemon does).
+Slurm is ``FakeSlurm``: the partition's exit is what the step reacts to, not what it measures.
+
+S2: a 4 GiB sparse file (free to make) once held the period ~15 s while root hashed it; now each
+reconcile pass only hands the folder over and looks for the answer, and the partition fails
+with the reason. A file alice cannot read is not read for her. S6: alice swaps ``<output>/<job
+id>`` for a symlink to a folder of root's: nothing is written there; unattacked, the manifest
+is alice's and she reads it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from checkpoint.manifest import committed
+from checkpoint.owner_workers import OutputWorkers
+from meta.cycle.outputs import Finalizing, finalize_jobs
+from meta.cycle.snapshot.build import SpecCache
+from meta.model.states import AttemptState
+from meta.service.api import Service
+from tests.runtime.output_partition import GIB, Partition
+
+pytestmark = [pytest.mark.slurm]  # alice, a real user, comes with the dev cluster
+
+ALICE = 2001
+PERIOD_BOUND_S = 2.0  # a reconcile pass over one attempt takes milliseconds; reading 4 GiB took ~15 s
+
+
+def _as_alice(*argv: str) -> subprocess.CompletedProcess[str]:
+    """_as_alice runs argv as alice and requires it to succeed."""
+    done = subprocess.run(["runuser", "-u", "alice", "--", *argv], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done
+
+
+@pytest.fixture
+def alice_out(slurm_cluster: None, shared_folder: Path) -> Path:
+    """alice_out is alice's own output folder (like her home), in a folder every user may enter."""
+    out = shared_folder / "out"
+    out.mkdir(mode=0o755)
+    os.chown(out, ALICE, ALICE)
+    return out
+
+
+def _run_to_end(part: Partition, timeout_s: float = 30) -> list[float]:
+    """_run_to_end reconciles every 0.2 s until the attempt ended; returns each pass's duration."""
+    passes = []
+    deadline = time.monotonic() + timeout_s
+    while part.state() == AttemptState.RUNNING.value:
+        assert time.monotonic() < deadline, "the partition never ended"
+        passes.append(part.reconcile())
+        time.sleep(0.2)
+    return passes
+
+
+def test_s2_a_4gib_sparse_file_of_alice_never_holds_the_period(pg_service: Service, alice_out: Path) -> None:
+    part = Partition(pg_service, alice_out, owner=ALICE)
+    _as_alice("mkdir", "-p", str(part.staging))
+    _as_alice("truncate", "-s", "4G", str(part.staging / "big"))
+    part.fake.finish(part.slurm_id)
+    started = time.monotonic()
+    passes = _run_to_end(part)
+    took = time.monotonic() - started
+    print(
+        f"\nS2 4 GiB sparse file: {len(passes)} passes, longest {max(passes):.3f} s, ended after {took:.2f} s"
+    )
+    assert max(passes) < PERIOD_BOUND_S
+    category, reason = part.failure()
+    assert category == "user_error" and f"more than {GIB} bytes" in reason and "'big'" in reason
+    with pg_service.db.session() as session:
+        assert committed(session, part.job) == []
+
+
+def test_s2_a_file_alice_cannot_read_is_not_read_for_her(pg_service: Service, alice_out: Path) -> None:
+    part = Partition(pg_service, alice_out, owner=ALICE)
+    _as_alice("mkdir", "-p", str(part.staging))
+    (part.staging / "shadow-copy").write_bytes(b"root's secret\n")  # root's file in alice's folder, 0600
+    os.chmod(part.staging / "shadow-copy", 0o600)
+    part.fake.finish(part.slurm_id)
+    _run_to_end(part)
+    _, reason = part.failure()
+    assert "Permission denied" in reason  # read with alice's rights: root's file is not hashed for her
+    with pg_service.db.session() as session:
+        assert committed(session, part.job) == []
+
+
+def _finalize(service: Service, state: Finalizing) -> list[str]:
+    """_finalize runs step 14, waits for the workers, and runs it again to collect their answers."""
+    workers = OutputWorkers()
+    with service.db.session() as session:
+        finalize_jobs(session, SpecCache(), state, workers)
+    assert workers.wait_idle(30)
+    with service.db.session() as session:
+        return finalize_jobs(session, SpecCache(), state, workers)
+
+
+def _succeeded_job_of_alice(service: Service, out: Path) -> Partition:
+    """_succeeded_job_of_alice is alice's one-partition job, its output committed, succeeded."""
+    part = Partition(service, out, owner=ALICE, partitions=1)
+    _as_alice("mkdir", "-p", str(part.staging))
+    _as_alice("sh", "-c", f"echo rows > {part.staging}/part.tsv")
+    part.fake.finish(part.slurm_id)
+    _run_to_end(part)
+    assert part.state() == AttemptState.SUCCEEDED.value
+    return part
+
+
+def test_s6_root_never_writes_through_alices_symlinked_job_folder(
+    pg_service: Service, alice_out: Path, shared_folder: Path
+) -> None:
+    part = _succeeded_job_of_alice(pg_service, alice_out)
+    roots = shared_folder / "roots"  # a folder of root's that alice may not write
+    roots.mkdir(mode=0o755)
+    _as_alice("mv", str(part.folder), str(alice_out / "moved"))
+    _as_alice("ln", "-s", str(roots), str(part.folder))
+    assert _finalize(pg_service, Finalizing()) == []
+    assert os.listdir(roots) == []  # no manifest, no temp file, nothing removed or made there
+
+
+def test_s6_the_job_manifest_is_alices_and_she_reads_it(pg_service: Service, alice_out: Path) -> None:
+    part = _succeeded_job_of_alice(pg_service, alice_out)
+    assert _finalize(pg_service, Finalizing()) == [part.job]
+    written = part.folder / "_manifest.json"
+    info = written.lstat()
+    assert (info.st_uid, info.st_gid) == (ALICE, ALICE) and not written.is_symlink()
+    manifest = json.loads(_as_alice("cat", str(written)).stdout)
+    (partition,) = manifest["partitions"]
+    assert partition["attempt"] == part.attempt and [f["path"] for f in partition["manifest"]["files"]] == [
+        "part.tsv"
+    ]
