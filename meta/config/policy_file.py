@@ -8,6 +8,8 @@ simulator is what the daemon runs. Unknown names and wrong types are errors, nev
 from __future__ import annotations
 
 import difflib
+import math
+from collections.abc import Iterator
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Any
@@ -46,10 +48,30 @@ def policy_config_from(data: Any, base: SchedulerConfig | None = None, source: s
         raise PolicyFileError("\n".join(f"{source}: {p}" for p in problems))
     merged = asdict(base or SchedulerConfig()) | data
     try:
-        return _ADAPTER.validate_python(merged)
+        config = _ADAPTER.validate_python(merged)
     except ValidationError as exc:
         lines = [f"{source}: {'.'.join(map(str, e['loc']))}: {e['msg']}" for e in exc.errors()]
         raise PolicyFileError("\n".join(lines)) from None
+    # checked after parsing: YAML reads 1e400 as text, which becomes infinity only here
+    odd = [f"{source}: {where}: must be a finite number, not {value}" for where, value in _non_finite(asdict(config))]
+    if odd:
+        raise PolicyFileError("\n".join(odd))
+    return config
+
+
+def _non_finite(value: Any, where: str = "") -> Iterator[tuple[str, float]]:
+    """_non_finite yields (setting path, value) for each NaN or infinity in settings (YAML's .nan, .inf, 1e400).
+
+    A NaN compares false with every bound, so a range check would let it through (issue 22, S13).
+    """
+    if isinstance(value, float) and not math.isfinite(value):
+        yield where, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite(item, f"{where}.{key}" if where else str(key))
+    elif isinstance(value, list | tuple):
+        for index, item in enumerate(value):
+            yield from _non_finite(item, f"{where}[{index}]")
 
 
 def _unknown(name: object) -> str:
