@@ -28,6 +28,7 @@ from meta.model.errors import InvalidRequest, MetaschedError
 from meta.model.limits import MAX_DURATION_S, clip
 from meta.model.spec import SpecError
 from meta.model.states import IllegalTransition
+from meta.service import refusal_audit
 from meta.service.api import MAX_BATCH_JOBS, Service
 from meta.service.artifacts import DEFAULT_NODE_MTBF_S
 from meta.service.decision_history import MAX_LIMIT as MAX_HISTORY
@@ -238,9 +239,9 @@ def create_app(
     """create_app builds the API over ``service``: every request bounded, authenticated, then routed (and counted).
 
     ``web``: the web view's key and address (None: a random key, and no login links until a base URL is set).
-    ``refusals``: where refusals are audited (None: a ``RefusalAudit`` over the service's store).
+    ``refusals``: where refusals are audited (None: a ``RefusalAudit`` over the service's store, as the environment says).
     """
-    refusals = refusals or RefusalAudit(service.db)
+    refusals = refusals or refusal_audit.from_env(service.db)
     app = FastAPI(
         title="metasched",
         version=_version(),

@@ -14,9 +14,10 @@ row's detail holds ids, names and one-line reasons, never a credential or a secr
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,8 @@ DEFAULT_MAX_GROUPS = 4_096
 SUMMARY_ACTION = "audit.refusals"
 AUTH_ACTION = "auth.refused"
 OTHERS = "(others)"
+# the service's window and share, when an operator changes them (docs/operations.md)
+WINDOW_ENV, FULL_ENV = "METASCHED_REFUSAL_WINDOW_S", "METASCHED_REFUSALS_IN_FULL"
 AUDITED = "metasched_audited"  # set on an exception whose refusal is already recorded (not twice)
 Key = tuple[str, str, str]
 
@@ -187,3 +190,25 @@ def mark_audited(exc: BaseException) -> None:
 def is_audited(exc: BaseException) -> bool:
     """is_audited tells whether ``exc``'s refusal is already recorded."""
     return bool(getattr(exc, AUDITED, False))
+
+
+def from_env(db: Database, environ: Mapping[str, str] = os.environ) -> RefusalAudit:
+    """from_env is the service's RefusalAudit: window and share from the environment, else the defaults."""
+    window = _setting(environ, WINDOW_ENV, DEFAULT_WINDOW_S, 0.1, 86_400.0)
+    full = _setting(environ, FULL_ENV, DEFAULT_FULL_PER_WINDOW, 0, 1_000)
+    return RefusalAudit(db, window_s=window, full_per_window=int(full))
+
+
+def _setting(environ: Mapping[str, str], name: str, default: float, low: float, high: float) -> float:
+    """_setting is one number from the environment within [low, high]; anything else keeps the default (logged)."""
+    text = environ.get(name, "").strip()
+    if not text:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if not low <= value <= high:  # NaN fails too
+        log.warning("%s=%r is not a number from %s to %s: using %s", name, text, low, high, default)
+        return default
+    return value

@@ -19,17 +19,17 @@ from meta.model.limits import clip
 from meta.service.http_guard import Scope
 from meta.service.http_metrics import ApiMetrics, method_label, route_template
 from meta.service.refusal_audit import Refusal, RefusalAudit, is_audited, mark_audited
+from meta.service.request_gate import PEER
 from meta.service.submit_gate import SubmitRefused
 from tenants.identity import InvalidAccount
 
 REQUEST_ACTION = "request.refused"
-PEER_KEY = "metasched.peer"  # a scope key the connection layer may set: ``uid:N`` or ``ip:ADDR``
 UNKNOWN_PEER = "peer:unknown"
 
 
 def peer_of(scope: Scope) -> str:
     """peer_of names who sent a request without trusting it: the connection's peer, else its address."""
-    named = scope.get(PEER_KEY)
+    named = scope.get(PEER)  # the connection layer's ``uid:N`` (SO_PEERCRED) or ``ip:ADDR``
     if isinstance(named, str) and named:
         return named
     client = scope.get("client")

@@ -64,6 +64,8 @@ FAMILIES = {
     "metasched_api_requests_total": "API requests by method, route template and status class",
     "metasched_api_request_seconds": "API request latency by method and route template",
     "metasched_api_auth_failures_total": "API requests refused for their credential, by reason",
+    "metasched_api_auth_failure_peers": "Peers (Unix users or addresses) with a refused credential in the "
+    "current audit window (each peer's count is in the audit's summary rows)",
     "metasched_submit_refusals_total": "Submits refused by a tenant's submit limits, by tenant and reason "
     "(rate, tenant_pending, user_pending)",
 }
