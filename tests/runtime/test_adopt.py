@@ -137,8 +137,10 @@ def test_a_held_job_is_adopted_once_by_any_replica(database: Database) -> None:
 def test_a_job_held_by_someone_else_is_left_alone(database: Database) -> None:
     slurm = ScriptedSlurm([squeue_job()], records=HELD.replace("AdminComment=metasched:adopt ", ""),
                           entries=[{**HELD_JSON, "admin_comment": ""}])  # fmt: skip
-    assert Adopter(database, slurm, ("managed",)).run(lead(database)).adopted == []
+    adopter = Adopter(database, slurm, ("managed",))
+    assert adopter.run(lead(database)).adopted == [] and adopter.run(lead(database)).adopted == []
     assert adopted_jobs(database) == [] and slurm.comments == []
+    assert slurm.show_calls == 1  # not read again next period
     assert Adopter(database, slurm, ()).run(lead(database)).adopted == []  # no managed partitions: no reads
 
 

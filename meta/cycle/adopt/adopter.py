@@ -79,6 +79,7 @@ class Adopter:
         self.client = client
         self.partitions = tuple(partitions)
         self._refused: set[str] = set()  # held jobs without a spec: logged once per replica
+        self._not_ours: set[str] = set()  # held without job_submit.lua's mark: not read again
         self._comments: dict[str, str] = {}  # Slurm id -> the comment this replica last set
 
     # --- step 5 -------------------------------------------------------------------------------
@@ -93,7 +94,7 @@ class Adopter:
         with self.db.session() as session:
             known = self._known(session, list(held))
         fresh = [job_id for job_id, job in held.items() if (job_id, job.submit_time) not in known]
-        fresh = [job_id for job_id in fresh if job_id not in self._refused]
+        fresh = [job_id for job_id in fresh if job_id not in self._refused and job_id not in self._not_ours]
         if fresh:
             self._adopt(leadership, {job_id: held[job_id] for job_id in fresh}, result)
         self._follow(leadership, jobs, result)
@@ -121,7 +122,8 @@ class Adopter:
                 self._refuse(leadership, slurm_id, None, f"its record cannot be read: {exc}", result)
                 continue
             if not job.marked:
-                continue  # held by root or an operator, not by job_submit.lua: not ours
+                self._not_ours.add(slurm_id)  # held by root or an operator, not by job_submit.lua
+                continue
             self._adopt_one(leadership, job, row, records.get(slurm_id, []), result)
 
     def _adopt_one(
