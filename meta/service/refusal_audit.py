@@ -13,10 +13,12 @@ row's detail holds ids, names and one-line reasons, never a credential or a secr
 
 from __future__ import annotations
 
+import atexit
 import logging
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -84,6 +86,8 @@ class RefusalAudit:
         self._windows: dict[Key, _Window] = {}
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
+        if autoflush:
+            _LIVE.add(self)  # a stopping service still writes the summaries of its open windows
 
     def refused(self, refusal: Refusal) -> bool:
         """refused records one refusal: in full (True) while its group is under its share, else counted."""
@@ -180,6 +184,16 @@ class RefusalAudit:
                 audit.record(session, clip(actor, 256), action, clip(subject, 256), tenant=tenant, **detail)
         except Exception as exc:  # noqa: BLE001 - the refusal is answered whatever the store says
             log.warning("cannot audit a refusal (%s by %s): %s", action, actor, exc)
+
+
+_LIVE: weakref.WeakSet[RefusalAudit] = weakref.WeakSet()
+
+
+@atexit.register
+def _close_all() -> None:
+    """_close_all writes every live RefusalAudit's open summaries when the process exits (the daemon stopping)."""
+    for refusals in list(_LIVE):
+        refusals.close()
 
 
 def mark_audited(exc: BaseException) -> None:

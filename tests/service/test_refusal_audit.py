@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,7 +18,15 @@ with warnings.catch_warnings():
 from meta.service.api import Service
 from meta.service.http import create_app
 from meta.service.http_metrics import ApiMetrics
-from meta.service.refusal_audit import AUTH_ACTION, SUMMARY_ACTION, Refusal, RefusalAudit
+from meta.service.refusal_audit import (
+    AUTH_ACTION,
+    FULL_ENV,
+    SUMMARY_ACTION,
+    WINDOW_ENV,
+    Refusal,
+    RefusalAudit,
+    from_env,
+)
 from meta.store import audit
 from meta.store.db import Database
 from tests.api_support import ALICE, BOB, TestAuthenticator, principal_for
@@ -85,8 +94,6 @@ def test_the_timer_writes_the_summary_when_the_window_closes(db: Database) -> No
     refusals = RefusalAudit(db, window_s=0.2, full_per_window=1)
     for _ in range(3):
         refusals.refused(Refusal("mallory", "secret.read.refused", "a1", "NotFound"))
-    import time
-
     deadline = time.monotonic() + 5
     while not _lines(db, SUMMARY_ACTION) and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -166,3 +173,20 @@ def test_an_authorization_refusal_is_audited(api: tuple[TestClient, RefusalAudit
         ("bob", "list_jobs", "InvalidAccount"),
     ]
     assert "s3cr3t" not in repr(_lines(db))
+
+
+def test_closing_writes_the_open_windows_summaries(db: Database) -> None:
+    refusals = RefusalAudit(db, window_s=3600, full_per_window=1, clock=Clock())
+    for _ in range(4):
+        refusals.refused(Refusal("mallory", "secret.read.refused", "a1", "NotFound"))
+    refusals.close()  # the service stops long before the hour is over (also run at exit for live ones)
+    (summary,) = _lines(db, SUMMARY_ACTION)
+    assert summary.detail["refused"] == 4
+
+
+def test_the_environment_sets_window_and_share_and_bad_values_keep_the_defaults(db: Database) -> None:
+    chosen = from_env(db, {WINDOW_ENV: "5", FULL_ENV: "2"})
+    assert (chosen.window_s, chosen.full_per_window) == (5.0, 2)
+    for bad in ("nan", "-1", "1e9", "soon"):
+        kept = from_env(db, {WINDOW_ENV: bad, FULL_ENV: bad})
+        assert (kept.window_s, kept.full_per_window) == (60.0, 5)
