@@ -41,7 +41,7 @@ from meta.service.job_env_view import without_env
 from meta.service.job_holds import hold_job, release_job
 from meta.service.priority_check import check_priority
 from meta.service.submission import NewJob, store_jobs
-from meta.service.submit_gate import SubmitGate
+from meta.service.submit_gate import Admission, SubmitGate
 from meta.service.views import JobStatus, JobSummary, TaskView, TransitionView, task_counts
 from meta.store import audit
 from meta.store.db import Database, resolve_url
@@ -55,6 +55,7 @@ T = TypeVar("T")
 FeasibilityCheck = Callable[[AnySpec], str | None]  # returns a rejection reason, or None
 _RETRIES = 8
 MAX_BATCH_JOBS = 1_000  # jobs per submit_many: one transaction, bounded
+_RETRIABLE = frozenset({TaskState.FAILED, TaskState.CANCELLED})
 
 
 @dataclass(frozen=True)
@@ -251,7 +252,35 @@ class Service:
             )
             return retried
 
-        return self._unit(work)
+        admission = self._admit_retry(ref, principal)
+        try:
+            retried = self._unit(work)
+        except BaseException:
+            if admission is not None and self.gate is not None:
+                self.gate.release(admission)
+            raise
+        if admission is not None and self.gate is not None:
+            self.gate.settle(admission, {tenant: len(retried) for tenant in admission.jobs})
+        return retried
+
+    def _admit_retry(self, ref: str, principal: Principal) -> Admission | None:
+        """_admit_retry charges a retry's re-queued tasks to the tenant's pending-task limits (issue 22, S4).
+
+        Counted before the write (the count the write makes may differ by a race, never by more than
+        the job's tasks): a refusal audits in a session of its own, which must not wait on ours.
+        """
+        if self.gate is None:
+            return None
+
+        def count(session: Session) -> tuple[str, int]:
+            tasks = _find_tasks(session, ref, principal)
+            job = session.get(Job, tasks[0].job_id)
+            assert job is not None
+            require_act(principal, job, "retry")
+            return job.tenant, sum(TaskState(t.state) in _RETRIABLE for t in tasks)
+
+        tenant, tasks = self._unit(count)
+        return self.gate.admit(principal.name, {tenant: tasks}) if tasks else None
 
     def hold(self, job_ref: str, principal: Principal = ADMIN) -> JobStatus:
         """hold keeps a waiting job from being scheduled (JobHeldUser; JobHeldAdmin when an admin holds it)."""
@@ -447,7 +476,7 @@ def _state_filter(state: JobState | None) -> list[Any]:
 
 def _retry(session: Session, tasks: list[Task], actor: str) -> list[TaskView]:
     """_retry re-queues failed or cancelled tasks; other tasks are left alone."""
-    retriable = [t for t in tasks if TaskState(t.state) in {TaskState.FAILED, TaskState.CANCELLED}]
+    retriable = [t for t in tasks if TaskState(t.state) in _RETRIABLE]
     if not retriable:
         states = ", ".join(sorted({t.state for t in tasks})) or "none"
         raise InvalidRequest(f"nothing to retry: only failed or cancelled tasks can be retried (tasks are {states})")

@@ -126,3 +126,20 @@ def test_the_rate_bucket_is_charged_per_task(service: Service) -> None:
     assert later.value.refusal.retry_after_s == pytest.approx(2.0)  # 20 tokens at 10 per second
     clock.now += 2.0
     gated.submit(_partitioned("tenant-a", 20, "next"), principal=ALICE)
+
+
+def test_a_retry_is_charged_its_requeued_tasks(service: Service) -> None:
+    clock = Clock()
+    gated = _gated(service, clock, max_pending_tasks=10)
+    first = gated.submit(_partitioned("tenant-a", 8, "first"), principal=ALICE).job.short_id
+    gated.cancel(first, principal=ALICE)  # its 8 tasks end cancelled: retriable
+    clock.now += 10  # the gate reads the store again: nothing pending
+    second = gated.submit(_partitioned("tenant-a", 8, "second"), principal=ALICE).job.short_id
+    clock.now += 10  # the gate reads the store again: 8 pending
+    with pytest.raises(SubmitLimitExceeded) as refused:
+        gated.retry(first, principal=ALICE)
+    assert refused.value.refusal.reason == "tenant_tasks" and "adds 8 tasks" in str(refused.value)
+    assert {t.state for t in gated.status(first, principal=ALICE).tasks} == {"cancelled"}
+    gated.cancel(second, principal=ALICE)
+    clock.now += 10
+    assert len(gated.retry(first, principal=ALICE)) == 8
