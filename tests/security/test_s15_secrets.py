@@ -15,7 +15,9 @@ from __future__ import annotations
 
 import hashlib
 import pwd
+import re
 import secrets
+from pathlib import Path
 
 import pytest
 from sqlalchemy import select
@@ -29,7 +31,7 @@ from tests.identity.conftest import Served
 from tests.identity.users import Call, Outcome, run_one
 from tests.runtime.support import place, share
 
-pytestmark = [pytest.mark.slurm, pytest.mark.postgres]
+REPO = Path(__file__).resolve().parents[2]
 TENANT = "tenant-a"
 NAME = "S15_TOKEN"
 
@@ -63,6 +65,8 @@ def _as(served: Served, user: str, *args: str, stdin: str | None = None) -> Outc
     return run_one(Call(user, args, stdin=stdin), served.api, served.folder)
 
 
+@pytest.mark.slurm
+@pytest.mark.postgres
 def test_only_the_allowed_users_jobs_read_a_secret(served: Served) -> None:
     value = "s15-" + secrets.token_hex(16)
     assert _as(served, "dave", "secret", "set", TENANT, NAME, stdin=value + "\n").code == 0
@@ -101,6 +105,8 @@ def test_only_the_allowed_users_jobs_read_a_secret(served: Served) -> None:
     assert value not in repr([(e.subject, e.detail) for e in events])
 
 
+@pytest.mark.slurm
+@pytest.mark.postgres
 def test_allow_names_an_existing_secret_and_real_user_names(served: Served) -> None:
     missing = _as(served, "dave", "secret", "allow", TENANT, "NO_SUCH_SECRET", "alice")
     assert missing.code == 1 and "not found" in missing.stderr
@@ -108,3 +114,29 @@ def test_allow_names_an_existing_secret_and_real_user_names(served: Served) -> N
     for bad in (("bad user",), ("alice", "--everyone"), ()):
         refused = _as(served, "dave", "secret", "allow", TENANT, NAME, *bad)
         assert refused.code == 2 and len(refused.stderr.strip().splitlines()) == 1, (bad, refused)
+
+
+def _partitions(conf: str) -> dict[str, set[str]]:
+    """_partitions maps each partition of a slurm.conf to its node names (``t4n[1-2]`` expanded)."""
+    nodes: dict[str, set[str]] = {}
+    for name, spec in re.findall(r"^PartitionName=(\S+)\s+Nodes=(\S+)", conf, re.M):
+        found: set[str] = set()
+        for prefix, low, high in re.findall(r"([a-z0-9]+?)\[(\d+)-(\d+)\]", spec):
+            found |= {f"{prefix}{i}" for i in range(int(low), int(high) + 1)}
+        nodes[name] = found or {spec}
+    return nodes
+
+
+def test_the_managed_nodes_are_exclusive_or_the_readme_says_why_not() -> None:
+    partitions = _partitions((REPO / "deploy" / "slurm" / "slurm.conf").read_text())
+    managed = partitions.pop("managed")
+    assert managed, "the dev cluster has a managed partition with nodes"
+    shared = sorted(name for name, nodes in partitions.items() if nodes & managed or nodes == {"ALL"})
+    if not shared:
+        return  # exclusive: plain sbatch reaches the managed nodes only through metasched
+    readme = " ".join((REPO / "README.md").read_text().split())
+    assert (
+        "t4n[1-2], are also in" in readme
+        and "a plain `sbatch -p t4` reaches them without metasched" in readme
+    )
+    assert all(f"`{name}`" in readme for name in shared), shared  # it names every partition that overlaps
