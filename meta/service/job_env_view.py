@@ -3,8 +3,9 @@
 msbatch sends the shell's environment (``--export=ALL``), which holds whatever the user's shell
 held (tokens, keys). Slurm shows a job's environment and batch script to its owner and to
 operators and administrators only (measured on Slurm 22.05: ``scontrol write batch_script`` is
-refused to a co-member and to the account's coordinator), and metasched follows it (issue 22, S7):
-co-members and coordinators see how many variables there were, never their names or values.
+refused to a co-member and to the account's coordinator; ``sacct --env-vars`` does answer the
+coordinator, and metasched keeps to the stricter rule) (issue 22, S7): co-members and coordinators
+see how many variables there were, never their names or values.
 """
 
 from __future__ import annotations
