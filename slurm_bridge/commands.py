@@ -40,7 +40,15 @@ from slurm_bridge.parse.scontrol import (
 )
 from slurm_bridge.parse.sdiag import Sdiag, parse_sdiag
 from slurm_bridge.parse.sinfo import SinfoNode, parse_sinfo_json
-from slurm_bridge.parse.squeue import SqueueJob, parse_squeue_entries, parse_squeue_text, squeue_format_args
+from slurm_bridge.parse.squeue import (
+    SqueueJob,
+    job_ids_args,
+    parse_job_ids,
+    parse_squeue_entries,
+    parse_squeue_text,
+    squeue_format_args,
+    unforged,
+)
 from slurm_bridge.parse.topology import Switch, parse_topology
 from slurm_bridge.runner import CommandRunner
 
@@ -127,8 +135,14 @@ class CliSlurmClient:
                 raise
 
     def squeue(self) -> list[SqueueJob]:
-        """squeue lists every job slurmctld holds as ``--Format`` fields (not ``--json``: see parse.squeue)."""
-        return self.runner.run_parsed("squeue", squeue_format_args(), parse_squeue_text, timeout_s=self.timeouts.read)
+        """squeue lists every job slurmctld holds as ``--Format`` fields (not ``--json``: see parse.squeue).
+
+        A second, id-only read (no free text) drops the rows a job name forged (``unforged``);
+        it comes after the first, so a job submitted in between is only missing until the next read.
+        """
+        timeout = self.timeouts.read
+        jobs = self.runner.run_parsed("squeue", squeue_format_args(), parse_squeue_text, timeout_s=timeout)
+        return unforged(jobs, self.runner.run_parsed("squeue", job_ids_args(), parse_job_ids, timeout_s=timeout))
 
     def squeue_json(self) -> list[dict[str, Any]]:
         """squeue_json runs ``squeue --json`` (every job; for adoption: free text cannot forge a field there)."""

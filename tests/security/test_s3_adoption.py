@@ -10,18 +10,26 @@ audited as bob's in tenant-b, and stays held with the reason in its comment; the
 adopted as bob's in tenant-b with its real shape (one node, one T4) although a forged record of
 it names alice; the newline job is never adopted (its squeue row does not parse), and nothing
 lands in tenant-a.
+
+The same names forge whole rows of the daemon's ``squeue --Format`` read (what the reconciler
+and the adopter read): a name ``x\n<23 fields>\ny`` printed a row of job 424242, alice's, in
+tenant-a, COMPLETED, with a metasched tag. The client's read drops it (an id-only read has no
+free text to forge).
 """
 
 from __future__ import annotations
 
 import subprocess
 from pathlib import Path
+from secrets import token_hex
 
 import pytest
 from sqlalchemy import select
 
 from meta.store import audit
 from meta.store.models import AdoptedJob, Job
+from slurm_bridge.commands import CliSlurmClient
+from slurm_bridge.parse.squeue import FIELD_END, SQUEUE_FIELDS, parse_squeue_text, squeue_format_args
 from tests.identity.conftest import installed_cli, shared_folder  # noqa: F401 - fixtures
 from tests.identity.test_jobs_as_users import Serve, serve  # noqa: F401 - fixtures
 from tests.integration.test_adoption import adopted, managed, squeue, wait_for  # noqa: F401 - fixtures
@@ -105,3 +113,22 @@ def test_injected_fields_are_refused_audited_and_a_clean_job_is_adopted_as_its_u
     finally:
         if jobs:
             subprocess.run(["scancel", *jobs], capture_output=True, timeout=30)
+
+
+def test_a_job_name_cannot_forge_a_row_of_the_daemons_squeue_read() -> None:
+    tag = f"metasched:attempt=s3-victim-{token_hex(4)}"  # ended jobs of earlier runs stay in squeue a while
+    fields = dict.fromkeys(SQUEUE_FIELDS, "")
+    fields.update({"JobID": "424242", "Name": "forged", "Comment": tag, "State": "COMPLETED",
+                   "Account": "tenant-a", "Partition": "gpu", "UserName": "alice", "Exit_Code": "0"})  # fmt: skip
+    name = "x\n" + "".join(fields[key] + FIELD_END for key in SQUEUE_FIELDS) + "\ny"
+    slurm_id = sbatch_as_bob("-H", "-J", name, "-o", "/dev/null", "--wrap", "true")  # user-held: never runs
+    try:
+        argv = ["squeue", *squeue_format_args()]
+        raw = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
+        forged = [j for j in parse_squeue_text(raw) if j.comment == tag]
+        # the premise: the text read holds a row of alice's, in tenant-a, under an id that does not exist
+        assert [(j.job_id, j.user_name, j.account) for j in forged] == [(424242, "alice", "tenant-a")]
+        read = CliSlurmClient().squeue()
+        assert [j for j in read if j.job_id == 424242 or j.comment == tag] == []
+    finally:
+        subprocess.run(["scancel", slurm_id], capture_output=True, timeout=30)

@@ -16,7 +16,7 @@ from slurm_bridge.adoption import held_job
 from slurm_bridge.adoption_check import disagreements
 from slurm_bridge.errors import SlurmParseError
 from slurm_bridge.parse.scontrol import duplicated_keys, parse_kv_line, parse_show_job
-from slurm_bridge.parse.squeue import SqueueJob
+from slurm_bridge.parse.squeue import FIELD_END, SqueueJob, parse_job_ids, unforged
 from slurm_bridge.parse.tres import Tres
 from slurm_bridge.parse.values import local_time
 
@@ -149,3 +149,15 @@ def test_a_json_job_without_its_owner_cannot_be_read() -> None:
     for missing in ("user_id", "group_id", "submit_time"):
         with pytest.raises(SlurmParseError):
             held_job({key: value for key, value in ENTRY.items() if key != missing})
+
+
+def test_squeue_rows_a_job_name_forged_are_dropped() -> None:
+    real = row()
+    forged = row(job_id=424242, user_name="alice", account="tenant-a", comment="metasched:attempt=a-victim")
+    copy = row(user_name="alice", account="tenant-a")  # a second row under a real id
+    other = row(job_id=7)
+    ids = parse_job_ids(f"101764{FIELD_END}\n7{FIELD_END}\nnot-an-id\n")
+    assert ids == {101764, 7}
+    assert unforged([real, forged, other], ids) == [real, other]  # an id squeue's id list lacks
+    assert unforged([real, copy, other], ids) == [other]  # an id on two rows: neither is trusted
+    assert unforged([real, other], ids) == [real, other]
