@@ -39,7 +39,7 @@ from meta.service.op_routes import api_route, unmatched
 from meta.service.operations import MAX_LIST, Operations
 from meta.service.queue_view import MAX_QUEUE_ROWS
 from meta.service.refusal_audit import AUTH_ACTION, RefusalAudit
-from meta.service.refusal_hooks import audit_request_refusal, auth_failure_hook
+from meta.service.refusal_hooks import audit_request_refusal, auth_failure_hook, is_authorization_refusal
 from meta.service.web.auth import WebAuth, WebSettings
 from meta.service.web.routes import router as web_router
 from tenants.auth import Authenticator, Identity, Unauthenticated
@@ -476,8 +476,9 @@ def _install_error_handlers(app: FastAPI) -> None:
     """_install_error_handlers answers every error as ``{"error", "message"}`` with its status."""
 
     async def domain_error(request: Request, exc: Exception) -> JSONResponse:
-        context: ApiContext = request.app.state.context  # an authorization refusal goes on the record
-        await run_in_threadpool(audit_request_refusal, context.refusals, request.scope, request.state, exc)
+        if is_authorization_refusal(exc):  # on the record (a store write: off the event loop)
+            context: ApiContext = request.app.state.context
+            await run_in_threadpool(audit_request_refusal, context.refusals, request.scope, request.state, exc)
         status, body = describe(exc)
         return JSONResponse(body, status_code=status, headers=error_headers(exc))
 

@@ -86,13 +86,17 @@ class RefusalAudit:
         self._windows: dict[Key, _Window] = {}
         self._lock = threading.Lock()
         self._timer: threading.Timer | None = None
+        self._swept = float("-inf")
         if autoflush:
             _LIVE.add(self)  # a stopping service still writes the summaries of its open windows
 
     def refused(self, refusal: Refusal) -> bool:
         """refused records one refusal: in full (True) while its group is under its share, else counted."""
         now = self.clock()
-        self.flush(now)
+        # a flood sweeps the groups for closed windows once a second, not on every call
+        if now - self._swept >= min(1.0, self.window_s):
+            self._swept = now
+            self.flush(now)
         with self._lock:
             key = self._key(refusal)
             window = self._windows.get(key)
