@@ -109,8 +109,11 @@ class OutputWorkers:
         return False
 
     def close(self) -> None:
-        """close stops taking work; children under way finish within their time cap."""
+        """close stops taking work and kills the children under way (their partitions are asked for again)."""
         self._pool.shutdown(wait=False, cancel_futures=True)
+        stop = getattr(self._run, "stop", None)
+        if stop is not None:
+            stop()
 
     def _guarded(self, request: dict[str, Any], owner: Owner) -> Answer:
         """_guarded runs one request; any failure of the runner itself is a refusal, never a lost future."""
@@ -132,27 +135,50 @@ class ChildRunner:
 
     def __init__(self) -> None:
         self._source = Path(checkpoint.owner_files.__file__).read_text(encoding="utf-8")
+        self._lock = threading.Lock()
+        self._children: set[subprocess.Popen[bytes]] = set()
+        self._stopped = False
 
     def __call__(self, request: dict[str, Any], owner: Owner, timeout_s: float) -> Answer:
         """__call__ runs one request with a time cap; the child is killed when the cap passes."""
         drop = os.geteuid() == 0 and owner.uid is not None and owner.uid != 0
         argv = [python_for(drop), "-I", "-c", self._source]
-        try:
-            done = subprocess.run(
-                argv, input=json.dumps(request).encode(), capture_output=True, timeout=timeout_s, cwd="/",
+        with self._lock:
+            if self._stopped:
+                return Answer(False, {}, "the daemon is stopping")
+            child = subprocess.Popen(
+                argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, cwd="/",
                 env={"PATH": "/usr/bin:/bin", "LC_ALL": "C.UTF-8"}, umask=0o022, **_identity(owner, drop),
             )  # fmt: skip
-        except subprocess.TimeoutExpired:
-            return Answer(False, {}, f"reading it took over {timeout_s:g} s, the cap")
+            self._children.add(child)
         try:
-            answer = json.loads(done.stdout)
-        except ValueError:
-            last = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [
-                f"exit {done.returncode}"
-            ]
-            return Answer(False, {}, f"the output worker failed: {last[0][:200]}")
-        ok = bool(answer.pop("ok", False))
-        return Answer(ok, answer, "" if ok else str(answer.get("reason", "refused")))
+            out, err = child.communicate(json.dumps(request).encode(), timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.communicate()
+            return Answer(False, {}, f"reading it took over {timeout_s:g} s, the cap")
+        finally:
+            with self._lock:
+                self._children.discard(child)
+        return _answer(out, err, child.returncode)
+
+    def stop(self) -> None:
+        """stop kills the children under way and starts no more (the daemon is shutting down)."""
+        with self._lock:
+            self._stopped = True
+            for child in self._children:
+                child.kill()
+
+
+def _answer(out: bytes, err: bytes, code: int | None) -> Answer:
+    """_answer reads the child's one JSON answer; anything else is a failure named by its last error line."""
+    try:
+        answer = json.loads(out)
+    except ValueError:
+        last = err.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {code}"]
+        return Answer(False, {}, f"the output worker failed: {last[0][:200]}")
+    ok = bool(answer.pop("ok", False))
+    return Answer(ok, answer, "" if ok else str(answer.get("reason", "refused")))
 
 
 def _identity(owner: Owner, drop: bool) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from checkpoint.manifest import committed
-from checkpoint.owner_workers import OutputCaps, OutputWorkers
+from checkpoint.owner_workers import OutputCaps, OutputWorkers, Owner
 from meta.cycle.outputs import Finalizing, finalize_jobs
 from meta.cycle.snapshot.build import SpecCache
 from meta.model.states import AttemptState
@@ -146,3 +146,21 @@ def _finish_every_task(service: Service, job: str) -> None:
         a = place(service.db, task_id, [share("node1", gpus=1)], AttemptState.RUNNING)
         with service.db.session() as session:
             attempt_event(session, a, AttemptState.SUCCEEDED, "test:done")
+
+
+def test_closing_the_workers_kills_a_child_under_way(tmp_path: Path) -> None:
+    staging = tmp_path / "out" / "job" / "_attempts" / "a1"
+    staging.mkdir(parents=True)
+    with (staging / "big").open("wb") as handle:
+        handle.truncate(16 * GIB)  # under the bytes cap below: about a minute of reading
+    workers = OutputWorkers(OutputCaps(max_bytes=64 * GIB, max_seconds=120))
+    workers.submit("scan:a1", {"action": "scan", "output": str(tmp_path / "out"), "job": "job", "attempt": "a1"},
+                   Owner())  # fmt: skip
+    time.sleep(0.5)
+    started = time.monotonic()
+    workers.close()
+    assert (
+        workers.wait_idle(10) and time.monotonic() - started < 5.0
+    )  # a daemon stopping does not wait a minute
+    answer = workers.result("scan:a1")
+    assert answer is not None and not answer.ok
