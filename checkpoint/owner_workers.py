@@ -4,7 +4,7 @@ The period only hands work over (``submit``) and picks results up (``result``); 
 waits. Each piece of work is one child process running ``checkpoint/owner_files.py`` with the
 job owner's uid, gid and groups (when the daemon is root), bounded in files, bytes and seconds:
 over a cap, the answer is a refusal with its reason. A few threads start the children, so at
-most ``workers`` folders are read at a time whatever users put there.
+most ``workers`` folders are read at a time whatever users put there, owners taken in turn.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ import subprocess
 import sys
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -64,56 +64,84 @@ Runner = Callable[[dict[str, Any], Owner, float], Answer]
 
 
 class OutputWorkers:
-    """OutputWorkers runs owner-side output work in the background, one result per key."""
+    """OutputWorkers runs owner-side output work in the background, one result per key.
+
+    Work waits in one queue per owner and the threads take the owners in turn: one user's
+    thousand partitions delay another user's commit by at most one piece of work per thread.
+    """
 
     def __init__(self, caps: OutputCaps | None = None, runner: Runner | None = None):
         self.caps = caps or OutputCaps()
         self._run = runner or ChildRunner()
-        self._pool = ThreadPoolExecutor(max_workers=self.caps.workers, thread_name_prefix="outputs")
-        self._lock = threading.Lock()
-        self._running: dict[str, Future[Answer]] = {}
+        self._cond = threading.Condition()
+        self._queues: dict[int | None, deque[tuple[str, dict[str, Any], Owner]]] = {}  # in turn order
+        self._pending: set[str] = set()  # queued or running
         self._done: dict[str, tuple[float, Answer]] = {}
+        self._threads: list[threading.Thread] = []
+        self._closed = False
 
     def submit(self, key: str, request: dict[str, Any], owner: Owner) -> None:
         """submit queues one request under ``key`` unless it is queued, running or answered already."""
         request = {**request, "max_files": self.caps.max_files, "max_bytes": self.caps.max_bytes}
-        with self._lock:
+        with self._cond:
             self._expire()
-            if key in self._running or key in self._done:
+            if self._closed or key in self._pending or key in self._done:
                 return
-            self._running[key] = self._pool.submit(self._guarded, request, owner)
+            self._queues.setdefault(owner.uid, deque()).append((key, request, owner))
+            self._pending.add(key)
+            if len(self._threads) < self.caps.workers:  # started on demand: most daemons never need them
+                thread = threading.Thread(
+                    target=self._serve, name=f"outputs-{len(self._threads)}", daemon=True
+                )
+                self._threads.append(thread)
+                thread.start()
+            self._cond.notify()
 
     def result(self, key: str) -> Answer | None:
         """result is the answer for ``key`` once its work finished, None while it is queued or running."""
-        with self._lock:
-            future = self._running.get(key)
-            if future is not None and future.done():
-                del self._running[key]
-                self._done[key] = (time.monotonic(), future.result())
+        with self._cond:
             kept = self._done.get(key)
         return kept[1] if kept else None
 
-    def forget(self, key: str) -> None:
-        """forget drops an answer that was used, so the same key may be submitted again later."""
-        with self._lock:
-            self._done.pop(key, None)
-
     def wait_idle(self, timeout_s: float) -> bool:
         """wait_idle waits until nothing is queued or running (tests and ``--once``; never the period)."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            with self._lock:
-                if all(f.done() for f in self._running.values()):
-                    return True
-            time.sleep(0.02)
-        return False
+        with self._cond:
+            return self._cond.wait_for(lambda: not self._pending, timeout_s)
 
     def close(self) -> None:
-        """close stops taking work and kills the children under way (their partitions are asked for again)."""
-        self._pool.shutdown(wait=False, cancel_futures=True)
+        """close drops queued work and kills the children under way (their partitions are asked for again)."""
+        with self._cond:
+            self._closed = True
+            for queue in self._queues.values():
+                self._pending.difference_update(key for key, _, _ in queue)
+            self._queues.clear()
+            self._cond.notify_all()
         stop = getattr(self._run, "stop", None)
         if stop is not None:
             stop()
+
+    def _next(self) -> tuple[str, dict[str, Any], Owner] | None:
+        """_next is the next owner's oldest work (that owner goes to the back of the turn), None once closed."""
+        with self._cond:
+            self._cond.wait_for(lambda: self._closed or bool(self._queues))
+            if self._closed:
+                return None
+            uid = next(iter(self._queues))
+            queue = self._queues.pop(uid)
+            work = queue.popleft()
+            if queue:
+                self._queues[uid] = queue
+            return work
+
+    def _serve(self) -> None:
+        """_serve is one worker thread: take work in turn, run it, keep its answer."""
+        while (work := self._next()) is not None:
+            key, request, owner = work
+            answer = self._guarded(request, owner)
+            with self._cond:
+                self._pending.discard(key)
+                self._done[key] = (time.monotonic(), answer)
+                self._cond.notify_all()
 
     def _guarded(self, request: dict[str, Any], owner: Owner) -> Answer:
         """_guarded runs one request; any failure of the runner itself is a refusal, never a lost future."""

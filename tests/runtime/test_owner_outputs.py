@@ -15,7 +15,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from checkpoint.manifest import committed
-from checkpoint.owner_workers import OutputCaps, OutputWorkers, Owner
+from checkpoint.owner_workers import Answer, OutputCaps, OutputWorkers, Owner
 from meta.cycle.outputs import Finalizing, finalize_jobs
 from meta.cycle.snapshot.build import SpecCache
 from meta.model.states import AttemptState
@@ -164,3 +164,21 @@ def test_closing_the_workers_kills_a_child_under_way(tmp_path: Path) -> None:
     )  # a daemon stopping does not wait a minute
     answer = workers.result("scan:a1")
     assert answer is not None and not answer.ok
+
+
+def test_owners_are_served_in_turn_so_one_users_backlog_does_not_hold_anothers() -> None:
+    order: list[int | None] = []
+
+    def slow(request: dict, owner: Owner, timeout_s: float) -> Answer:
+        time.sleep(0.05)
+        order.append(owner.uid)
+        return Answer(True, {})
+
+    workers = OutputWorkers(OutputCaps(workers=1), runner=slow)
+    for n in range(8):
+        workers.submit(f"scan:mallory-{n}", {"action": "scan"}, Owner(2006, 2006))
+    workers.submit("scan:alice", {"action": "scan"}, Owner(2001, 2001))
+    assert workers.wait_idle(10)
+    assert order.index(2001) <= 2, order  # after at most the two of mallory's already taken, not eight
+    assert workers.result("scan:alice") == Answer(True, {})
+    workers.close()
