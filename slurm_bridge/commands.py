@@ -20,7 +20,7 @@ from slurm_bridge.errors import ReservationInUse, SlurmParseError, SlurmRejected
 from slurm_bridge.job_env import submission_env
 from slurm_bridge.launch import RunAs
 from slurm_bridge.parse.config import SlurmConfig, parse_show_config
-from slurm_bridge.parse.sacct import SACCT_FIELDS, SacctJob, parse_sacct
+from slurm_bridge.parse.sacct import SACCT_FIELDS, SacctJob, parse_sacct, parse_sacct_ids, unforged_records
 from slurm_bridge.parse.sacctmgr import (
     AccountShares,
     UserAssociations,
@@ -160,7 +160,12 @@ class CliSlurmClient:
             args += ["-E", slurm_time(until)]
         # One odd record (e.g. a foreign job name with '|') must not blind the reconciler.
         parse = functools.partial(parse_sacct, fields=SACCT_FIELDS, strict=False)
-        return self.runner.run_parsed("sacct", args, parse, timeout_s=self.timeouts.accounting)
+        records = self.runner.run_parsed("sacct", args, parse, timeout_s=self.timeouts.accounting)
+        # the ids alone (no free text) drop rows a job name forged; after the first read, so a job
+        # that enters the window in between is only missing until the next read
+        id_args = ["-a", "-n", "-P", "-X", "-o", "JobID", *args[args.index("-S") :]]
+        ids = self.runner.run_parsed("sacct", id_args, parse_sacct_ids, timeout_s=self.timeouts.accounting)
+        return unforged_records(records, ids)
 
     def release_held(self, job_id: int | str, nodes: Sequence[str], comment: str) -> None:
         """release_held puts a held job on ``nodes`` with ``comment`` and releases it (scontrol update, release)."""

@@ -92,6 +92,29 @@ def parse_sacct(
     return records
 
 
+def parse_sacct_ids(text: str) -> set[str]:
+    """parse_sacct_ids reads ``sacct -n -P -X -o JobID`` output: the job ids alone, which no job name can forge."""
+    ids = (line.split("|")[0].strip() for line in text.splitlines())
+    return {job_id for job_id in ids if _JOB_ID.match(job_id)}
+
+
+def unforged_records(records: list[SacctJob], ids: set[str]) -> list[SacctJob]:
+    """unforged_records drops rows a job name forged: an id the id-only read lacks, or an id on two rows.
+
+    A job name may hold a newline and ``|``, so one user's name can print whole ``-P`` rows of its
+    own (another job id, a state, a metasched tag; issue 22, S3). The id-only read has no free text.
+    """
+    count: dict[str, int] = {}
+    for record in records:
+        count[record.job_id] = count.get(record.job_id, 0) + 1
+    kept = [record for record in records if record.job_id in ids and count[record.job_id] == 1]
+    if len(kept) != len(records):
+        dropped = sorted({r.job_id for r in records} - {r.job_id for r in kept})
+        log.warning("sacct: dropping %d rows a job name forged or copied (job ids %s)", len(records) - len(kept),
+                    dropped[:10])  # fmt: skip
+    return kept
+
+
 def _split(line: str, fields: Sequence[str], delimiter: str) -> list[str]:
     """_split splits one line; extra delimiters are given back to the free-text Comment field."""
     parts = line.split(delimiter)

@@ -13,13 +13,14 @@ lands in tenant-a.
 
 The same names forge whole rows of the daemon's ``squeue --Format`` read (what the reconciler
 and the adopter read): a name ``x\n<23 fields>\ny`` printed a row of job 424242, alice's, in
-tenant-a, COMPLETED, with a metasched tag. The client's read drops it (an id-only read has no
-free text to forge).
+tenant-a, COMPLETED, with a metasched tag; ``sacct -P`` (the reconciler's fallback) likewise.
+The client's reads drop such rows (an id-only read has no free text to forge).
 """
 
 from __future__ import annotations
 
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from secrets import token_hex
 
@@ -29,6 +30,7 @@ from sqlalchemy import select
 from meta.store import audit
 from meta.store.models import AdoptedJob, Job
 from slurm_bridge.commands import CliSlurmClient
+from slurm_bridge.parse.sacct import SACCT_FIELDS, parse_sacct
 from slurm_bridge.parse.squeue import FIELD_END, SQUEUE_FIELDS, parse_squeue_text, squeue_format_args
 from tests.identity.conftest import installed_cli, shared_folder  # noqa: F401 - fixtures
 from tests.identity.test_jobs_as_users import Serve, serve  # noqa: F401 - fixtures
@@ -115,20 +117,34 @@ def test_injected_fields_are_refused_audited_and_a_clean_job_is_adopted_as_its_u
             subprocess.run(["scancel", *jobs], capture_output=True, timeout=30)
 
 
-def test_a_job_name_cannot_forge_a_row_of_the_daemons_squeue_read() -> None:
+def test_a_job_name_cannot_forge_a_row_of_the_daemons_squeue_or_sacct_read() -> None:
     tag = f"metasched:attempt=s3-victim-{token_hex(4)}"  # ended jobs of earlier runs stay in squeue a while
     fields = dict.fromkeys(SQUEUE_FIELDS, "")
     fields.update({"JobID": "424242", "Name": "forged", "Comment": tag, "State": "COMPLETED",
                    "Account": "tenant-a", "Partition": "gpu", "UserName": "alice", "Exit_Code": "0"})  # fmt: skip
     name = "x\n" + "".join(fields[key] + FIELD_END for key in SQUEUE_FIELDS) + "\ny"
-    slurm_id = sbatch_as_bob("-H", "-J", name, "-o", "/dev/null", "--wrap", "true")  # user-held: never runs
+    accounted = dict.fromkeys(SACCT_FIELDS, "") | {"JobID": "424243", "JobName": "forged", "Comment": tag,
+                                                    "State": "COMPLETED", "ExitCode": "0:0"}  # fmt: skip
+    sacct_name = "x\n" + "|".join(accounted[key] for key in SACCT_FIELDS) + "\ny"
+    since = datetime.now(UTC) - timedelta(minutes=1)
+    jobs = [sbatch_as_bob("-H", "-J", name, "-o", "/dev/null", "--wrap", "true")]  # user-held: never run
     try:
+        # a job never eligible (held) is in no sacct window: this one is not held (-p t4), and cancelled at once
+        jobs.append(sbatch_as_bob("-p", "t4", "-J", sacct_name, "-o", "/dev/null", "--wrap", "true"))
+        subprocess.run(["scancel", jobs[-1]], check=True, capture_output=True, timeout=30)
         argv = ["squeue", *squeue_format_args()]
         raw = subprocess.run(argv, capture_output=True, text=True, timeout=60).stdout
         forged = [j for j in parse_squeue_text(raw) if j.comment == tag]
         # the premise: the text read holds a row of alice's, in tenant-a, under an id that does not exist
         assert [(j.job_id, j.user_name, j.account) for j in forged] == [(424242, "alice", "tenant-a")]
-        read = CliSlurmClient().squeue()
-        assert [j for j in read if j.job_id == 424242 or j.comment == tag] == []
+        client = CliSlurmClient()
+        assert [j for j in client.squeue() if j.job_id == 424242 or j.comment == tag] == []
+        # sacct -P: the same premise once slurmdbd has the job, and the client's read drops the row
+        start = since.astimezone().strftime("%Y-%m-%dT%H:%M:%S")
+        args = ["-a", "-n", "-P", "-X", "-o", ",".join(SACCT_FIELDS), "-S", start]
+        wait_for("sacct to print the forged row", lambda: any(r.comment == tag for r in parse_sacct(
+            subprocess.run(["sacct", *args], capture_output=True, text=True, timeout=60).stdout, strict=False)),
+            timeout_s=60)  # fmt: skip
+        assert [r for r in client.sacct(since) if r.job_id == "424243" or r.comment == tag] == []
     finally:
-        subprocess.run(["scancel", slurm_id], capture_output=True, timeout=30)
+        subprocess.run(["scancel", *jobs], capture_output=True, timeout=30)

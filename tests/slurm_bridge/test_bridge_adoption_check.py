@@ -15,6 +15,7 @@ import pytest
 from slurm_bridge.adoption import held_job
 from slurm_bridge.adoption_check import disagreements
 from slurm_bridge.errors import SlurmParseError
+from slurm_bridge.parse.sacct import parse_sacct, parse_sacct_ids, unforged_records
 from slurm_bridge.parse.scontrol import duplicated_keys, parse_kv_line, parse_show_job
 from slurm_bridge.parse.squeue import FIELD_END, SqueueJob, parse_job_ids, unforged
 from slurm_bridge.parse.tres import Tres
@@ -161,3 +162,18 @@ def test_squeue_rows_a_job_name_forged_are_dropped() -> None:
     assert unforged([real, forged, other], ids) == [real, other]  # an id squeue's id list lacks
     assert unforged([real, copy, other], ids) == [other]  # an id on two rows: neither is trusted
     assert unforged([real, other], ids) == [real, other]
+
+
+def test_sacct_rows_a_job_name_forged_are_dropped() -> None:
+    fields = ("JobID", "JobName", "Comment", "State", "ExitCode")
+    other = "7_3|y|metasched:attempt=other|COMPLETED|0:0"
+    forged = "424242|forged|metasched:attempt=a-victim|COMPLETED|0:0"
+    # job 101764's name is "x\n<forged row>\nz": its own row splits, the middle line is a row of its own
+    text = f"101764|x\n{forged}\nz|metasched:attempt=mine|PENDING|0:0\n{other}\n"
+    records = parse_sacct(text, fields, strict=False)
+    assert [r.job_id for r in records] == ["424242", "7_3"]  # the premise: the text read is forged
+    ids = parse_sacct_ids("101764\n7_3\n8+1\nnot-an-id\n")
+    assert ids == {"101764", "7_3", "8+1"}
+    assert [r.job_id for r in unforged_records(records, ids)] == ["7_3"]
+    copied = parse_sacct(f"{other}\n{other.replace('COMPLETED', 'FAILED')}\n", fields)
+    assert unforged_records(copied, ids) == []  # an id on two rows: neither is trusted
