@@ -86,3 +86,15 @@ def priority_refusal(
     else:
         message = f"{INVALID_QOS}: priority class {wanted} is above this {request.kind.value} job's own class and needs {how}"
     return PriorityRefusal(wanted, request.has_deadline, message)
+
+
+def qos_refusal(qos: str | None, rights: PriorityRights, *, user: str, tenant: str) -> PriorityRefusal | None:
+    """qos_refusal is why ``user`` may not name ``qos`` in ``tenant`` (None: allowed), as sbatch --qos is checked.
+
+    Slurm refuses a QOS the submitter's association does not list; metasched carries the QOS to
+    Slurm at launch, so refusing it at submit is what keeps the refusal where sbatch puts it
+    (not a launch failure minutes later).
+    """
+    if qos is None or rights.admin or qos in rights.qos:
+        return None
+    return PriorityRefusal(qos, False, f"{INVALID_QOS}: QOS {qos} is not in the association of {user} in {tenant}")

@@ -21,6 +21,7 @@ from meta.policy.priority_rights import (
     PriorityRights,
     needed_class,
     priority_refusal,
+    qos_refusal,
 )
 from meta.store.db import Database
 from meta.store.models import Tenant
@@ -48,7 +49,13 @@ def check_priority(
     specs: Sequence[AnySpec],
     ranks: Mapping[str, int] = DEFAULT_PRIORITY_CLASSES,
 ) -> None:
-    """check_priority raises PriorityNotAllowed for the first spec (in order) asking for a class or deadline without the right."""
+    """check_priority raises PriorityNotAllowed for the first spec (in order) asking for a class, deadline or QOS without the right."""
+    if not principal.is_admin:
+        for spec in specs:
+            rights = PriorityRights(qos=principal.qos_in(spec.tenant))
+            refusal = qos_refusal(spec.qos, rights, user=principal.name, tenant=spec.tenant)
+            if refusal is not None:
+                raise PriorityNotAllowed(refusal)
     asking = [(spec, request_of(spec)) for spec in specs]
     asking = [(spec, request) for spec, request in asking if needed_class(request, ranks) is not None]
     if not asking or principal.is_admin:

@@ -101,3 +101,13 @@ def test_the_policys_ranks_decide_what_is_higher() -> None:
     message = _refusal(PriorityRequest(TRAINING, "evaluation"), ranks=ranks)
     assert message is not None and "priority class evaluation" in message
     assert _refusal(PriorityRequest(EVALUATION, "training"), ranks=ranks) is None
+
+
+def test_a_qos_is_checked_against_the_association_like_sbatch() -> None:
+    from meta.policy.priority_rights import qos_refusal
+
+    assert qos_refusal(None, MEMBER, user="alice", tenant="tenant-a") is None
+    assert qos_refusal("normal", PriorityRights(qos=frozenset({"normal"})), user="alice", tenant="tenant-a") is None
+    assert qos_refusal("high", PriorityRights(admin=True), user="root", tenant="tenant-a") is None
+    refused = qos_refusal("high", PriorityRights(qos=frozenset({"normal"})), user="alice", tenant="tenant-a")
+    assert refused is not None and refused.message.startswith(INVALID_QOS) and "high" in refused.message

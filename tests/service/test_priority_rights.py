@@ -136,3 +136,15 @@ def test_admins_may_ask_for_any_class_and_a_deadline(service: Service) -> None:
         assert service.submit(_deadline_job(), principal=admin).created
         assert service.submit(_boosted_job(), principal=admin).created
     assert _stored(service)[0] == 4
+
+
+def test_a_qos_the_association_does_not_list_is_refused_as_sbatch_does(service: Service) -> None:
+    """sbatch --qos=X is refused at submit when the association lacks X; metasched refuses it there too."""
+    with_normal = member("alice", 2001, ["tenant-a"], qos=["normal"])
+    asked_high = evaluation("e", "tenant-a").model_copy(update={"qos": "high"})
+    with pytest.raises(PriorityNotAllowed) as caught:
+        service.submit(asked_high, principal=with_normal)
+    assert str(caught.value) == f"{INVALID_QOS}: QOS high is not in the association of alice in tenant-a"
+    assert service.submit(evaluation("n", "tenant-a").model_copy(update={"qos": "normal"}), principal=with_normal).created
+    assert service.submit(asked_high, principal=OSCAR).created  # an admin's QOS is Slurm's to check
+    assert _stored(service)[0] == 2
