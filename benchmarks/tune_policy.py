@@ -109,6 +109,8 @@ GRID: dict[str, dict[str, Any]] = {
                                      "hold_min_gpus": 0},
     "multifactor-hold-any-cap4h": WEEK1 | {"guaranteed_in_share_order": False, "tenant_order": "multifactor",
                                            "hold_min_gpus": 0, "short_job_max_penalty_s": 14400.0},
+    "multifactor-hold-any-nopreempt": WEEK1 | {"guaranteed_in_share_order": False, "tenant_order": "multifactor",
+                                               "hold_min_gpus": 0, "preemption_enabled": False},
 }
 # What the procedure chose when it was last run (docs/benchmarks.md); meta/policy/config.py's defaults are
 # this setting, which tests/unit/test_policy_file.py checks.
