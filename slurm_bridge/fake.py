@@ -9,6 +9,8 @@ job, ``advance`` moves every job one step, and fault switches make the next call
 
 from __future__ import annotations
 
+import os
+import pwd
 import re
 import threading
 from collections import deque
@@ -67,6 +69,7 @@ class FakeJob:
     in_sacct: bool = True  # slurmdbd has its record
     ticks: int = 0
     cancelled_by: int | None = None  # sacct's ``CANCELLED by <uid>`` (None: accounting does not say)
+    uid: int = field(default_factory=os.geteuid)  # the user it runs as: sbatch's (the test's), or run_as
 
     @property
     def nodes(self) -> tuple[str, ...]:
@@ -192,9 +195,9 @@ class FakeSlurm:
         if self.on_submit is not None:
             self.on_submit()  # outside the lock: a test's hook may wait for another submit
         with self._lock:
-            return self._submit(script)
+            return self._submit(script, run_as.uid if run_as is not None else None)
 
-    def _submit(self, script: str) -> int:
+    def _submit(self, script: str, uid: int | None = None) -> int:
         """_submit fails as the next queued fault says, or records the job (under the lock)."""
         fault = self.submit_faults.popleft() if self.submit_faults else None
         if fault == UNKNOWN_BEFORE:
@@ -203,7 +206,7 @@ class FakeSlurm:
             raise SlurmRejected("sbatch: error: Invalid account or account/partition combination", command="sbatch")
         if fault == TRANSIENT:
             raise SlurmTransient("sbatch: error: Slurm controller not responding", command="sbatch")
-        job = self._record(script)
+        job = self._record(script, uid)
         if fault == UNKNOWN_AFTER:
             raise SlurmUnknownOutcome("sbatch reply lost", command="sbatch")
         return job.job_id
@@ -395,14 +398,21 @@ class FakeSlurm:
         """set_node changes a node's state (e.g. ``set_node("node2", "IDLE", ["DRAIN"])``)."""
         self.nodes[name] = replace(self.nodes[name], state=state, condition=node_condition(state, flags))
 
-    def add_job(self, name: str, comment: str = "", state: str = "RUNNING", nodes: tuple[str, ...] = ("node1",)) -> FakeJob:
-        """add_job puts a job into Slurm as if submitted by someone else (orphans, duplicates)."""
+    def add_job(
+        self,
+        name: str,
+        comment: str = "",
+        state: str = "RUNNING",
+        nodes: tuple[str, ...] = ("node1",),
+        uid: int | None = None,
+    ) -> FakeJob:
+        """add_job puts a job into Slurm as if submitted by hand, as ``uid`` (default: this process's user)."""
         script = f"#!/bin/bash\n#SBATCH --job-name={name}\n"
         if comment:
             script += f"#SBATCH --comment={comment}\n"
         if nodes:
             script += f"#SBATCH --nodelist={hostlist.compress(nodes)}\n"
-        job = self._record(script)
+        job = self._record(script, uid)
         job.state = state
         if state == "RUNNING":
             job.started_at = _now()
@@ -430,15 +440,17 @@ class FakeSlurm:
             state="ACTIVE" if start <= _now() else "INACTIVE",
         )
 
-    def _record(self, script: str) -> FakeJob:
+    def _record(self, script: str, uid: int | None = None) -> FakeJob:
         with self._lock:
-            return self._add(script)
+            return self._add(script, uid)
 
-    def _add(self, script: str) -> FakeJob:
+    def _add(self, script: str, uid: int | None = None) -> FakeJob:
         name, comment, account, components = parse_script(script)
         job_id = self._next_id
         self._next_id += len(components)  # het components take consecutive ids
         job = FakeJob(job_id, name, comment, script, account, components, _now())
+        if uid is not None:
+            job.uid = uid
         self.jobs[job_id] = job
         return job
 
@@ -477,6 +489,8 @@ class FakeSlurm:
                     submit_time=job.submitted_at,
                     start_time=job.started_at,
                     end_time=job.ended_at,
+                    user_name=_user_name(job.uid),
+                    user_id=job.uid,
                 )
             )
         return records
@@ -511,7 +525,16 @@ class FakeSlurm:
             account=job.account,
             start=job.started_at,
             end=job.ended_at,
+            uid=job.uid,
         )
+
+
+def _user_name(uid: int) -> str:
+    """_user_name is the login name of ``uid`` as squeue shows it (the uid itself when it has none)."""
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:
+        return str(uid)
 
 
 def observed_state(job: FakeJob) -> str:

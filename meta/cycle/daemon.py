@@ -197,7 +197,9 @@ class Daemon:
         # once the look-up window has outlasted the submit timeout (the runner caps its lifetime)
         self.outputs = OutputWorkers(config.outputs)  # users' folders are read here, never in the period
         reconcile = replace(
-            config.reconcile, unknown_window_s=config.reconcile.unknown_window_s + config.submit_timeout_s
+            config.reconcile,
+            unknown_window_s=config.reconcile.unknown_window_s + config.submit_timeout_s,
+            daemon_uid=config.launch.daemon_uid,  # a tagged job is ours when it runs as launch ran it
         )
         self.reconciler = Reconciler(
             db,

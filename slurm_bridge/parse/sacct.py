@@ -12,6 +12,7 @@ from slurm_bridge import hostlist
 from slurm_bridge.errors import SlurmParseError
 from slurm_bridge.parse.tres import Tres, parse_tres
 from slurm_bridge.parse.values import elapsed_seconds, exit_pair, local_time
+from slurm_bridge.parse.values import number as int_value
 from slurm_bridge.states import Observed, base_state, map_state
 from slurm_bridge.tags import AttemptTag, parse_tag
 
@@ -31,9 +32,10 @@ SACCT_FIELDS: tuple[str, ...] = (
     "End",
     "Elapsed",
     "DerivedExitCode",
+    "UID",
 )
 # Fields added to SACCT_FIELDS after fixtures were captured: a line may lack them at its end.
-_LATE_FIELDS = frozenset({"DerivedExitCode"})
+_LATE_FIELDS = frozenset({"DerivedExitCode", "UID"})
 # "123", "123+1" (het component), "123_4" / "123_[1-3%2]" (array), each optionally ".batch"/".0".
 _JOB_ID = re.compile(
     r"^(?P<job>\d+)(?:\+(?P<het>\d+)|_(?P<task>\d+)|_\[(?P<tasks>[^\]]*)\])?(?:\.(?P<step>[\w-]+))?$"
@@ -62,6 +64,7 @@ class SacctJob:
     start: datetime | None = None
     end: datetime | None = None
     elapsed_s: int | None = None
+    uid: int | None = None  # the uid the job ran as (None: not read, e.g. older captures)
 
     @property
     def observed(self) -> Observed:
@@ -118,7 +121,7 @@ def unforged_records(records: list[SacctJob], ids: set[str]) -> list[SacctJob]:
 def _split(line: str, fields: Sequence[str], delimiter: str) -> list[str]:
     """_split splits one line; extra delimiters are given back to the free-text Comment field."""
     parts = line.split(delimiter)
-    if len(parts) == len(fields) - 1 and fields[-1] in _LATE_FIELDS:
+    while len(parts) < len(fields) and fields[len(parts)] in _LATE_FIELDS:
         parts.append("")
     extra = len(parts) - len(fields)
     if extra > 0 and "Comment" in fields:
@@ -175,4 +178,5 @@ def _record(row: dict[str, str]) -> SacctJob:
         start=local_time(row.get("Start", "")),
         end=local_time(row.get("End", "")),
         elapsed_s=elapsed_seconds(row.get("Elapsed", "")),
+        uid=int_value(row.get("UID", "")),
     )

@@ -54,6 +54,7 @@ class SqueueJob:
     end_time: datetime | None
     user_name: str = ""
     priority: int | None = None
+    user_id: int | None = None  # the uid the job runs as (None: not read, e.g. older captures)
 
     @property
     def observed(self) -> Observed:
@@ -85,9 +86,11 @@ SQUEUE_FIELDS = (
     "JobID", "Name", "Comment", "State", "Account", "QOS", "Partition", "NodeList", "tres-alloc",
     "tres-per-node", "Exit_Code", "HetJobID", "HetJobOffset", "ArrayJobID", "ArrayTaskID",
     "Reservation", "Reason", "RestartCnt", "SubmitTime", "StartTime", "EndTime", "UserName",
-    "PriorityLong",
+    "PriorityLong", "UserId",
 )  # fmt: skip
 FIELD_END = "\x1f"
+# Fields added after output was captured: a line may lack them at its end (read as empty).
+_LATE_FIELDS = frozenset({"UserId"})
 
 
 def squeue_format_args() -> list[str]:
@@ -108,6 +111,8 @@ def parse_squeue_text(payload: str) -> list[SqueueJob]:
         parts = line.split(FIELD_END)
         if parts[-1].strip() == "":
             parts.pop()
+        while len(parts) < len(SQUEUE_FIELDS) and SQUEUE_FIELDS[len(parts)] in _LATE_FIELDS:
+            parts.append("")
         try:
             if len(parts) != len(SQUEUE_FIELDS):
                 raise SlurmParseError(f"expected {len(SQUEUE_FIELDS)} fields, got {len(parts)}")
@@ -158,6 +163,7 @@ def _text_job(row: dict[str, str]) -> SqueueJob:
         end_time=local_time(row["EndTime"]),
         user_name=text(row["UserName"]),
         priority=number(row["PriorityLong"]),
+        user_id=number(row["UserId"]),
     )
 
 
@@ -293,4 +299,5 @@ def _job(entry: dict[str, Any]) -> SqueueJob:
         end_time=epoch(entry.get("end_time")),
         user_name=text(entry.get("user_name")),
         priority=number(entry.get("priority")),
+        user_id=number(entry.get("user_id")),
     )

@@ -81,9 +81,9 @@ def test_header_line_is_used_when_present():
 
 
 def test_pipe_in_comment_is_recovered():
-    line = "5|name|a|b|COMPLETED|0:0||cpu=1|n1|acct|None|None|00:00:01|0:0"
+    line = "5|name|a|b|COMPLETED|0:0||cpu=1|n1|acct|None|None|00:00:01|0:0|2001"
     (record,) = parse_sacct(line)
-    assert record.comment == "a|b" and record.state == "COMPLETED"
+    assert record.comment == "a|b" and record.state == "COMPLETED" and record.uid == 2001
 
 
 @pytest.mark.parametrize(
@@ -120,4 +120,4 @@ def test_an_exit_code_above_128_is_restored_when_a_step_tells_which_signal():
 
 def test_lines_captured_before_derived_exit_code_still_parse():
     (record,) = parse_sacct("7|n||FAILED|3:0||cpu=1|n1|a|None|None|00:00:00")
-    assert record.exit_code == 3
+    assert record.exit_code == 3 and record.uid is None  # nor UID (added for issue 22)

@@ -2,15 +2,18 @@
 
 One ``squeue`` and, only when some live attempt is missing from it (or shows a cancel, whose
 canceller only accounting names), one ``sacct -P``. Jobs are matched to attempts by their tag
-(the comment; ``ms-<attempt>`` names of older jobs), never by Slurm job id alone.
+(the comment; ``ms-<attempt>`` names of older jobs), never by Slurm job id alone, and a tag is
+not enough either: ``Observation.screen`` keeps a tagged job for an attempt only when it is the
+recorded job or runs as the attempt's user (``ownership.py``); the others are set aside as spoofed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from meta.cycle.reconcile.ownership import Claims
 from meta.model.durations import utcnow
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.parse.sacct import SacctJob
@@ -28,6 +31,8 @@ class Sighting:
     nodes: tuple[str, ...]
     source: str  # "squeue" | "sacct"
     cancelled_by: int | None = None  # sacct's ``CANCELLED by <uid>``
+    uid: int | None = None  # the uid the job runs as (squeue's UserId, sacct's UID)
+    user: str = ""  # its login name, where only that was read
 
 
 @dataclass
@@ -39,6 +44,24 @@ class Observation:
     sacct: dict[str, list[Sighting]] = field(default_factory=dict)
     calls: int = 0
     accounting_read: bool = True  # False: sacct was skipped, so no attempt may be concluded absent
+    # tagged jobs that are not the attempt's (another user's), by (attempt id, Slurm job id)
+    spoofed: dict[tuple[str, str], Sighting] = field(default_factory=dict)
+
+    def screen(self, claims: Claims, only: Collection[str] | None = None) -> None:
+        """screen sets aside the sightings that are not their attempt's job (of the attempts in ``only``, or all)."""
+        for index in (self.squeue, self.sacct):
+            for attempt_id in [a for a in index if only is None or a in only]:
+                claim = claims.of(attempt_id)
+                kept = []
+                for sighting in index[attempt_id]:
+                    if claim.owns(sighting.slurm_job_id, sighting.uid, sighting.user):
+                        kept.append(sighting)
+                    else:
+                        self.spoofed[(attempt_id, sighting.slurm_job_id)] = sighting
+                if kept:
+                    index[attempt_id] = kept
+                else:
+                    del index[attempt_id]  # as if Slurm showed nothing of the attempt
 
     def sightings(self, attempt_id: str) -> list[Sighting]:
         """sightings are the attempt's jobs in squeue, else in sacct."""
@@ -58,7 +81,8 @@ def _index_squeue(jobs: Iterable[SqueueJob]) -> dict[str, list[Sighting]]:
         if tag is None:
             continue
         observed = map_state(job.state, job.exit_code, job.signal)
-        index.setdefault(tag.attempt_id, []).append(Sighting(str(job.job_id), observed, job.nodes, "squeue"))
+        sighting = Sighting(str(job.job_id), observed, job.nodes, "squeue", uid=job.user_id, user=job.user_name)
+        index.setdefault(tag.attempt_id, []).append(sighting)
     return index
 
 
@@ -71,21 +95,27 @@ def _index_sacct(records: Iterable[SacctJob]) -> dict[str, list[Sighting]]:
         if tag is None:
             continue
         index.setdefault(tag.attempt_id, []).append(
-            Sighting(str(record.base_job_id), record.observed, record.nodes, "sacct", record.state_by_uid)
+            Sighting(str(record.base_job_id), record.observed, record.nodes, "sacct", record.state_by_uid, record.uid)
         )
     return index
 
 
 def observe(
-    client: SlurmClient, since: datetime | Callable[[], datetime], live_ids: Iterable[str] | None = None
+    client: SlurmClient,
+    since: datetime | Callable[[], datetime],
+    live_ids: Iterable[str] | None = None,
+    claims: Claims | None = None,
 ) -> Observation:
     """observe reads squeue, then sacct unless every one of ``live_ids`` is in squeue (None: always).
 
     Raises SlurmError if a read fails. ``since`` may be a callable: the sacct window is then
-    worked out only when sacct is read.
+    worked out only when sacct is read. With ``claims``, squeue is screened first: another
+    user's job carrying a live attempt's tag does not make its accounting read unneeded.
     """
     now = utcnow()
     observation = Observation(at=now, squeue=_index_squeue(client.squeue()), calls=1)
+    if claims is not None:  # the live attempts' claims: the others are screened by the reconciler
+        observation.screen(claims, only=claims.claims)
     # a cancel seen in squeue is read in accounting too: only sacct says who cancelled
     if live_ids is not None and all(
         attempt_id in observation.squeue and not _cancelled(observation.squeue[attempt_id]) for attempt_id in live_ids

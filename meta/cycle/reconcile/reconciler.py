@@ -14,9 +14,11 @@ from meta.cycle.reconcile.attribution import CancelAttribution
 from meta.cycle.reconcile.cancellers import Canceller
 from meta.cycle.reconcile.observe import Observation, observe
 from meta.cycle.reconcile.orphans import cancel_orphans, scancel
+from meta.cycle.reconcile.ownership import Claims
 from meta.cycle.reconcile.seen import choose, seen
 from meta.cycle.reconcile.settings import LIVE, ReconcileResult, ReconcileSettings, SuccessHook
 from meta.cycle.reconcile.sightings import Sightings
+from meta.cycle.reconcile.spoofed import SpoofReports
 from meta.cycle.reconcile.steady import classify, move_together
 from meta.cycle.reconcile.unseen import unseen
 from meta.model.durations import utcnow
@@ -49,6 +51,7 @@ class Reconciler:
         self.settings = settings or ReconcileSettings()
         self.attribution = CancelAttribution(cancellers, self.settings.cancel_attribution_s)
         self.sightings = Sightings(self.settings)
+        self.spoofs = SpoofReports()
         # called inside the transaction, before an attempt moves to succeeded (e.g. commit outputs)
         self.on_success = on_success
         # attempts this replica's launch pool has queued or sending: Slurm's silence says nothing yet
@@ -72,10 +75,11 @@ class Reconciler:
         """run observes Slurm once and applies what it saw; a failed read changes nothing."""
         # read before Slurm is: a launch that ends after this read is recorded before it leaves the set
         self._sending = self.in_flight()
+        live = self._claims()
         # an attempt still being sent is never judged absent, so accounting is not read for it
-        expected = [attempt_id for attempt_id in self._live_ids() if attempt_id not in self._sending]
+        expected = [attempt_id for attempt_id in live.claims if attempt_id not in self._sending]
         try:
-            return self.apply(observe(self.client, self.since, expected), leadership)
+            return self.apply(observe(self.client, self.since, expected, live), leadership)
         finally:
             self._sending = frozenset()
 
@@ -88,6 +92,7 @@ class Reconciler:
         """
         result = ReconcileResult(slurm_reads=observation.calls)
         live_ids = self._live_ids()  # read again: the observation may be older than this call
+        self._screen(observation, result)
         for chunk in chunked(live_ids, _CHUNK):
             with self.db.session() as session:
                 fence(session, leadership)
@@ -103,6 +108,21 @@ class Reconciler:
         self.sightings.keep(live_ids)
         cancel_orphans(observation, set(live_ids), set(self._live_ids()), result, self._scancel)
         return result
+
+    def _claims(self, attempt_ids: Collection[str] | None = None) -> Claims:
+        """_claims are the recorded ids and run-as users of ``attempt_ids`` (None: the live attempts)."""
+        ids = self._live_ids() if attempt_ids is None else attempt_ids
+        with self.db.session() as session:
+            return Claims.load(session, ids, self.settings.daemon_uid)
+
+    def _screen(self, observation: Observation, result: ReconcileResult) -> None:
+        """_screen sets aside the tagged jobs that are not their attempt's, and reports new ones once."""
+        named = set(observation.squeue) | set(observation.sacct) | {key[0] for key in observation.spoofed}
+        if not named:
+            return
+        claims = self._claims(named)
+        observation.screen(claims)
+        result.spoofed.extend(self.spoofs.report(self.db, observation, claims))
 
     def _live_ids(self) -> list[str]:
         """_live_ids are the attempts whose Slurm job metasched follows, read now."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -41,6 +42,8 @@ class ReconcileSettings:
     sacct_lookback_s: float = 6 * 3600.0
     # slurmdbd is asynchronous: how long a cancel seen in squeue waits for sacct to say who
     cancel_attribution_s: float = 30.0
+    # the uid jobs without an owner run as (sbatch's own user): their tagged jobs are the daemon's
+    daemon_uid: int = field(default_factory=os.geteuid)
 
 
 @dataclass
@@ -53,3 +56,4 @@ class ReconcileResult:
     orphans_cancelled: list[str] = field(default_factory=list)
     duplicates_cancelled: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
+    spoofed: list[str] = field(default_factory=list)  # other users' jobs with an attempt's tag, first seen

@@ -1,0 +1,74 @@
+"""For step 4 (reconcile), ownership: which tagged Slurm jobs are an attempt's, since a tag alone proves nothing.
+
+Everyone can read a job's comment in squeue, so anyone can submit a job whose comment names
+another user's attempt (issue 22). A tagged job is an attempt's only when its Slurm id is the
+one recorded for the attempt, or it runs as the user the attempt runs as: its job's owner, or
+the daemon's own user for jobs without one (as ``launch_plan.run_as_for`` decides). A job that
+fails both is another user's, and the reconciler never follows or cancels it for the attempt.
+"""
+
+from __future__ import annotations
+
+import pwd
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from functools import lru_cache
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+from meta.store.chunks import chunked
+from meta.store.models import Attempt, Job
+
+
+@dataclass(frozen=True)
+class Claim:
+    """Claim is what makes a Slurm job one attempt's: its recorded id, or the uid it runs as."""
+
+    slurm_job_id: str | None
+    uid: int
+    tenant: str | None = None  # for the audit row of a spoofed job (None: no such attempt)
+
+    def owns(self, slurm_job_id: str, uid: int | None, user: str) -> bool:
+        """owns: the job is the recorded one, or runs as the attempt's user (a job of unknown user is not)."""
+        if self.slurm_job_id is not None and slurm_job_id == self.slurm_job_id:
+            return True
+        if uid is not None:
+            return uid == self.uid
+        return bool(user) and uid_of(user) == self.uid
+
+
+class Claims:
+    """Claims are the claims of the attempts an observation names; an attempt not in the store runs as the daemon."""
+
+    def __init__(self, claims: Mapping[str, Claim], daemon_uid: int) -> None:
+        self.claims = dict(claims)
+        self.daemon_uid = daemon_uid
+
+    def of(self, attempt_id: str) -> Claim:
+        """of is the attempt's claim; a tag naming no stored attempt is ours only as the daemon's own job."""
+        return self.claims.get(attempt_id) or Claim(None, self.daemon_uid)
+
+    @classmethod
+    def load(cls, session: Session, attempt_ids: Iterable[str], daemon_uid: int) -> Claims:
+        """load reads the recorded Slurm id, run-as uid and tenant of each attempt, a slice at a time."""
+        claims: dict[str, Claim] = {}
+        for chunk in chunked(sorted(set(attempt_ids))):
+            rows = session.execute(
+                select(Attempt.id, Attempt.slurm_job_id, Job.owner_uid, Job.tenant)
+                .join(Job, Job.id == Attempt.job_id)
+                .where(Attempt.id.in_(chunk))
+            )
+            for row in rows:
+                uid = row.owner_uid if row.owner_uid is not None else daemon_uid
+                claims[row.id] = Claim(row.slurm_job_id, uid, row.tenant)
+        return cls(claims, daemon_uid)
+
+
+@lru_cache(maxsize=1024)
+def uid_of(user: str) -> int | None:
+    """uid_of is the uid of a login name (squeue's JSON shows a name; None: no such user here)."""
+    try:
+        return pwd.getpwnam(user).pw_uid
+    except KeyError:
+        return None
