@@ -137,7 +137,7 @@ def held(shape: Shape, start: float, now: float, nodes: list[str]) -> PendingRea
     shown = ", ".join(nodes[:4]) + (f" and {len(nodes) - 4} more" if len(nodes) > 4 else "")
     return PendingReason(
         ReasonCode.HELD_FOR_GANG,
-        f"first in line: {shown} are held for it",
+        f"first in line: {shown} {'is' if len(nodes) == 1 else 'are'} held for it",
         f"would start when {_gpus(shape, shape.total_gpus)} free up, est. {when(start, now)}",
     )
 

@@ -24,7 +24,8 @@ class ReasonCode(StrEnum):
     LOWER_FAIR_SHARE = "LowerFairShare"  # capacity went to tenants ahead in fair-share order
     LOWER_PRIORITY = "LowerPriority"
     TOPOLOGY_UNSATISFIED = "TopologyUnsatisfied"
-    HELD_FOR_GANG = "HeldForGang"  # this task is the head-of-line gang with reserved nodes
+    # this task is first in line with nodes held for it: a gang, or (hold_min_gpus 0) a task of any size
+    HELD_FOR_GANG = "HeldForGang"
     PREEMPTING = "Preempting"  # victims are being evicted for this task
     NODE_UNHEALTHY = "NodeUnhealthy"
     JOB_ARRAY_TASK_LIMIT = "JobArrayTaskLimit"  # the job's throttle (--array ...%N, max_parallel) is reached

@@ -88,3 +88,8 @@ def run_case(case: Case) -> Plan:
 
 
 __all__ = ["Case", "JobKind", "NOW", "TenantState", "Topology", "node", "run_case", "running", "snap", "task", "rv"]
+
+
+def turns(**overrides: object) -> SchedulerConfig:
+    """turns is a config with the "turns" tenant order and holds for big tasks only (the order before issue 21)."""
+    return SchedulerConfig(**({"tenant_order": "turns", "hold_min_gpus": 8} | overrides))  # type: ignore[arg-type]

@@ -7,12 +7,11 @@ from dataclasses import replace
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meta.policy.config import SchedulerConfig
 from meta.policy.decisions import HOLD, PLACE, PREEMPT, CycleContext, OrderKey, key_for, why_won
 from meta.policy.scheduler import schedule
-from tests.policy.builders import NOW, JobKind, TenantState, node, running, snap, task
+from tests.policy.builders import NOW, JobKind, TenantState, node, running, snap, task, turns
 
-SHARE_ORDER = SchedulerConfig(fair_share_horizon_s=None)
+SHARE_ORDER = turns(fair_share_horizon_s=None)
 EV = {"cls": "evaluation", "kind": JobKind.EVALUATION, "preemptible": True, "start": NOW - 3600}
 
 
@@ -46,7 +45,7 @@ def test_record_matches_the_plan_and_is_bounded() -> None:
 
 
 def test_backfill_and_hold_record_who_waits_for_whom() -> None:
-    fifo = SchedulerConfig(short_job_weight=0.0)
+    fifo = turns(short_job_weight=0.0)
     two = (node("n0"), node("n1"))
     busy = (running("r0", "n0", 8, end=NOW + 1000), running("r1", "n1", 4, end=NOW + 5000))
     pending = [task("g", gpus=8, workers=2, submit=0.0),
@@ -82,7 +81,7 @@ def test_preemption_records_victim_and_beneficiary() -> None:
 
 
 def test_aged_and_urgent_tiers_explain_themselves() -> None:
-    cfg = SchedulerConfig(max_wait_s=3600.0)
+    cfg = turns(max_wait_s=3600.0)
     s = snap([node("n1", gpus=1)], [task("old", "a", submit=NOW - 7200), task("new", "b", submit=NOW - 10,
                                                                                deadline=NOW + 4000)])
     plan = schedule(s, cfg, record=3)
@@ -97,10 +96,11 @@ def test_aged_and_urgent_tiers_explain_themselves() -> None:
 def test_context_rebuilds_a_waiting_tasks_key() -> None:
     s = snap([node("n1", gpus=1)], [task("ta", "a", submit=NOW - 500), task("tb", "b")],
              tenants=[TenantState("a", decayed_usage=1e6), TenantState("b")])
-    plan = schedule(s, record=3)
+    plan = schedule(s, turns(), record=3)
     context = CycleContext.from_json(plan.context.to_json())
     cfg = context.config()
-    (loser,) = plan.decisions[0].alternatives  # the default order: shortest-first merge, a's earlier task wins
+    # the "turns" order (a key from share and submit time alone can be rebuilt; a multifactor place cannot)
+    (loser,) = plan.decisions[0].alternatives  # shortest-first merge: a's earlier task wins
     assert (plan.decisions[0].task_id, loser.task_id) == ("ta", "tb")
     tenant = context.tenants["b"]
     rebuilt = key_for(s.pending[1], cfg, NOW, tenant["share"], tenant["usage"], None)
@@ -134,7 +134,7 @@ def test_labels_are_the_ids_users_see() -> None:
 def test_equal_shares_in_share_order_name_the_capped_length_key() -> None:
     # Strict share order, both tenants at share 0: the heads meet by submit + min(10 x runtime, cap),
     # so the later, shorter job wins "earlier in line", not "submitted first".
-    cfg = SchedulerConfig(fair_share_horizon_s=None, short_job_max_penalty_s=3600.0)
+    cfg = turns(fair_share_horizon_s=None, short_job_max_penalty_s=3600.0)
     long_ = key_for(task("long", "a", runtime=7200, submit=NOW - 600), cfg, NOW, 0.0, 0.0, None)
     short = key_for(task("short", "b", runtime=60, submit=NOW - 300), cfg, NOW, 0.0, 0.0, None)
     assert short.submit_key < long_.submit_key  # 300 s later, but 600 s of length vs the 1 h cap

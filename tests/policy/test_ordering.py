@@ -8,7 +8,7 @@ import pytest
 
 from meta.policy.config import SchedulerConfig
 from meta.policy.plan import ReasonCode
-from tests.policy.builders import NOW, Case, JobKind, TenantState, node, run_case, running, snap, task
+from tests.policy.builders import NOW, Case, JobKind, TenantState, node, run_case, running, snap, task, turns
 
 # Tenant a runs 2 h100 GPUs (cost 6), tenant b runs 4 t4 GPUs (cost 2); one a100 GPU is free.
 WEIGHTED = (
@@ -19,8 +19,8 @@ WEIGHTED = (
 WEIGHTED_RUNNING = (running("ra", "hn", 2, tenant="a"), running("rb", "tn", 4, tenant="b", gpu_type="t4"))
 # These cases test strict fair-share turns and the 4 h aging bound, not the shipped defaults
 # (shortest-first borrowers, 24 h aging): cases without a config of their own run this one.
-SHARE_ORDER = SchedulerConfig(fair_share_horizon_s=None, max_wait_s=4 * 3600.0)
-FLAT = SchedulerConfig(gpu_cost_weights={}, default_gpu_cost_weight=1.0, fair_share_horizon_s=None)
+SHARE_ORDER = turns(fair_share_horizon_s=None, max_wait_s=4 * 3600.0)
+FLAT = turns(gpu_cost_weights={}, default_gpu_cost_weight=1.0, fair_share_horizon_s=None)
 ONE_FREE = [node("n1", gpus=1)]
 
 CASES = [
@@ -47,11 +47,11 @@ CASES = [
     Case("with a share horizon a busier tenant's short job passes a long one",
          snap(ONE_FREE, [task("short", "a", runtime=60), task("long", "b", runtime=36_000)],
               tenants=[TenantState("a", decayed_usage=1e6), TenantState("b")]),
-         want_placed={"short"}, config=SchedulerConfig(fair_share_horizon_s=1e5)),
+         want_placed={"short"}, config=turns(fair_share_horizon_s=1e5)),
     Case("a long share horizon is the share order again",
          snap(ONE_FREE, [task("short", "a", runtime=60), task("long", "b", runtime=36_000)],
               tenants=[TenantState("a", decayed_usage=1e6), TenantState("b")]),
-         want_placed={"long"}, config=SchedulerConfig(fair_share_horizon_s=1e7)),
+         want_placed={"long"}, config=turns(fair_share_horizon_s=1e7)),
     Case("training outranks evaluation",
          snap(ONE_FREE, [task("ev", "b", kind=JobKind.EVALUATION, submit=NOW - 900), task("tr", "a")],
               tenants=[TenantState("a", decayed_usage=1e9)]),
@@ -93,7 +93,7 @@ def test_fair_share_message_names_the_shares() -> None:
 
 def test_waiting_is_bounded_by_aging() -> None:
     """A task from a tenant with huge usage still starts once it has waited max_wait."""
-    cfg = SchedulerConfig(max_wait_s=3600)
+    cfg = turns(max_wait_s=3600)
     heavy = [TenantState("heavy", decayed_usage=1e12)]
     fresh = [task(f"f{i}", f"t{i}", submit=NOW - 10) for i in range(20)]
     young = snap(ONE_FREE, [task("h", "heavy", kind=JobKind.EVALUATION, submit=NOW - 3599), *fresh],
@@ -115,9 +115,9 @@ def test_guaranteed_tasks_merge_shortest_first_when_not_in_share_order() -> None
                TenantState("c")]
     pending = [task("a-short", "a", runtime=600), task("b-long", "b", runtime=36_000), task("c", "c", runtime=60)]
     s = snap(ONE_FREE, pending, tenants=tenants)
-    base = SchedulerConfig(fair_share_horizon_s=0.0, guaranteed_in_share_order=True)
+    base = turns(fair_share_horizon_s=0.0, guaranteed_in_share_order=True)
     assert [p.task_id for p in schedule(s, base).placements] == ["b-long"]
-    merged = SchedulerConfig(fair_share_horizon_s=0.0, guaranteed_in_share_order=False)
+    merged = turns(fair_share_horizon_s=0.0, guaranteed_in_share_order=False)
     assert [p.task_id for p in schedule(s, merged).placements] == ["a-short"]
 
 
@@ -143,10 +143,10 @@ def test_the_length_cap_bounds_how_much_later_work_passes_a_long_job(horizon) ->
     # every one of b's 30 short jobs, submitted up to 5 h after it, goes first. Capped at 1 h,
     # only the short jobs submitted within the hour after it may pass it, in every horizon mode.
     start, shorts, s = _long_behind_shorts()
-    uncapped = _order(s, SchedulerConfig(fair_share_horizon_s=horizon))
+    uncapped = _order(s, turns(fair_share_horizon_s=horizon))
     assert uncapped.index("long") == len(shorts)
     cap = 3600.0
-    capped = _order(s, SchedulerConfig(fair_share_horizon_s=horizon, short_job_max_penalty_s=cap))
+    capped = _order(s, turns(fair_share_horizon_s=horizon, short_job_max_penalty_s=cap))
     ahead = capped[: capped.index("long")]
     submit = {t.task_id: t.submit_time for t in shorts}
     assert ahead, "short jobs submitted just after it still pass it (shortest-first within the cap)"
@@ -159,10 +159,10 @@ def test_a_busier_tenants_later_work_never_passes_past_the_cap() -> None:
     # more than the cap after a's job can never pass it, whatever its length.
     start, shorts, s = _long_behind_shorts([TenantState("a"), TenantState("b", decayed_usage=1e9)])
     cap = 3600.0
-    order = _order(s, SchedulerConfig(fair_share_horizon_s=86_400.0, short_job_max_penalty_s=cap))
+    order = _order(s, turns(fair_share_horizon_s=86_400.0, short_job_max_penalty_s=cap))
     ahead = order[: order.index("long")]
     assert all(t.submit_time - start < cap for t in shorts if t.task_id in ahead)
-    fair = SchedulerConfig(fair_share_horizon_s=None, short_job_max_penalty_s=cap)
+    fair = turns(fair_share_horizon_s=None, short_job_max_penalty_s=cap)
     assert _order(s, fair)[0] == "long"  # strict share order: a is below b, its job goes first
 
 
@@ -219,7 +219,7 @@ def test_a_light_tenants_job_is_not_passed_by_a_heavy_tenants_short_jobs() -> No
     light = task("long", "light", runtime=36_000, submit=NOW - 60)
     s = snap(ONE_FREE, [*heavy, light], tenants=[TenantState("heavy", decayed_usage=1e9), TenantState("light")])
     # the shipped turns (horizon 0: borrowers shortest-first) let the heavy tenant's minute jobs go first
-    assert [p.task_id for p in schedule(s, SchedulerConfig()).placements] == ["h0"]
+    assert [p.task_id for p in schedule(s, turns()).placements] == ["h0"]
     assert [p.task_id for p in schedule(s, MULTIFACTOR).placements] == ["long"]
     assert _multifactor_order(s)[0].task_id == "long"
 

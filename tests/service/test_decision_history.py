@@ -18,6 +18,7 @@ with warnings.catch_warnings():
 from cli.main import cli
 from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.daemon import Daemon, DaemonConfig
+from meta.policy.config import SchedulerConfig
 from meta.service.api import Service
 from meta.service.http import create_app
 from meta.store.models import Job, Task
@@ -39,12 +40,14 @@ def api(service: Service, tmp_path: Path) -> Iterator[TestClient]:
 def _compete(service: Service, tmp_path: Path) -> tuple[str, str]:
     """_compete submits alice's 2 h job, then bob's 30 min one, for one 2-GPU node; one period: bob's runs.
 
-    The shipped order merges tenants by submit time + 10 x runtime, so the later, shorter job goes first.
+    The "turns" order merges tenants by submit time + 10 x runtime, so the later, shorter job goes
+    first (the shipped multifactor order would give the place to alice's older job, as Slurm does).
     """
     loser, _ = submit(service, training("alices-job", tenant="tenant-a", time_limit="2h"))
     winner, _ = submit(service, training(SECRET_NAME, tenant="tenant-b", time_limit="30m"))
     config = DaemonConfig(period_s=0.0, leader_lease_s=60.0, holder="history", submit_timeout_s=0.0,
-                          launch=LaunchSettings(log_dir=str(tmp_path / "logs")))  # fmt: skip
+                          launch=LaunchSettings(log_dir=str(tmp_path / "logs")),
+                          scheduler=SchedulerConfig(tenant_order="turns", hold_min_gpus=8))  # fmt: skip
     daemon = Daemon(service.db, FakeSlurm([sinfo_node("node1", gpus=2)]), config)
     assert daemon.period().placed == 1
     daemon.period()  # a second cycle: the loser waits again, the winner is no longer pending
@@ -136,7 +139,8 @@ def test_a_job_not_listed_gets_its_key_rebuilt(api: TestClient, service: Service
     alices = [submit(service, training(f"a{i}", tenant="tenant-a", time_limit="2h"))[0] for i in range(4)]
     winner, _ = submit(service, training("b", tenant="tenant-b", time_limit="30m"))
     config = DaemonConfig(period_s=0.0, leader_lease_s=60.0, holder="history", submit_timeout_s=0.0,
-                          launch=LaunchSettings(log_dir=str(tmp_path / "logs")))  # fmt: skip
+                          launch=LaunchSettings(log_dir=str(tmp_path / "logs")),
+                          scheduler=SchedulerConfig(tenant_order="turns", hold_min_gpus=8))  # fmt: skip
     daemon = Daemon(service.db, FakeSlurm([sinfo_node("node1", gpus=2)]), config)
     assert daemon.period().placed == 1
     body = _get(api, f"/v1/jobs/{_short(service, alices[-1])}/explain/history", ALICE).json()
