@@ -11,6 +11,7 @@ from datetime import datetime
 from slurm_bridge import hostlist
 from slurm_bridge.errors import SlurmParseError
 from slurm_bridge.parse.tres import Tres, parse_tres
+from slurm_bridge.parse.unforged import unforged_rows
 from slurm_bridge.parse.values import elapsed_seconds, exit_pair, local_time
 from slurm_bridge.parse.values import number as int_value
 from slurm_bridge.states import Observed, base_state, map_state
@@ -102,20 +103,8 @@ def parse_sacct_ids(text: str) -> set[str]:
 
 
 def unforged_records(records: list[SacctJob], ids: set[str]) -> list[SacctJob]:
-    """unforged_records drops rows a job name forged: an id the id-only read lacks, or an id on two rows.
-
-    A job name may hold a newline and ``|``, so one user's name can print whole ``-P`` rows of its
-    own (another job id, a state, a metasched tag; issue 22, S3). The id-only read has no free text.
-    """
-    count: dict[str, int] = {}
-    for record in records:
-        count[record.job_id] = count.get(record.job_id, 0) + 1
-    kept = [record for record in records if record.job_id in ids and count[record.job_id] == 1]
-    if len(kept) != len(records):
-        dropped = sorted({r.job_id for r in records} - {r.job_id for r in kept})
-        log.warning("sacct: dropping %d rows a job name forged or copied (job ids %s)", len(records) - len(kept),
-                    dropped[:10])  # fmt: skip
-    return kept
+    """unforged_records drops the ``-P`` rows a job name forged (``slurm_bridge.parse.unforged``)."""
+    return unforged_rows(records, ids, lambda record: record.job_id, "sacct")
 
 
 def _split(line: str, fields: Sequence[str], delimiter: str) -> list[str]:

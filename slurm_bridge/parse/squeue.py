@@ -18,6 +18,7 @@ from typing import Any
 from slurm_bridge import hostlist
 from slurm_bridge.errors import SlurmParseError, SlurmTransient
 from slurm_bridge.parse.tres import Gres, Tres, parse_gres, parse_tres
+from slurm_bridge.parse.unforged import unforged_rows
 from slurm_bridge.parse.values import epoch, local_time, number, text, wait_status
 from slurm_bridge.states import Observed, base_state, map_state
 from slurm_bridge.tags import AttemptTag, parse_tag
@@ -179,23 +180,9 @@ def parse_job_ids(payload: str) -> set[int]:
 
 
 def unforged(jobs: list[SqueueJob], ids: set[int]) -> list[SqueueJob]:
-    """unforged drops the rows a job name forged: an id squeue's id list lacks, or an id on two rows.
-
-    A job name may hold a newline and the field separator, so one user's name can print whole
-    ``--Format`` rows of its own: another user, another account, a state, a metasched tag
-    (issue 22, S3: measured on the dev cluster). The id list has no free text, so a row whose id
-    is not in it, or whose id is on more than one row (the real row and a copy), is not trusted;
-    an attempt whose row is dropped is looked up in sacct like any attempt squeue misses.
-    """
-    seen: dict[int, int] = {}
-    for job in jobs:
-        seen[job.job_id] = seen.get(job.job_id, 0) + 1
-    kept = [job for job in jobs if job.job_id in ids and seen[job.job_id] == 1]
-    if len(kept) != len(jobs):
-        dropped = sorted({job.job_id for job in jobs} - {job.job_id for job in kept})
-        log.warning("squeue: dropping %d rows a job name forged or copied (job ids %s)", len(jobs) - len(kept),
-                    dropped[:10])  # fmt: skip
-    return kept
+    """unforged drops the rows a job name forged (``slurm_bridge.parse.unforged``); an attempt whose
+    row is dropped is looked up in sacct like any attempt squeue misses."""
+    return unforged_rows(jobs, ids, lambda job: job.job_id, "squeue")
 
 
 def metasched_jobs(jobs: Iterable[SqueueJob]) -> list[SqueueJob]:
