@@ -8,7 +8,7 @@ from pathlib import Path
 from sqlalchemy import select
 
 from checkpoint.owner_workers import OutputCaps, OutputWorkers
-from meta.cycle.outputs import commit_on_success
+from meta.cycle.outputs import Finalizing, commit_on_success, finalize_jobs
 from meta.cycle.reconcile import Reconciler, observe
 from meta.cycle.snapshot.build import SpecCache
 from meta.model.states import AttemptState
@@ -71,3 +71,13 @@ class Partition:
                 )
             )
         return attempt(self.service.db, self.attempt).failure_category or "", reason or ""
+
+
+def finalize(service: Service, state: Finalizing) -> list[str]:
+    """finalize runs step 14 (hands finished jobs' manifests to the workers), waits for them, and runs it again to collect what they wrote."""
+    workers = OutputWorkers()
+    with service.db.session() as session:
+        finalize_jobs(session, SpecCache(), state, workers)
+    assert workers.wait_idle(30)
+    with service.db.session() as session:
+        return finalize_jobs(session, SpecCache(), state, workers)

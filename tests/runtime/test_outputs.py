@@ -13,7 +13,7 @@ from pathlib import Path
 
 from checkpoint.manifest import commit, committed
 from checkpoint.owner_workers import OutputWorkers
-from meta.cycle.outputs import Finalizing, commit_on_success, finalize_jobs
+from meta.cycle.outputs import Finalizing, commit_on_success
 from meta.cycle.reconcile import Reconciler, observe
 from meta.cycle.snapshot.build import SpecCache
 from meta.model.states import AttemptState, TaskState
@@ -21,6 +21,7 @@ from meta.service.api import Service
 from meta.store.lifecycle import attempt_event
 from meta.store.models import Attempt, Job, PartitionCommit
 from slurm_bridge.fake import FakeSlurm
+from tests.runtime.output_partition import finalize
 from tests.runtime.support import attempt, inference, lead, place, share, submit, task, training
 
 
@@ -53,16 +54,6 @@ def _reconcile(service: Service, fake: FakeSlurm) -> None:
     assert workers.wait_idle(30)
     reconciler.apply(observe(fake, reconciler.since()), leadership)
     workers.close()
-
-
-def _finalize(service: Service, state: Finalizing) -> list[str]:
-    """_finalize hands finished jobs' manifests to the workers and collects what they wrote."""
-    workers = OutputWorkers()
-    with service.db.session() as session:
-        finalize_jobs(session, SpecCache(), state, workers)
-    assert workers.wait_idle(30)
-    with service.db.session() as session:
-        return finalize_jobs(session, SpecCache(), state, workers)
 
 
 def test_succeeded_inference_attempt_is_committed_from_its_staging_dir(service: Service, tmp_path: Path) -> None:
@@ -126,7 +117,7 @@ def test_finalize_writes_the_job_manifest_and_collects_stale_staging(service: Se
     spec = inference(str(tmp_path / "out"))
     job, tasks = submit(service, spec)
     done = Finalizing()
-    assert _finalize(service, done) == []  # not finished yet
+    assert finalize(service, done) == []  # not finished yet
     stale = place(service.db, tasks[0], [share("node1", gpus=1)], AttemptState.RUNNING)
     with service.db.session() as session:
         attempt_event(session, stale, AttemptState.LOST, "test:lost")
@@ -138,12 +129,12 @@ def test_finalize_writes_the_job_manifest_and_collects_stale_staging(service: Se
         fake.finish(slurm_id)
     _reconcile(service, fake)
     assert all(task(service.db, t).state == TaskState.SUCCEEDED.value for t in tasks)
-    assert _finalize(service, done) == [job]
+    assert finalize(service, done) == [job]
     manifest = json.loads((_folder(service, job, tmp_path) / "_manifest.json").read_text())
     assert manifest["complete"] is True
     assert [p["attempt"] for p in manifest["partitions"]] == winners
     assert not (_folder(service, job, tmp_path) / "_attempts" / stale).exists()
-    assert _finalize(service, done) == []  # written once
+    assert finalize(service, done) == []  # written once
 
 
 def test_two_jobs_with_one_output_folder_never_share_a_file(service: Service, tmp_path: Path) -> None:
@@ -160,7 +151,7 @@ def test_two_jobs_with_one_output_folder_never_share_a_file(service: Service, tm
         fake.finish(slurm_id)
         _reconcile(service, fake)
         jobs.append((job, a))
-    assert sorted(_finalize(service, Finalizing())) == sorted(job for job, _ in jobs)
+    assert sorted(finalize(service, Finalizing())) == sorted(job for job, _ in jobs)
     assert not (tmp_path / "out" / "_manifest.json").exists() and not (tmp_path / "out" / "_attempts").exists()
     for (job, a), content in zip(jobs, (b"first\n", b"second\n"), strict=True):
         manifest = json.loads((_folder(service, job, tmp_path) / "_manifest.json").read_text())

@@ -34,16 +34,14 @@ import pytest
 from sqlalchemy import select
 
 from checkpoint.manifest import committed
-from checkpoint.owner_workers import OutputWorkers
-from meta.cycle.outputs import Finalizing, finalize_jobs
-from meta.cycle.snapshot.build import SpecCache
+from meta.cycle.outputs import Finalizing
 from meta.model.spec import spec_from_dict
 from meta.model.states import AttemptState, JobState
 from meta.service.api import Service
 from meta.store.models import Transition
 from tenants.identity import Principal
 from tests.harness import DaemonHarness
-from tests.runtime.output_partition import GIB, Partition
+from tests.runtime.output_partition import GIB, Partition, finalize
 
 pytestmark = [pytest.mark.slurm]  # alice, a real user, comes with the dev cluster
 
@@ -180,16 +178,6 @@ def test_s2_a_file_alice_cannot_read_is_not_read_for_her(pg_service: Service, al
         assert committed(session, part.job) == []
 
 
-def _finalize(service: Service, state: Finalizing) -> list[str]:
-    """_finalize runs step 14, waits for the workers, and runs it again to collect their answers."""
-    workers = OutputWorkers()
-    with service.db.session() as session:
-        finalize_jobs(session, SpecCache(), state, workers)
-    assert workers.wait_idle(30)
-    with service.db.session() as session:
-        return finalize_jobs(session, SpecCache(), state, workers)
-
-
 def _succeeded_job_of_alice(service: Service, out: Path) -> Partition:
     """_succeeded_job_of_alice is alice's one-partition job, its output committed, succeeded."""
     part = Partition(service, out, owner=ALICE, partitions=1)
@@ -209,13 +197,13 @@ def test_s6_root_never_writes_through_alices_symlinked_job_folder(
     roots.mkdir(mode=0o755)
     _as_alice("mv", str(part.folder), str(alice_out / "moved"))
     _as_alice("ln", "-s", str(roots), str(part.folder))
-    assert _finalize(pg_service, Finalizing()) == []
+    assert finalize(pg_service, Finalizing()) == []
     assert os.listdir(roots) == []  # no manifest, no temp file, nothing removed or made there
 
 
 def test_s6_the_job_manifest_is_alices_and_she_reads_it(pg_service: Service, alice_out: Path) -> None:
     part = _succeeded_job_of_alice(pg_service, alice_out)
-    assert _finalize(pg_service, Finalizing()) == [part.job]
+    assert finalize(pg_service, Finalizing()) == [part.job]
     written = part.folder / "_manifest.json"
     info = written.lstat()
     assert (info.st_uid, info.st_gid) == (ALICE, ALICE) and not written.is_symlink()
