@@ -162,6 +162,19 @@ def live_attempt(service: Service, job_id: str) -> Attempt | None:
         return session.scalar(select(Attempt).where(Attempt.job_id == job_id, Attempt.slurm_job_id.is_not(None)))
 
 
+def run_long_job_as_alice(serve: Serve, alice_dir: Path) -> tuple[str, Attempt]:
+    """run_long_job_as_alice submits LONG as alice and waits until its attempt runs in Slurm: (job id, attempt)."""
+    (alice_dir / "long.yaml").write_text(LONG)
+    submitted = as_user("alice", serve, alice_dir, "submit", "-f", "long.yaml", "--json")
+    assert submitted.code == 0, submitted.stderr
+    job_id = submitted.json()["id"]
+    wait_for("alice's long job to run", lambda: (lambda a: a is not None and a.state == AttemptState.RUNNING.value)(
+        live_attempt(serve.service, job_id)), why=lambda: serve.why(job_id))  # fmt: skip
+    attempt = live_attempt(serve.service, job_id)
+    assert attempt is not None
+    return job_id, attempt
+
+
 def test_a_job_runs_as_alice_and_bobs_forgeries_are_refused(serve: Serve, alice_dir: Path) -> None:
     secret_files.set_secret(serve.secrets, "tenant-a", "HF_TOKEN", ALICE_VALUE)
     secret_files.set_secret(serve.secrets, "tenant-b", "HF_TOKEN", BOB_VALUE)
@@ -246,14 +259,8 @@ def test_a_job_runs_as_alice_and_bobs_forgeries_are_refused(serve: Serve, alice_
     assert secret not in json.dumps(lines) and ALICE_VALUE not in json.dumps(lines)
 
     # the daemon (root) still stops a user's job in Slurm: alice cancels, the daemon runs scancel
-    (alice_dir / "long.yaml").write_text(LONG)
-    long = as_user("alice", serve, alice_dir, "submit", "-f", "long.yaml", "--json")
-    assert long.code == 0, long.stderr
-    long_id = long.json()["id"]
-    wait_for("the long job to run", lambda: (lambda a: a is not None and a.state == AttemptState.RUNNING.value)(
-        live_attempt(serve.service, long_id)), why=lambda: serve.why(long_id))  # fmt: skip
-    running = live_attempt(serve.service, long_id)
-    assert running is not None and slurm_field(["squeue", "-h", "-j", str(running.slurm_job_id), "-o", "%u"]) == "alice"
+    long_id, running = run_long_job_as_alice(serve, alice_dir)
+    assert slurm_field(["squeue", "-h", "-j", str(running.slurm_job_id), "-o", "%u"]) == "alice"
     assert as_user("alice", serve, alice_dir, "cancel", long_id).code == 0
     wait_for("Slurm to cancel it", lambda: slurm_field(
         ["sacct", "-n", "-X", "-P", "-j", str(running.slurm_job_id), "-o", "State"]).startswith("CANCELLED"),

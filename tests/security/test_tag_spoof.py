@@ -22,11 +22,10 @@ from meta.model.states import AttemptState
 from meta.store.models import Attempt, AuditEvent
 from tests.identity.conftest import installed_cli, shared_folder  # noqa: F401 - fixtures
 from tests.identity.test_jobs_as_users import (  # noqa: F401 - fixtures
-    LONG,
     Serve,
     alice_dir,
     as_user,
-    live_attempt,
+    run_long_job_as_alice,
     serve,
     slurm_field,
     wait_for,
@@ -84,14 +83,7 @@ def test_bobs_jobs_with_alices_tag_neither_end_her_attempt_nor_get_cancelled(
     serve: Serve,  # noqa: F811
     alice_dir: Path,  # noqa: F811
 ) -> None:
-    (alice_dir / "long.yaml").write_text(LONG)
-    submitted = as_user("alice", serve, alice_dir, "submit", "-f", "long.yaml", "--json")
-    assert submitted.code == 0, submitted.stderr
-    job_id = submitted.json()["id"]
-    wait_for("alice's job to run", lambda: (lambda a: a is not None and a.state == AttemptState.RUNNING.value)(
-        live_attempt(serve.service, job_id)), why=lambda: serve.why(job_id))  # fmt: skip
-    attempt = live_attempt(serve.service, job_id)
-    assert attempt is not None
+    job_id, attempt = run_long_job_as_alice(serve, alice_dir)
     tag = slurm_field(["squeue", "-h", "-j", str(attempt.slurm_job_id), "-o", "%k"], user="bob")
     assert tag == f"metasched:attempt={attempt.id}"  # what any user reads off squeue
 
