@@ -22,6 +22,7 @@ import argparse
 import fcntl
 import json
 import os
+import pwd
 import statistics
 import subprocess
 import sys
@@ -55,21 +56,15 @@ def _attack_argv(kind: str, user: str, socket: Path, seconds: float, folder: Pat
     """_attack_argv is the command line that runs one attack as ``user``."""
     argv = [USER_PYTHON, str(ATTACK), kind, "--socket", str(socket), "--seconds", str(seconds)]
     # as hard as one machine allows: the window's time is the bound, the count only a backstop
-    argv += ["--count", "2000" if kind == "S1" else "1000000"]
+    # (S1: connections held; S2: files each partition leaves)
+    argv += ["--count", {"S1": "2000", "S2": "20000"}.get(kind, "1000000")]
     if kind == "S2":
         output = folder / f"{user}-s2-out"
         output.mkdir(exist_ok=True)
-        os.chown(output, *_ids(user))
-        argv = [*argv[:-2], "--output", str(output), "--partitions", "4", "--count", "20000"]
+        entry = pwd.getpwnam(user)
+        os.chown(output, entry.pw_uid, entry.pw_gid)
+        argv += ["--output", str(output), "--partitions", "4"]
     return ["runuser", "-u", user, "--", *argv]
-
-
-def _ids(user: str) -> tuple[int, int]:
-    """_ids is the user's uid and gid."""
-    import pwd
-
-    entry = pwd.getpwnam(user)
-    return entry.pw_uid, entry.pw_gid
 
 
 def _periods(db: Database, start: float, end: float) -> list[tuple[float, float]]:
