@@ -37,8 +37,10 @@ resources: {{cpus: 1, memory: 1Gi, gpus: 1, gpu_type: a100}}
 time_limit: 5m
 command: sleep 3
 """
-# The largest inference job a request may carry is the service's to say: the attacker asks for
-# far more and counts the refusals (a fixed service takes only what its task caps allow).
+# The largest inference job a request may carry is the service's to say: the attacker alternates
+# the finding's request (100 jobs x 20,000 partitions, far past any cap) with the largest one a
+# request may carry (one job of 20,000 partitions), so the daemon really holds as many pending
+# tasks as the caps let one user make.
 FLOOD_PARTITIONS = 20_000
 FLOOD_JOBS_PER_BATCH = 100
 
@@ -110,12 +112,14 @@ def hold_idle(api: Api, count: int, until: float) -> Counter:
 
 
 def flood_batches(api: Api, tenant: str, until: float, limit: int) -> Counter:
-    """flood_batches posts batches of the largest inference jobs as fast as the service answers."""
+    """flood_batches posts oversized and largest-accepted inference batches as fast as the service answers."""
     job = {"kind": "inference", "name": "flood", "tenant": tenant, "partitions": FLOOD_PARTITIONS,
            "resources": {"cpus": 1, "memory": "1Gi", "gpus": 1, "gpu_type": "t4"},
            "output": f"/tmp/ms-flood-{uuid.uuid4().hex[:8]}", "time_limit": "5m", "command": "true"}
-    body = json.dumps({"jobs": [{"spec": job}] * FLOOD_JOBS_PER_BATCH}).encode()
-    return _repeat(lambda: api.send("POST", "/v1/jobs/batch", body), until, limit)
+    item = {"spec_text": json.dumps(job)}  # a batch carries each job's text (JSON is YAML)
+    bodies = [json.dumps({"jobs": [item] * jobs}).encode() for jobs in (FLOOD_JOBS_PER_BATCH, 1)]
+    sent = iter(range(limit))
+    return _repeat(lambda: api.send("POST", "/v1/jobs/batch", bodies[next(sent, 0) % 2]), until, limit)
 
 
 def invented_methods(api: Api, until: float, limit: int) -> Counter:

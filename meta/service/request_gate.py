@@ -9,7 +9,9 @@ slots; a running job's commit, checkpoint report and secret fetch, and ``/health
 peer (a Unix user, an IP address: meta/service/connection_guard.py puts it in the scope) may have
 at most ``per_peer`` requests in flight, so one user's slow requests — even to job-side paths,
 even without a valid credential, each held up to the body deadline — cannot fill the reserve:
-that takes ``limit / per_peer`` users acting together.
+that takes ``limit / per_peer`` users acting together. Once admitted, a request waits for its
+peer's tokens (meta/service/peer_pace.py): a flood of requests is slowed, not served at the
+cycle's expense.
 
 A refusal is ``503 Busy`` with ``Retry-After``: the service looked at nothing but the path, so the
 client may send the request again (cli/client.py does, with back-off).
@@ -17,6 +19,7 @@ client may send the request again (cli/client.py does, with back-off).
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 from collections import Counter
@@ -25,6 +28,7 @@ from dataclasses import dataclass, field
 from meta.model.api_operations import OPERATIONS
 from meta.service.http_errors import error_body
 from meta.service.http_guard import ASGIApp, Receive, Scope, Send
+from meta.service.peer_pace import PeerPace, request_cost
 
 DEFAULT_LIMIT = 256  # requests in flight at once (each holds a task, perhaps a worker thread)
 DEFAULT_RESERVE = 32  # of those, kept for job-side calls and health checks
@@ -73,6 +77,7 @@ class RequestGate:
     per_peer: int = DEFAULT_PER_PEER
     active: int = field(default=0, init=False)  # touched only on the event loop's thread: no lock
     by_peer: Counter[str] = field(default_factory=Counter, init=False)
+    pace: PeerPace = field(default_factory=PeerPace)
 
     def admits(self, path: str, peer: str) -> bool:
         """admits tells whether one more request of ``peer`` to ``path`` fits now."""
@@ -91,9 +96,21 @@ class RequestGate:
         self.active += 1
         self.by_peer[peer] += 1
         try:
+            if PEER in scope and not await self._paced(peer, scope):
+                await answer_busy(send, "you are sending requests faster than the API serves one caller")
+                return
             await self.app(scope, receive, send)
         finally:
             self.active -= 1
             self.by_peer[peer] -= 1
             if self.by_peer[peer] <= 0:
                 del self.by_peer[peer]
+
+    async def _paced(self, peer: str, scope: Scope) -> bool:
+        """_paced waits for the peer's tokens; False when it would wait longer than it may (nothing taken)."""
+        wait = self.pace.delay(peer, request_cost(scope.get("headers", [])))
+        if wait is None:
+            return False
+        if wait > 0:
+            await asyncio.sleep(wait)
+        return True
