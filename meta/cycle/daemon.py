@@ -498,7 +498,7 @@ class Daemon:
     def _applied(self, cycle: _Cycle, result: ApplyResult, report: PeriodReport) -> None:
         """_applied ends step 11 once its transaction committed: the reason memo trusts it, the counts take it."""
         assert self.leadership is not None and cycle.snapshot is not None and cycle.plan is not None
-        self.reasons.committed(cycle.plan.reasons, self.leadership.epoch)
+        self.reasons.committed(cycle.plan.reasons, self.leadership.epoch, result.reasons_deferred)
         self.metrics.cycle_seconds.observe(cycle.duration_s)
         count_placements(self.metrics, cycle.snapshot, cycle.plan, result.skipped, set(result.preempting))
         report.placed = len(result.created)

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import pytest
 from sqlalchemy import event, func, select
+
+import meta.cycle.apply.reasons as reasons_module
 
 from meta.cycle.apply.reasons import REASON_BATCH, ReasonMemo
 from meta.cycle.apply.transaction import ApplyResult, apply_plan
@@ -24,7 +27,7 @@ def _apply(db: Database, plan: Plan, leadership: Leadership, memo: ReasonMemo, j
             session, plan, leadership, NODES, cycle_started=utcnow(), duration_s=0.01,
             pending_count=len(plan.reasons), job_of_task=jobs, memo=memo,
         )  # fmt: skip
-    memo.committed(plan.reasons, leadership.epoch)  # as the daemon does once the commit succeeded
+    memo.committed(plan.reasons, leadership.epoch, result.reasons_deferred)  # as the daemon does once committed
     return result
 
 
@@ -97,6 +100,36 @@ def test_many_reasons_take_one_statement_per_batch(service: Service) -> None:
     assert len(writes) == 2  # ceil(1007 / 1000) upserts, not one statement per task
     with db.session() as session:
         assert session.scalar(select(func.count()).select_from(TaskReason)) == count
+
+
+def test_a_period_writes_at_most_its_share_of_changed_reasons_and_the_next_ones_the_rest(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(reasons_module, "MAX_REASONS_PER_PERIOD", 3)
+    db, leadership, memo = service.db, lead(service.db), ReasonMemo()
+    jobs = _waiting(service, 5)
+    plan = Plan(reasons=dict.fromkeys(jobs, FULL))
+    first = _apply(db, plan, leadership, memo, jobs)
+    assert (first.reasons_written, len(first.reasons_deferred)) == (3, 2)
+    assert set(_stored(db)) == set(list(jobs)[:3])  # the front of the plan first
+    second = _apply(db, plan, leadership, memo, jobs)
+    assert (second.reasons_written, second.reasons_deferred) == (2, [])
+    assert set(_stored(db)) == set(jobs)
+    assert _apply(db, plan, leadership, memo, jobs).reasons_written == 0
+
+
+def test_a_deferred_task_keeps_its_stored_reason_until_the_new_one_is_written(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    db, leadership, memo = service.db, lead(service.db), ReasonMemo()
+    jobs = _waiting(service, 4)
+    _apply(db, Plan(reasons=dict.fromkeys(jobs, FULL)), leadership, memo, jobs)
+    monkeypatch.setattr(reasons_module, "MAX_REASONS_PER_PERIOD", 1)
+    other = PendingReason(ReasonCode.WAITING_FOR_QUOTA, "tenant-a is at its GPU quota", "wait")
+    plan = Plan(reasons=dict.fromkeys(jobs, other))
+    written = [_apply(db, plan, leadership, memo, jobs).reasons_written for _ in range(5)]
+    assert written == [1, 1, 1, 1, 0]
+    assert {code for code, _, _ in _stored(db).values()} == {ReasonCode.WAITING_FOR_QUOTA.value}
 
 
 def test_a_forgotten_or_other_epoch_memo_writes_everything_again(service: Service) -> None:

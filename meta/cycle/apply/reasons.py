@@ -11,12 +11,18 @@ wording quotes: "tenant-0 is ahead in fair share (share 0.40 vs yours 0.00)" hol
 shares move a little with every placement. Rewriting every such row each period cost tens of
 thousands of rows per period at 100k waiting tasks, and reset explain's SINCE although the task
 kept waiting for the same reason. The stored figures are those of the cycle the reason began in.
+
+At most ``MAX_REASONS_PER_PERIOD`` changed reasons are written in one period (the plan's order:
+the front of the queue first); the rest stay unwritten in the memo and are written in the next
+periods. One user's 20,000-task job otherwise made the next period upsert 20,000 rows, 6-12 s on
+PostgreSQL while other requests wrote too (issue 22, ``benchmarks/bench_hostile.py`` S4).
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
+from itertools import islice
 from datetime import datetime
 from functools import lru_cache
 
@@ -29,6 +35,7 @@ from meta.store.models import TaskReason
 from meta.store.upsert import upsert_rows
 
 REASON_BATCH = 1000  # rows per statement
+MAX_REASONS_PER_PERIOD = 2000  # changed reasons written per period; the rest wait for the next ones
 _FIGURE = re.compile(r"\d+(?:\.\d+)?")
 
 
@@ -61,9 +68,20 @@ class ReasonMemo:
             or (held != reason and reason_identity(held) != reason_identity(reason))
         }
 
-    def committed(self, reasons: Mapping[str, PendingReason], epoch: int) -> None:
-        """committed records that ``reasons`` are now the stored ones (tasks left out are no longer waiting)."""
-        self._stored, self._epoch = dict(reasons), epoch
+    def committed(self, reasons: Mapping[str, PendingReason], epoch: int, deferred: Collection[str] = ()) -> None:
+        """committed records that ``reasons`` are now the stored ones, but for ``deferred`` tasks (not written this period).
+
+        Tasks left out of ``reasons`` are no longer waiting; a deferred task keeps the reason the
+        store still holds for it, if any, so the next period finds it changed and writes it.
+        """
+        stored = dict(reasons)
+        for task_id in deferred:
+            held = self._stored.get(task_id)
+            if held is None:
+                stored.pop(task_id, None)
+            else:
+                stored[task_id] = held
+        self._stored, self._epoch = stored, epoch
 
     def holds(self, epoch: int) -> bool:
         """holds tells whether the memo speaks for ``epoch`` (else it must be loaded before use)."""
@@ -97,6 +115,12 @@ class ReasonMemo:
         """follow forgets the memo when leadership changed since it was written (another leader wrote meanwhile)."""
         if epoch != self._epoch:
             self.forget()
+
+
+def this_period(changed: Mapping[str, PendingReason]) -> tuple[dict[str, PendingReason], list[str]]:
+    """this_period splits the changed reasons into those written now (the first MAX_REASONS_PER_PERIOD) and the deferred."""
+    now = dict(islice(changed.items(), MAX_REASONS_PER_PERIOD))
+    return now, [task_id for task_id in changed if task_id not in now] if len(now) < len(changed) else []
 
 
 def store_reasons(

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import delete, select
 from sqlalchemy.orm import Session
 
-from meta.cycle.apply.reasons import ReasonMemo, store_reasons
+from meta.cycle.apply.reasons import ReasonMemo, store_reasons, this_period
 from meta.cycle.lease import Leadership, fence
 from meta.cycle.snapshot.build import share_to_json, totals_per_node
 from meta.model.durations import utcnow
@@ -43,6 +43,7 @@ class ApplyResult:
     preempting: list[str] = field(default_factory=list)
     skipped: dict[str, str] = field(default_factory=dict)  # task id -> why the placement was dropped
     reasons_written: int = 0  # pending reasons that changed and were stored
+    reasons_deferred: list[str] = field(default_factory=list)  # changed, left for the next periods
 
 
 class NodeLedger:
@@ -142,7 +143,9 @@ def apply_plan(
                 lost_gpu_seconds=round(preemption.lost_gpu_seconds, 1),
                 cycle=record.id,
             )
-    changed = memo.changed(plan.reasons) if memo is not None else plan.reasons
+    changed = plan.reasons
+    if memo is not None:  # the daemon: only what changed, a bounded number per period
+        changed, result.reasons_deferred = this_period(memo.changed(plan.reasons))
     result.reasons_written = store_reasons(session, changed, record.id, job_of_task or {}, utcnow())
     record.placed, record.preempted = len(result.created), len(result.preempting)
     return result
