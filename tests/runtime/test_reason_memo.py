@@ -6,7 +6,6 @@ import pytest
 from sqlalchemy import event, func, select
 
 import meta.cycle.apply.reasons as reasons_module
-
 from meta.cycle.apply.reasons import REASON_BATCH, ReasonMemo
 from meta.cycle.apply.transaction import ApplyResult, apply_plan
 from meta.cycle.lease import Leadership

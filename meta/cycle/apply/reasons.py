@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection, Mapping
-from itertools import islice
 from datetime import datetime
 from functools import lru_cache
+from itertools import islice
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
