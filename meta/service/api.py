@@ -48,6 +48,7 @@ from meta.store.db import Database, resolve_url
 from meta.store.lifecycle import cancel_job, stored_spec
 from meta.store.migrate import ensure_schema
 from meta.store.models import Attempt, Job, Task, Transition
+from meta.store.statistics import refresh_after_insert
 from meta.store.transitions import transition_task
 from tenants.identity import ADMIN, InvalidAccount, Principal
 
@@ -168,7 +169,15 @@ class Service:
     def _gated(
         self, principal: Principal, specs: Sequence[AnySpec], store: Callable[[], list[SubmitResult]]
     ) -> list[SubmitResult]:
-        """_gated stores through the submit gate: admitted (or refused) first, the reservation settled after."""
+        """_gated stores through the submit gate, then refreshes the planner's statistics after a large insert."""
+        results = self._admitted(principal, specs, store)
+        refresh_after_insert(self.db, sum(spec.task_count() for one, spec in zip(results, specs, strict=True) if one.created))
+        return results
+
+    def _admitted(
+        self, principal: Principal, specs: Sequence[AnySpec], store: Callable[[], list[SubmitResult]]
+    ) -> list[SubmitResult]:
+        """_admitted stores through the submit gate: admitted (or refused) first, the reservation settled after."""
         if self.gate is None:
             return store()
         # charged in tasks (issue 22, S4): a job of 20,000 partitions costs what 20,000 one-task jobs do
