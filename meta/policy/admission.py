@@ -89,6 +89,18 @@ class TokenBucket:
             self.tokens -= count
         return wait
 
+    def reserve(self, count: int, now: float, max_wait_s: float) -> float | None:
+        """reserve spends ``count`` tokens ahead of time (the bucket may go into debt) and returns the wait until they are there.
+
+        None when that wait is longer than ``max_wait_s``: nothing is spent. The API's per-peer
+        pace (meta/service/peer_pace.py) makes a request wait this long instead of refusing it.
+        """
+        wait = self.wait_for(count, now)
+        if wait > max_wait_s:
+            return None
+        self.tokens -= count
+        return wait
+
     def give_back(self, count: int) -> None:
         """give_back returns tokens of a submit that stored nothing."""
         self.tokens = min(float(self.burst), self.tokens + count)

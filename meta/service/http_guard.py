@@ -78,7 +78,7 @@ class RequestGuard:
             # no credential at all: refused before a byte of the body is read, in the authenticator's words
             await self._authenticate(scope, send, header, target, b"")
             return
-        declared = _content_length(scope)
+        declared = content_length(scope)
         if declared is None:
             await _refuse(send, 400, "InvalidRequest", "bad Content-Length header")
             return
@@ -117,8 +117,8 @@ def _header(scope: Scope, name: bytes) -> str | None:
     return None
 
 
-def _content_length(scope: Scope) -> int | None:
-    """_content_length is the declared body size (0 when absent), None when the header is not a number."""
+def content_length(scope: Scope) -> int | None:
+    """content_length is the declared body size (0 when absent), None when the header is not a number."""
     value = _header(scope, b"content-length")
     if value is None:
         return 0

@@ -18,31 +18,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from meta.policy.admission import TokenBucket
+from meta.service.http_guard import Scope, content_length
+
 DEFAULT_RATE = 50.0  # tokens a second per peer: far above a person's commands, a tenth of a flood's
-DEFAULT_BURST = 500.0  # a peer may spend this much at once (a burst of job-side commits)
+DEFAULT_BURST = 500  # a peer may spend this much at once (a burst of job-side commits)
 DEFAULT_MAX_WAIT_S = 5.0  # a request waits at most this long for its tokens, then 503 Busy
 BYTES_PER_TOKEN = 4096
 MAX_PEERS = 4096  # buckets kept; past it the full (idle) ones are dropped
 
 
-def request_cost(headers: list[tuple[bytes, bytes]]) -> float:
-    """request_cost is one token plus one per started BYTES_PER_TOKEN of the declared Content-Length."""
-    for name, value in headers:
-        if name.lower() == b"content-length":
-            try:
-                size = max(int(value), 0)
-            except ValueError:
-                return 1.0
-            return 1.0 + -(-size // BYTES_PER_TOKEN)
-    return 1.0
-
-
-@dataclass
-class _Bucket:
-    """_Bucket is one peer's tokens and when they were last counted."""
-
-    tokens: float
-    at: float
+def request_cost(scope: Scope) -> int:
+    """request_cost is one token plus one per started BYTES_PER_TOKEN of the declared Content-Length (1 without one)."""
+    size = content_length(scope) or 0  # a bad header is the body guard's to refuse
+    return 1 + -(-size // BYTES_PER_TOKEN)
 
 
 @dataclass
@@ -50,38 +39,29 @@ class PeerPace:
     """PeerPace says how long a peer's request must wait for its tokens (None: longer than it may)."""
 
     rate: float = DEFAULT_RATE
-    burst: float = DEFAULT_BURST
+    burst: int = DEFAULT_BURST
     max_wait_s: float = DEFAULT_MAX_WAIT_S
     clock: Callable[[], float] = time.monotonic
-    buckets: dict[str, _Bucket] = field(default_factory=dict)  # touched only on the event loop's thread
+    buckets: dict[str, TokenBucket] = field(default_factory=dict)  # touched only on the event loop's thread
 
-    def delay(self, peer: str, cost: float) -> float | None:
+    def delay(self, peer: str, cost: int) -> float | None:
         """delay takes ``cost`` tokens from ``peer`` and returns the seconds to wait first (None: refused, nothing taken)."""
         now = self.clock()
-        bucket = self._bucket(peer, now)
-        cost = min(cost, self.burst)  # a request larger than the bucket still passes, after a full refill
-        wait = max(cost - bucket.tokens, 0.0) / self.rate
-        if wait > self.max_wait_s:
-            return None
-        bucket.tokens -= cost  # may go below zero: the wait pays it back
-        return wait
+        bucket = self.buckets.get(peer) or self._new_bucket(peer, now)
+        # a request larger than the bucket still passes, after a full refill
+        return bucket.reserve(min(cost, self.burst), now, self.max_wait_s)
 
-    def _bucket(self, peer: str, now: float) -> _Bucket:
-        """_bucket is ``peer``'s bucket refilled to ``now`` (a new peer starts full)."""
-        bucket = self.buckets.get(peer)
-        if bucket is None:
-            if len(self.buckets) >= MAX_PEERS:
-                self._drop_idle(now)
-            if len(self.buckets) >= MAX_PEERS:  # all busy: the oldest goes (it starts full again)
-                del self.buckets[next(iter(self.buckets))]
-            bucket = self.buckets[peer] = _Bucket(self.burst, now)
-            return bucket
-        bucket.tokens = min(self.burst, bucket.tokens + (now - bucket.at) * self.rate)
-        bucket.at = now
+    def _new_bucket(self, peer: str, now: float) -> TokenBucket:
+        """_new_bucket is a full bucket for ``peer``, room made by forgetting idle peers (or the oldest)."""
+        if len(self.buckets) >= MAX_PEERS:
+            self._drop_idle(now)
+        if len(self.buckets) >= MAX_PEERS:  # all busy: the oldest goes (it starts full again)
+            del self.buckets[next(iter(self.buckets))]
+        bucket = self.buckets[peer] = TokenBucket(self.rate, self.burst, now)
         return bucket
 
     def _drop_idle(self, now: float) -> None:
         """_drop_idle forgets the peers whose buckets have refilled (a new bucket would start the same)."""
         for peer, bucket in list(self.buckets.items()):
-            if bucket.tokens + (now - bucket.at) * self.rate >= self.burst:
+            if bucket.wait_for(self.burst, now) == 0.0:
                 del self.buckets[peer]

@@ -108,7 +108,7 @@ class RequestGate:
 
     async def _paced(self, peer: str, scope: Scope) -> bool:
         """_paced waits for the peer's tokens; False when it would wait longer than it may (nothing taken)."""
-        wait = self.pace.delay(peer, request_cost(scope.get("headers", [])))
+        wait = self.pace.delay(peer, request_cost(scope))
         if wait is None:
             return False
         if wait > 0:

@@ -53,10 +53,10 @@ def test_tokens_refill_with_time_up_to_the_burst() -> None:
 
 
 def test_a_request_costs_one_token_plus_its_declared_body() -> None:
-    assert request_cost([]) == 1
-    assert request_cost([(b"content-length", b"0")]) == 1
-    assert request_cost([(b"Content-Length", str(BYTES_PER_TOKEN + 1).encode())]) == 3
-    assert request_cost([(b"content-length", b"not a number")]) == 1
+    assert request_cost({"headers": []}) == 1
+    assert request_cost({"headers": [(b"content-length", b"0")]}) == 1
+    assert request_cost({"headers": [(b"Content-Length", str(BYTES_PER_TOKEN + 1).encode())]}) == 3
+    assert request_cost({"headers": [(b"content-length", b"not a number")]}) == 1
 
 
 def test_the_buckets_kept_are_bounded() -> None:

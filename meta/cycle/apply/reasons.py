@@ -24,7 +24,6 @@ import re
 from collections.abc import Collection, Mapping
 from datetime import datetime
 from functools import lru_cache
-from itertools import islice
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -119,8 +118,8 @@ class ReasonMemo:
 
 def this_period(changed: Mapping[str, PendingReason]) -> tuple[dict[str, PendingReason], list[str]]:
     """this_period splits the changed reasons into those written now (the first MAX_REASONS_PER_PERIOD) and the deferred."""
-    now = dict(islice(changed.items(), MAX_REASONS_PER_PERIOD))
-    return now, [task_id for task_id in changed if task_id not in now] if len(now) < len(changed) else []
+    task_ids = list(changed)  # the plan's order
+    return {task_id: changed[task_id] for task_id in task_ids[:MAX_REASONS_PER_PERIOD]}, task_ids[MAX_REASONS_PER_PERIOD:]
 
 
 def store_reasons(
