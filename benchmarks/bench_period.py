@@ -10,7 +10,10 @@ through the Service (inference jobs of up to 1,000 shards, 10 tenants); Slurm is
 FakeSlurm, so the figures are the daemon's own work: its store reads and writes and the policy.
 Every task (running or waiting) wants one A100, and the nodes have R GPUs between them (R/N
 each, rounded), so the running attempts fill them and a waiting task fits only where a running
-one ended. Per size:
+one ended. ``--shape mixed`` submits the waiting (and steady) work instead as separate jobs of
+every kind — evaluations, trainings (a tenth of them gangs of 2-4 workers), inferences of 1-4
+partitions — spread over the 10 tenants, a worker asking for up to what a node has (what a real
+queue looks like; ``mixed()``). Per size (idle and steady report their median and max):
 
 * first: the period that places the R running attempts (their launches stream behind it);
 * view: the first period after the W waiting tasks arrive (the leader describes each once);
@@ -24,7 +27,8 @@ one ended. Per size:
 * failover: the first period of a new leader (empty memory: it rebuilds its view of every
   waiting task and rewrites no reason it finds stored).
 
-The launch pool is drained between periods (the daemon's period leaves it the rest of its
+The collector is tuned as ``metasched serve`` tunes it (``meta/cycle/collector.py``); ``--gc default``
+measures with CPython's thresholds instead. The launch pool is drained between periods (the daemon's period leaves it the rest of its
 2 s); its time is not in a period's. Every step of ``Daemon.period`` is timed for the steady
 periods; RSS is the process's (peak, and current after the last period).
 """
@@ -32,8 +36,10 @@ periods; RSS is the process's (peak, and current after the last period).
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import math
+import random
 import resource
 import statistics
 import sys
@@ -51,6 +57,7 @@ sys.path.insert(0, str(REPO))
 import meta.cycle.daemon as daemon_module  # noqa: E402
 from benchmarks.store import open_store  # noqa: E402
 from meta.cycle.actuate.launch_plan import LaunchSettings  # noqa: E402
+from meta.cycle.collector import tune_collector  # noqa: E402
 from meta.cycle.daemon import Daemon, DaemonConfig  # noqa: E402
 from meta.cycle.lease import LEASE_NAME  # noqa: E402
 from meta.model.durations import utcnow  # noqa: E402
@@ -62,11 +69,13 @@ from slurm_bridge.fake import FakeSlurm, sinfo_node  # noqa: E402
 
 TENANTS = [f"tenant-{i}" for i in range(10)]
 SHARDS_PER_JOB = 1000
+MIXED_BATCH = 1000  # jobs per submit_many (the API's bound)
 BURST = 2000
 STEPS = ("_inventory", "_reconcile", "_snapshot", "_gates", "_schedule", "_apply", "_holds", "_actuate")
 CYCLE = ("_snapshot", "_gates", "_schedule", "accrue", "_apply", "_holds")  # steps 7 to 12, "_cycle" in the results
 INNER = ("build_snapshot", "schedule", "accrue", "apply_plan")
 SETTLE_S = 600.0
+DEFAULT_GC_THRESHOLDS = (700, 10, 10)  # CPython's, for --gc default
 
 
 def shards(service: Service, count: int, gpus: int, tag: str) -> None:
@@ -81,6 +90,45 @@ def shards(service: Service, count: int, gpus: int, tag: str) -> None:
         }  # fmt: skip
         service.submit(spec_from_dict(spec))
         count, job = count - n, job + 1
+
+
+def mixed(service: Service, count: int, gpus: int, tag: str, seed: int = 24) -> None:
+    """mixed submits ``count`` separate jobs of every kind, 10 tenants, gangs of 2-4 workers (issue 24's real-queue shape).
+
+    In 1,000: 450 evaluations, 250 one-worker and 100 gang trainings, 200 inferences of 1-4
+    partitions (so the task count slightly exceeds ``count``); a tenth of the trainings
+    preemptible with a checkpoint, time limits from 10 minutes to a day. A worker asks for at
+    most ``gpus`` GPUs (what the bench's nodes have), so each job fits where running work ended.
+    """
+    rng = random.Random(f"{seed}-{tag}")
+    batch: list[Any] = []
+    for number in range(count):
+        batch.append(spec_from_dict(_mixed_spec(rng, f"{tag}-{number}", TENANTS[rng.randrange(len(TENANTS))], gpus)))
+        if len(batch) == MIXED_BATCH:
+            service.submit_many(batch)
+            batch = []
+    if batch:
+        service.submit_many(batch)
+
+
+def _mixed_spec(rng: random.Random, name: str, tenant: str, gpus: int) -> dict[str, Any]:
+    """_mixed_spec is one job of the mixed shape (see ``mixed``)."""
+    roll = rng.random()
+    worker = {"cpus": 1, "memory": "1G", "gpus": rng.randint(1, max(1, gpus)), "gpu_type": "a100"}
+    limit = rng.choice(("10m", "1h", "4h", "24h"))
+    base = {"name": name, "tenant": tenant, "time_limit": limit, "resources": worker}
+    if roll < 0.45:
+        return base | {"kind": "evaluation", "command": "python eval.py", "resources": worker | {"gpus": 1}}
+    if roll < 0.80:
+        spec = base | {"kind": "training", "command": "python train.py", "workers": 1 if roll < 0.70 else rng.randint(2, 4)}
+        if rng.random() < 0.1:
+            spec |= {"preemptible": True, "checkpoint": {"dir": f"/tmp/bench-period/{name}", "interval": "30m"}}
+        return spec
+    return base | {"kind": "inference", "command": "python infer.py", "partitions": rng.randint(1, 4),
+                   "output": f"/tmp/bench-period/{name}", "resources": worker | {"gpus": 1}}  # fmt: skip
+
+
+SUBMITTERS = {"shards": shards, "mixed": mixed}
 
 
 class StepClock:
@@ -157,7 +205,10 @@ def new_leader(db: Database, fake: FakeSlurm, config: DaemonConfig, old: Daemon)
     return Daemon(db, fake, config)
 
 
-def measure(waiting: int, nodes: int, running: int, url: str | None, periods: int) -> dict[str, Any]:
+def measure(
+    waiting: int, nodes: int, running: int, url: str | None, periods: int, collector: str = "tuned",
+    shape: str = "shards",
+) -> dict[str, Any]:
     """measure fills the store and times the periods of one size (see the module docstring)."""
     db = open_store(url)
     service = Service(db)
@@ -168,13 +219,20 @@ def measure(waiting: int, nodes: int, running: int, url: str | None, periods: in
     config = DaemonConfig(period_s=0.0, leader_lease_s=3600, holder="bench",
                           launch=LaunchSettings(log_dir=tempfile.mkdtemp()))  # fmt: skip
     daemon = Daemon(db, fake, config)
+    if collector == "tuned":
+        tune_collector()  # as metasched serve does after building its daemon
+    else:
+        gc.unfreeze()
+        gc.set_threshold(*DEFAULT_GC_THRESHOLDS)
     clock = StepClock(daemon)
     t0 = time.perf_counter()
     shards(service, running, per_task, "run")
     setup = time.perf_counter() - t0
     first = [run_period(daemon, clock, fake) for _ in range(2)]  # places them; then sees them running
     t0 = time.perf_counter()
-    shards(service, waiting, per_task, "wait")
+    submit = SUBMITTERS[shape]
+    room = max(1, per_node)  # what a node has: the mixed shape's workers ask for at most this
+    submit(service, waiting, room, "wait")
     setup += time.perf_counter() - t0
     view = run_period(daemon, clock, fake)
     idle = [run_period(daemon, clock, fake) for _ in range(periods)]
@@ -182,7 +240,7 @@ def measure(waiting: int, nodes: int, running: int, url: str | None, periods: in
     steady = []
     for _ in range(periods):
         end_running(fake, churn)
-        shards(service, churn, per_task, f"more-{len(steady)}")
+        submit(service, churn, room, f"more-{len(steady)}")
         steady.append(run_period(daemon, clock, fake))
     for i in range(BURST):
         fake.nodes[f"x{i:05d}"] = sinfo_node(f"x{i:05d}", gpus=1)
@@ -201,6 +259,7 @@ def measure(waiting: int, nodes: int, running: int, url: str | None, periods: in
         waiting=waiting, nodes=nodes, running=running, setup_s=setup,
         first=first[0]["period"], first_placed=first[0]["placed"], first_stream=first[0]["stream"],
         view=view["period"], idle=statistics.median(p["period"] for p in idle),
+        idle_max=max(p["period"] for p in idle), steady_max=max(p["period"] for p in steady), shape=shape,
         idle_steps={k: round(statistics.median(p.get(k, 0.0) for p in idle), 3) for k in (*STEPS, *INNER)},
         steady_placed=statistics.median(p["placed"] for p in steady),
         burst=burst["period"], burst_placed=burst["placed"], burst_stream=burst["stream"],
@@ -238,21 +297,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--db", default=None, help="an empty database URL (default: a new SQLite file)")
     parser.add_argument("--periods", type=int, default=3, help="idle and steady periods measured per size (median)")
     parser.add_argument("--json", default=None, help="also write every figure to this file")
+    parser.add_argument(
+        "--shape", choices=tuple(SUBMITTERS), default="shards",
+        help="waiting work as inference jobs of 1,000 shards, or as separate mixed jobs (kinds, gangs, tenants)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--gc", choices=("tuned", "default"), default="tuned",
+        help="the collector as metasched serve tunes it (meta/cycle/collector.py), or CPython's defaults",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     try:
         sizes = [parse_size(s) for s in args.sizes.split(",")]
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
-    print("| waiting × nodes × running | first (placed) | view | idle | steady (placed) | burst (placed) "
+    print("| waiting × nodes × running | first (placed) | view | idle median / max | steady median / max (placed) | burst (placed) "
           "| stream | ends (placed) | failover | reconcile | snapshot | schedule | apply | actuate | RSS MiB (peak) |")  # fmt: skip
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     rows = []
     for waiting, nodes, running in sizes:
-        r = measure(waiting, nodes, running, args.db, max(1, args.periods))
+        r = measure(waiting, nodes, running, args.db, max(1, args.periods), args.gc, args.shape)
         rows.append(r)
         print(
             f"| {waiting:,} × {nodes:,} × {running:,} | {r['first']:.2f} ({r['first_placed']:,}) | {r['view']:.2f} "
-            f"| {r['idle']:.3f} | {r['period']:.3f} ({r['steady_placed']:.0f}) | {r['burst']:.2f} ({r['burst_placed']:,}) "
+            f"| {r['idle']:.3f} / {r['idle_max']:.3f} | {r['period']:.3f} / {r['steady_max']:.3f} ({r['steady_placed']:.0f}) | {r['burst']:.2f} ({r['burst_placed']:,}) "
             f"| {r['burst_stream']:.2f} | {r['ends']:.2f} ({r['ends_placed']:,}) | {r['failover']:.2f} | {r['_reconcile']:.3f} | {r['build_snapshot']:.3f} "
             f"| {r['schedule']:.3f} | {r['apply_plan']:.3f} | {r['_actuate']:.3f} | {r['rss_mib']:.0f} ({r['rss_peak_mib']:.0f}) |",
             flush=True,

@@ -17,6 +17,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from functools import lru_cache
 
 from slurm_bridge import hostlist
 from slurm_bridge.errors import SlurmRejected, SlurmTransient, SlurmUnknownOutcome
@@ -471,7 +472,7 @@ class FakeSlurm:
                     account=job.account,
                     qos="normal",
                     partition="gpu",
-                    nodelist=hostlist.compress(nodes) if running and nodes else "",
+                    nodelist=_nodelist(nodes) if running and nodes else "",
                     nodes=nodes if running else (),
                     tres_alloc=Tres(),
                     tres_per_node=(),
@@ -527,6 +528,12 @@ class FakeSlurm:
             end=job.ended_at,
             uid=job.uid,
         )
+
+
+@lru_cache(maxsize=65536)
+def _nodelist(nodes: tuple[str, ...]) -> str:
+    """_nodelist is squeue's NODELIST of a job's nodes, rendered once: the fake's own cost is no daemon's."""
+    return hostlist.compress(nodes)
 
 
 def _user_name(uid: int) -> str:

@@ -20,6 +20,7 @@ from meta.config.paths import default_state_dir
 from meta.config.policy_file import PolicyFileError, load_policy_config
 from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.apply.decision_log import DecisionLogSettings
+from meta.cycle.collector import tune_collector
 from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.metrics import Metrics
 from meta.cycle.reconcile.settings import ReconcileSettings
@@ -78,6 +79,7 @@ def serve(
     config = daemon_config(settings, scheduler, str(files.log_dir),
                            settings.job_api or (api.addresses()[0] if api is not None else None))  # fmt: skip
     daemon = Daemon(service.db, client, config, metrics)
+    tune_collector()
     if mode.once:
         return _one_period(daemon, settings.submit_timeout)
     if settings.metrics_port:

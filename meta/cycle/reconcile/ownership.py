@@ -50,10 +50,16 @@ class Claims:
         return self.claims.get(attempt_id) or Claim(None, self.daemon_uid)
 
     @classmethod
-    def load(cls, session: Session, attempt_ids: Iterable[str], daemon_uid: int) -> Claims:
-        """load reads the recorded Slurm id, run-as uid and tenant of each attempt, a slice at a time."""
-        claims: dict[str, Claim] = {}
-        for chunk in chunked(sorted(set(attempt_ids))):
+    def load(
+        cls, session: Session, attempt_ids: Iterable[str], daemon_uid: int, known: ClaimCache | None = None
+    ) -> Claims:
+        """load reads the recorded Slurm id, run-as uid and tenant of each attempt, a slice at a time.
+
+        Claims in ``known`` are not read again, and the final ones read now are added to it.
+        """
+        wanted = set(attempt_ids)
+        claims: dict[str, Claim] = known.pick(wanted) if known is not None else {}
+        for chunk in chunked(sorted(wanted.difference(claims))):
             rows = session.execute(
                 select(Attempt.id, Attempt.slurm_job_id, Job.owner_uid, Job.tenant)
                 .join(Job, Job.id == Attempt.job_id)
@@ -62,7 +68,34 @@ class Claims:
             for row in rows:
                 uid = row.owner_uid if row.owner_uid is not None else daemon_uid
                 claims[row.id] = Claim(row.slurm_job_id, uid, row.tenant)
+        if known is not None:
+            known.add(claims)
         return cls(claims, daemon_uid)
+
+
+class ClaimCache:
+    """ClaimCache keeps the claims that can no longer change, so a period reads only new attempts'.
+
+    A claim is final once the attempt's Slurm id is recorded: the id is written once, and the
+    job's owner and tenant never change. At 10,000 running attempts reading every claim twice a
+    period cost about 0.4 s (issue 24).
+    """
+
+    def __init__(self) -> None:
+        self._final: dict[str, Claim] = {}
+
+    def pick(self, attempt_ids: Iterable[str]) -> dict[str, Claim]:
+        """pick is the cached claims among ``attempt_ids``."""
+        return {a: claim for a in attempt_ids if (claim := self._final.get(a)) is not None}
+
+    def add(self, claims: Mapping[str, Claim]) -> None:
+        """add keeps the final ones among ``claims``."""
+        self._final.update((a, claim) for a, claim in claims.items() if claim.slurm_job_id is not None)
+
+    def keep(self, attempt_ids: Iterable[str]) -> None:
+        """keep forgets the claims of attempts no longer followed."""
+        wanted = set(attempt_ids)
+        self._final = {a: claim for a, claim in self._final.items() if a in wanted}
 
 
 @lru_cache(maxsize=1024)

@@ -14,7 +14,7 @@ from meta.cycle.reconcile.attribution import CancelAttribution
 from meta.cycle.reconcile.cancellers import Canceller
 from meta.cycle.reconcile.observe import Observation, observe
 from meta.cycle.reconcile.orphans import cancel_orphans, scancel
-from meta.cycle.reconcile.ownership import Claims
+from meta.cycle.reconcile.ownership import ClaimCache, Claims
 from meta.cycle.reconcile.seen import choose, seen
 from meta.cycle.reconcile.settings import LIVE, ReconcileResult, ReconcileSettings, SuccessHook
 from meta.cycle.reconcile.sightings import Sightings
@@ -52,6 +52,7 @@ class Reconciler:
         self.attribution = CancelAttribution(cancellers, self.settings.cancel_attribution_s)
         self.sightings = Sightings(self.settings)
         self.spoofs = SpoofReports()
+        self.claims = ClaimCache()
         # called inside the transaction, before an attempt moves to succeeded (e.g. commit outputs)
         self.on_success = on_success
         # attempts this replica's launch pool has queued or sending: Slurm's silence says nothing yet
@@ -106,6 +107,7 @@ class Reconciler:
                         self._follow(session, attempt_id, observation, result)
                 self.sightings.renew(session, steady, observation.at)
         self.sightings.keep(live_ids)
+        self.claims.keep(set(live_ids) | _named(observation))
         cancel_orphans(observation, set(live_ids), set(self._live_ids()), result, self._scancel)
         return result
 
@@ -113,11 +115,11 @@ class Reconciler:
         """_claims are the recorded ids and run-as users of ``attempt_ids`` (None: the live attempts)."""
         ids = self._live_ids() if attempt_ids is None else attempt_ids
         with self.db.session() as session:
-            return Claims.load(session, ids, self.settings.daemon_uid)
+            return Claims.load(session, ids, self.settings.daemon_uid, self.claims)
 
     def _screen(self, observation: Observation, result: ReconcileResult) -> None:
         """_screen sets aside the tagged jobs that are not their attempt's, and reports new ones once."""
-        named = set(observation.squeue) | set(observation.sacct) | {key[0] for key in observation.spoofed}
+        named = _named(observation)
         if not named:
             return
         claims = self._claims(named)
@@ -168,3 +170,8 @@ class Reconciler:
     def _scancel(self, slurm_job_id: str) -> None:
         """_scancel cancels one Slurm job (a duplicate or an orphan); a failure is only logged."""
         scancel(self.client, slurm_job_id)
+
+
+def _named(observation: Observation) -> set[str]:
+    """_named are the attempts the observation's tagged jobs name."""
+    return set(observation.squeue) | set(observation.sacct) | {key[0] for key in observation.spoofed}
