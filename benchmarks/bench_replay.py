@@ -15,7 +15,8 @@ the Slurm test lock (tests that run daemons wait), and needs root, the dev clust
 installed CLI (``./deploy/devcluster up``, ``./deploy/install-cli``).
 
 Run: ``python benchmarks/bench_replay.py [--rounds 2] [--jobs 120] [--span 240] [--load 1.0] [--json]``.
-``--db`` takes a PostgreSQL URL whose schema is emptied (a scratch database); the default is a
+``--policy-config FILE`` runs the metasched side (and its prediction) with a policy file over the
+shipped defaults. ``--db`` takes a PostgreSQL URL whose schema is emptied (a scratch database); the default is a
 fresh SQLite file, metasched's embedded default.
 """
 
@@ -113,6 +114,10 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--db", default=None, help="PostgreSQL scratch URL (default: a fresh SQLite file)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds to wait for one side's jobs")
+    parser.add_argument(
+        "--policy-config", type=Path, default=None,
+        help="YAML of policy settings for the metasched side (serve --policy-config) and its prediction",
+    )  # fmt: skip
     parser.add_argument("--json", action="store_true")
     return parser.parse_args()
 
@@ -165,7 +170,7 @@ def _run(jobs: list[ReplayJob], prefix: str, folder: Path, argv, pending=lambda:
 def _run_metasched(args: argparse.Namespace, jobs: list[ReplayJob], prefix: str, state: Path) -> dict:
     """_run_metasched runs the side through a fresh ``metasched serve`` and adds its CPU time."""
     state.mkdir(mode=0o755)
-    served = serve.start(open_store(args.db), state, PERIOD_S)
+    served = serve.start(open_store(args.db), state, PERIOD_S, args.policy_config)
     try:
         cpu_before = served.cpu_s()
         env = {"METASCHED_API": served.api}
@@ -186,7 +191,7 @@ def _report(args: argparse.Namespace, jobs: list[ReplayJob], rounds: list[dict])
     medians = {side: _median_figures(runs) for side, runs in sides.items()}
     predicted = {
         "plain": predict.simulate(jobs, "slurmlike", PERIOD_S),
-        "metasched": predict.simulate(jobs, "metasched", PERIOD_S),
+        "metasched": predict.simulate(jobs, "metasched", PERIOD_S, args.policy_config),
     }
     return {
         "slice": {
@@ -195,6 +200,7 @@ def _report(args: argparse.Namespace, jobs: list[ReplayJob], rounds: list[dict])
             "span_s": args.span,
             "load": args.load,
             "start_h": args.start_h,
+            "policy_config": str(args.policy_config) if args.policy_config else "shipped defaults",
         },
         "rounds": rounds,
         "median": medians,

@@ -11,7 +11,10 @@ time limit (duration + 1–2 minutes); the simulator's nearest rule is "duration
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from benchmarks.replay.slice import ReplayJob
+from meta.config.policy_file import load_policy_config
 from meta.sim import metrics, policies
 from meta.sim.cluster import ClusterSpec, NodeGroup
 from meta.sim.config import SimConfig
@@ -38,7 +41,7 @@ def trace_of(jobs: list[ReplayJob]) -> list[TraceJob]:
     ]
 
 
-def simulate(jobs: list[ReplayJob], policy: str, period_s: float) -> dict:
+def simulate(jobs: list[ReplayJob], policy: str, period_s: float, policy_config: Path | None = None) -> dict:
     """simulate is the simulator's figures for one side: queue delay, makespan, per-tenant delay."""
     config = SimConfig(
         cycle_interval_s=period_s,
@@ -49,6 +52,8 @@ def simulate(jobs: list[ReplayJob], policy: str, period_s: float) -> dict:
         tenant_weights=SHARES,
     )
     policy_fn, default_config = policies.resolve(policy)
+    if policy_config is not None:
+        default_config = load_policy_config(policy_config, default_config)
     raw = Engine(trace_of(jobs), dev_cluster(), policy_fn, default_config, config).run()
     report = metrics.compute(raw, SHARES)
     return {

@@ -53,7 +53,7 @@ class Served:
             )
 
 
-def start(db: Database, folder: Path, period_s: float = 2.0) -> Served:
+def start(db: Database, folder: Path, period_s: float = 2.0, policy_config: Path | None = None) -> Served:
     """start runs ``metasched serve`` on ``db`` with its state under ``folder`` and waits for its API."""
     socket = folder / "run" / "api.sock"
     argv = [
@@ -62,6 +62,8 @@ def start(db: Database, folder: Path, period_s: float = 2.0) -> Served:
         "--api-socket", str(socket), "--api-listen", "off", "--munge-socket", MUNGE_SOCKET,
         "--log-level", "WARNING",
     ]  # fmt: skip
+    if policy_config is not None:
+        argv += ["--policy-config", str(policy_config.resolve())]
     log = (folder / "serve.log").open("w")
     process = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60
