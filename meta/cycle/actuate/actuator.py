@@ -164,7 +164,7 @@ class Actuator:
         with self.db.session() as session:
             fence(session, leadership)
             moved = mark_launching(session, ids, from_state)
-            self._load_rows(session, moved)
+            rows = self._load_rows(session, moved)  # held here: the session's identity map keeps rows only weakly
             for attempt_id in moved:
                 try:
                     with session.begin_nested():
@@ -177,6 +177,7 @@ class Actuator:
                     result.rejected.append(attempt_id)
                     continue
                 prepared.append((attempt_id, token, script, run_as))
+            del rows
         return prepared
 
     def _submit_all(
@@ -244,13 +245,18 @@ class Actuator:
                     log.info("launched attempt %s as Slurm job %s", attempt_id, outcome)
 
     @staticmethod
-    def _load_rows(session: Session, attempt_ids: list[str]) -> None:
-        """_load_rows reads a batch's attempts, tasks and jobs in three queries (not three per attempt)."""
+    def _load_rows(session: Session, attempt_ids: list[str]) -> list[object]:
+        """_load_rows reads a batch's attempts, tasks and jobs in three queries (not three per attempt).
+
+        The caller keeps the returned rows while it works: the session's identity map holds rows
+        only weakly, and rows nobody references are collected and read again one by one.
+        """
         attempts = session.scalars(
             select(Attempt).where(Attempt.id.in_(attempt_ids)).execution_options(populate_existing=True)
         ).all()
-        session.scalars(select(Task).where(Task.id.in_({a.task_id for a in attempts}))).all()
-        session.scalars(select(Job).where(Job.id.in_({a.job_id for a in attempts}))).all()
+        tasks = session.scalars(select(Task).where(Task.id.in_({a.task_id for a in attempts}))).all()
+        jobs = session.scalars(select(Job).where(Job.id.in_({a.job_id for a in attempts}))).all()
+        return [*attempts, *tasks, *jobs]
 
     def _script(self, session: Session, attempt_id: str) -> tuple[str, int, RunAs | None]:
         """_script renders one attempt's sbatch script from rows already in the session, and whom it runs as."""

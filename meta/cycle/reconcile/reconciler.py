@@ -99,13 +99,16 @@ class Reconciler:
                 fence(session, leadership)
                 steady, groups = classify(session, chunk, observation)
                 done = set(steady)
+                reading: set[str] = set()  # succeeded, output still being read: only their sighting is new
                 for key, stimuli in groups.items():
-                    if move_together(session, key, stimuli, observation.at, result, self.sightings, self.on_success):
+                    if move_together(session, key, stimuli, observation.at, result, self.sightings, self.on_success,
+                                     reading):  # fmt: skip
                         done.update(stimuli)
+                done.update(reading)
                 for attempt_id in chunk:
                     if attempt_id not in done and self._can_judge(attempt_id, observation):
                         self._follow(session, attempt_id, observation, result)
-                self.sightings.renew(session, steady, observation.at)
+                self.sightings.renew(session, steady + sorted(reading), observation.at)
         self.sightings.keep(live_ids)
         self.claims.keep(set(live_ids) | _named(observation))
         cancel_orphans(observation, set(live_ids), set(self._live_ids()), result, self._scancel)

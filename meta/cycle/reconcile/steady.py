@@ -15,7 +15,7 @@ from meta.cycle.reconcile.target import stimulus, target_of
 from meta.model.errors import JOB_FAULTS, ConcurrentModification
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition
 from meta.store.lifecycle import move_attempts
-from meta.store.models import Attempt
+from meta.store.models import Attempt, Job
 
 log = logging.getLogger("metasched.reconciler")
 # moves of a clean start or a clean finish, made for many attempts at once
@@ -61,20 +61,27 @@ def move_together(
     result: ReconcileResult,
     sightings: Sightings,
     on_success: SuccessHook | None,
+    reading: set[str] | None = None,
 ) -> bool:
-    """move_together moves one group in bulk; False (nothing moved) sends it one by one."""
+    """move_together moves one group in bulk; False (nothing moved) sends it one by one.
+
+    Succeeded attempts whose output the workers are still reading stay where they are and go
+    into ``reading`` (the caller renews their sighting, as the one-by-one path would, and looks
+    again next period): asking the success hook a second time in the same period only re-read
+    the store.
+    """
     from_state, target, reason, exit_code = key
     values: dict[str, object] = {**sightings.columns(now)}
     if exit_code is not None and target not in LIVE_ATTEMPT_STATES:
         # squeue reports 0:0 for a running job: an exit code exists only once the attempt ended
         values["exit_code"] = exit_code
+    still_reading: set[str] = set()
     try:
         with session.begin_nested():
             if target == AttemptState.SUCCEEDED and on_success is not None:
-                for attempt in session.scalars(select(Attempt).where(Attempt.id.in_(list(stimuli)))):
-                    if on_success(session, attempt) is not None:
-                        del stimuli[attempt.id]  # output not settled: the one-by-one path holds or fails it
+                still_reading = _settle_outputs(session, stimuli, on_success)
                 if not stimuli:
+                    _add(reading, still_reading)
                     return True
             move_attempts(session, stimuli, from_state, target, reason=reason, actor="reconciler", values=values)
     except (ConcurrentModification, IllegalTransition, *JOB_FAULTS) as exc:
@@ -82,6 +89,32 @@ def move_together(
         # followed alone, where a poison attempt is quarantined
         log.info("bulk move of %d attempts to %s fell back to one by one: %s", len(stimuli), target.value, exc)
         return False
+    _add(reading, still_reading)
     result.transitions += len(stimuli)
     sightings.stored(stimuli, now)
     return True
+
+
+def _settle_outputs(session: Session, stimuli: dict[str, str], on_success: SuccessHook) -> set[str]:
+    """_settle_outputs runs the success hook per attempt; unsettled ones leave ``stimuli``, those still being read are returned."""
+    attempts = list(session.scalars(select(Attempt).where(Attempt.id.in_(list(stimuli)))))
+    # the hook reads each attempt's job: one query for the group puts them in the session's identity
+    # map (which holds them only weakly: ``jobs`` keeps them there for the loop)
+    job_ids = sorted({attempt.job_id for attempt in attempts})
+    jobs = session.scalars(select(Job).where(Job.id.in_(job_ids))).all()
+    reading: set[str] = set()
+    for attempt in attempts:
+        hold = on_success(session, attempt)
+        if hold is None:
+            continue
+        del stimuli[attempt.id]  # output not settled: refused ones fail on the one-by-one path
+        if hold.failure is None:
+            reading.add(attempt.id)
+    del jobs
+    return reading
+
+
+def _add(into: set[str] | None, ids: set[str]) -> None:
+    """_add adds ``ids`` to an optional collector."""
+    if into is not None:
+        into.update(ids)
