@@ -213,3 +213,30 @@ def test_an_uncommitted_attempt_that_fails_is_not_succeeded(service: Service, tm
     assert task(service.db, t0).state == TaskState.PENDING.value
     with service.db.session() as session:
         assert session.get(PartitionCommit, t0) is None
+
+
+def test_a_partition_whose_output_is_being_read_is_asked_once_per_reconcile(service: Service, tmp_path: Path) -> None:
+    """The bulk path keeps it live (sighting renewed) and does not ask the hook again one by one."""
+    fake = FakeSlurm()
+    spec = inference(str(tmp_path / "out"))
+    job, (t0, _) = submit(service, spec)
+    a, slurm_id = _running_partition(service, fake, spec, t0)
+    fake.finish(slurm_id)
+    calls: list[str] = []
+    workers = OutputWorkers()
+    specs = SpecCache()
+
+    def hook(session, attempt_row):
+        calls.append(attempt_row.id)
+        return commit_on_success(session, attempt_row, specs, workers)
+
+    reconciler = Reconciler(service.db, fake, on_success=hook)
+    leadership = lead(service.db)
+    result = reconciler.apply(observe(fake, reconciler.since()), leadership)
+    assert calls == [a]  # handed to the workers: not asked again in the same reconcile
+    assert attempt(service.db, a).state == AttemptState.RUNNING.value and result.transitions == 0
+    assert attempt(service.db, a).last_seen_at is not None
+    assert workers.wait_idle(30)
+    reconciler.apply(observe(fake, reconciler.since()), leadership)
+    workers.close()
+    assert calls == [a, a] and attempt(service.db, a).state == AttemptState.SUCCEEDED.value
