@@ -231,7 +231,8 @@ def measure(
     first = [run_period(daemon, clock, fake) for _ in range(2)]  # places them; then sees them running
     t0 = time.perf_counter()
     submit = SUBMITTERS[shape]
-    room = max(1, per_node)  # what a node has: the mixed shape's workers ask for at most this
+    # shards want one GPU each; the mixed shape's workers ask for up to what a node has
+    room = per_task if shape == "shards" else max(1, per_node)
     submit(service, waiting, room, "wait")
     setup += time.perf_counter() - t0
     view = run_period(daemon, clock, fake)
