@@ -30,6 +30,7 @@ LAZY: dict[str, tuple[str, str, str]] = {
     "serve": ("cli.serve_cmd", "serve", "Run the scheduler daemon and the API until SIGTERM or SIGINT."),
     "simulate": ("cli.simulate_cmd", "simulate", "simulate replays a job trace on a simulated cluster and reports queue delays, JCT, utilization."),
     "db": ("cli.db_cmd", "db", "Manage the metasched database schema."),
+    "plan": ("cli.plan_cmd", "plan", "Capacity planning from the site's own history (as traces the simulator replays)."),
 }
 
 

@@ -33,14 +33,16 @@ ALLOWED: dict[str, frozenset[str]] = {
     # the daemon's start-up wires the cycle, the API and the store together: nothing imports it but `serve`
     "meta.serve": frozenset({"meta.model", "meta.policy", "meta.config", "meta.store", "meta.service", "meta.cycle",
                              "slurm_bridge", "tenants"}),
+    # capacity planning reads the site's history from the store; its gates are the daemon's own (meta.cycle)
+    "meta.plan": frozenset({"meta.model", "meta.policy", "meta.store", "meta.cycle"}),
     "cli": frozenset({"meta.model", "meta.policy", "meta.config", "meta.sim", "meta.store", "meta.service",
-                      "meta.cycle", "meta.serve", "slurm_bridge", "checkpoint", "tenants"}),
+                      "meta.cycle", "meta.serve", "meta.plan", "slurm_bridge", "checkpoint", "tenants"}),
 }
 # layer -> the only modules of the importing layers that may import it (the CLI's `serve` command alone)
 ONLY_FROM: dict[str, frozenset[str]] = {"meta.serve": frozenset({"cli.serve_cmd"})}
 # the thin client speaks the API: of cli, only local mode's wiring (it runs the API's app in process)
-# and `db` reach the store or the service (README "Layout")
-CLI_WIRING = frozenset({"cli.local", "cli.db_cmd"})
+# and the store's own admin commands, `db` and `plan`, reach the store or the service (README "Layout")
+CLI_WIRING = frozenset({"cli.local", "cli.db_cmd", "cli.plan_cmd"})
 KEPT_FROM_CLI = frozenset({"meta.store", "meta.service"})
 
 

@@ -128,7 +128,11 @@ class Engine:
         warm_end = start + self._warmup_s()
         jobs = []
         for job, original in zip(trace, originals, strict=True):
-            workers, per_worker = gang_shape(job.num_gpus, worker_gpus)
+            # a recorded shape (plan history) is replayed as asked; otherwise split by node size
+            if job.workers is not None and job.gpus_per_worker is not None:
+                workers, per_worker = job.workers, job.gpus_per_worker
+            else:
+                workers, per_worker = gang_shape(job.num_gpus, worker_gpus)
             estimate = runtime_estimate(job.duration_s, self.config)
             jobs.append(SimJob(job, job.submit_time, original >= warm_end, workers, per_worker, estimate))
         if jobs and not any(job.measured for job in jobs):

@@ -6,14 +6,16 @@ Choices made here (and reported by the simulator):
   Slurm's GRES allocates whole devices;
 * an empty tenant becomes ``"unknown"``;
 * rows without a duration (PAI pods that were never scheduled) are skipped and counted;
-* ``job_kind`` labels are shortened (``latency_sensitive(...)`` → ``latency_sensitive``).
+* ``job_kind`` labels are shortened (``latency_sensitive(...)`` → ``latency_sensitive``);
+* the optional columns ``workers`` and ``gpus_per_worker`` (``metasched plan history`` writes them)
+  give a gang's own shape; a trace without them is shaped from its GPU count as before.
 """
 
 from __future__ import annotations
 
 import csv
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from meta.model.kinds import JobKind
@@ -51,6 +53,9 @@ class TraceJob:
     memory_mib: int = 0
     tenant: str = UNKNOWN_TENANT
     kind_label: str = "training"
+    # the gang's shape as recorded (None: the simulator splits num_gpus by node size)
+    workers: int | None = None
+    gpus_per_worker: int | None = None
 
     @property
     def kind(self) -> JobKind:
@@ -71,6 +76,7 @@ class LoadReport:
 
 
 REQUIRED_COLUMNS = ("submit_time", "duration_s", "num_gpus")
+SHAPE_COLUMNS = ("workers", "gpus_per_worker")  # optional: both or neither on a row
 
 
 def _float(value: str | None, default: float = 0.0) -> float:
@@ -97,6 +103,7 @@ def parse_row(row: dict[str, str], index: int, report: LoadReport) -> TraceJob |
     tenant = (row.get("tenant") or "").strip()
     if not tenant:
         report.unknown_tenant += 1
+    workers, per_worker = _shape(row, index, gpus)
     return TraceJob(
         job_id=(row.get("job_id") or "").strip() or f"job-{index}",
         submit_time=_float(row.get("submit_time")),
@@ -107,7 +114,30 @@ def parse_row(row: dict[str, str], index: int, report: LoadReport) -> TraceJob |
         memory_mib=int(_float(row.get("memory_mib"))),
         tenant=tenant or UNKNOWN_TENANT,
         kind_label=_kind_label(row.get("job_kind")),
+        workers=workers,
+        gpus_per_worker=per_worker,
     )
+
+
+def _whole(value: str, name: str, index: int) -> int:
+    """_whole parses a count cell that must be a whole number (``2`` or ``2.0``)."""
+    number = float(value)
+    if not number.is_integer() or number < 0:
+        raise TraceError(f"row {index + 1}: {name} must be a whole number, not {value!r}")
+    return int(number)
+
+
+def _shape(row: dict[str, str], index: int, gpus: int) -> tuple[int | None, int | None]:
+    """_shape reads the optional (workers, gpus_per_worker) of a row; they must multiply to its GPUs."""
+    cells = [(row.get(name) or "").strip() for name in SHAPE_COLUMNS]
+    if not any(cells):
+        return None, None
+    if not all(cells):
+        raise TraceError(f"row {index + 1}: give both workers and gpus_per_worker, or neither")
+    workers, per_worker = (_whole(cell, name, index) for cell, name in zip(cells, SHAPE_COLUMNS, strict=True))
+    if workers < 1 or workers * per_worker != gpus:
+        raise TraceError(f"row {index + 1}: {workers} workers × {per_worker} GPUs is not num_gpus {gpus}")
+    return workers, per_worker
 
 
 def load_trace(path: str | Path, max_jobs: int | None = None) -> tuple[list[TraceJob], LoadReport]:
@@ -159,7 +189,4 @@ def compress_arrivals(jobs: list[TraceJob], load: float) -> list[TraceJob]:
 
 def _with_submit(job: TraceJob, submit: float) -> TraceJob:
     """_with_submit copies a TraceJob with a new submit time."""
-    return TraceJob(
-        job.job_id, submit, job.duration_s, job.num_gpus, job.gpu_type,
-        job.num_cpus, job.memory_mib, job.tenant, job.kind_label,
-    )
+    return replace(job, submit_time=submit)

@@ -1,0 +1,1 @@
+"""Capacity planning from the site's own history."""

@@ -1,0 +1,184 @@
+"""``metasched plan history`` through click's CliRunner on a SQLite store, then ``metasched simulate`` on its file."""
+
+from __future__ import annotations
+
+import csv
+import gc
+import io
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from cli.main import cli
+from meta.model.durations import utcnow
+from meta.model.states import AttemptState
+from meta.service.api import Service
+from meta.sim.trace import load_trace
+from meta.store.db import Database
+from meta.store.lifecycle import attempt_event, create_attempt
+from meta.store.models import Job
+from tests.conftest import sqlite_database
+from tests.runtime.support import evaluation, share, submit, training
+
+CLOCKED = ("meta.service.api", "meta.store.lifecycle", "meta.store.transitions", "meta.store.audit")
+LAUNCH, RUN, OK = AttemptState.LAUNCHING, AttemptState.RUNNING, AttemptState.SUCCEEDED
+ONE_GPU = {"cpus": 2, "memory": "8G", "gpus": 1, "gpu_type": "a100"}
+CLUSTER = """
+name: site
+node_groups:
+  - {name: a100, count: 2, gpus: 8, gpu_type: a100}
+"""
+
+
+@pytest.fixture
+def base() -> datetime:
+    """base is a day ago (whole seconds): the jobs' times, inside ``--since 14d``."""
+    return (utcnow() - timedelta(days=1)).replace(microsecond=0)
+
+
+@pytest.fixture
+def store(tmp_path: Path, base: datetime, monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[str, dict[str, str]]]:
+    """store is a SQLite file with four jobs written on a test clock; yields its URL and each job's short id."""
+    now = [base]
+    for module in CLOCKED:
+        monkeypatch.setattr(f"{module}.utcnow", lambda: now[0])
+    db = sqlite_database(tmp_path / "store.sqlite")
+    service = Service(db)
+
+    def at(seconds: float) -> None:
+        now[0] = base + timedelta(seconds=seconds)
+
+    def job(label: str, when: float, spec: Any, path: list[tuple[AttemptState, float]]) -> str:
+        at(when)
+        job_id, (task,) = submit(service, spec)
+        if path:
+            _attempt(db, task, when + 10, path, at)
+        with db.session() as session:
+            row = session.get(Job, job_id)
+            assert row is not None
+            return row.short_id
+
+    ids = {
+        "one": job("one", 100, evaluation("one", "acme", resources=ONE_GPU), [(LAUNCH, 115), (RUN, 120), (OK, 720)]),
+        "two": job("two", 200, training("two", "acme", workers=2), [(LAUNCH, 215), (RUN, 260), (OK, 1260)]),
+        "other": job("other", 300, evaluation("other", "beta", resources=ONE_GPU), [(LAUNCH, 315), (RUN, 330)]),
+        "waiting": job("waiting", 400, evaluation("waiting", "beta", resources=ONE_GPU), []),
+    }
+    db.dispose()
+    monkeypatch.undo()  # the command runs on the real clock: "now" is after every time above
+    yield f"sqlite:///{tmp_path / 'store.sqlite'}", ids
+
+
+def _attempt(db: Database, task_id: str, created: float, path: list[tuple[AttemptState, float]], at: Any) -> None:
+    with db.session() as session:
+        at(created)
+        attempt_id = create_attempt(session, task_id, f"t:{task_id}", placement=[share("n1")]).id
+    for i, (state, when) in enumerate(path):
+        with db.session() as session:
+            at(when)
+            attempt_event(session, attempt_id, state, f"t:{attempt_id}:{i}", actor="test")
+
+
+def run(db_url: str | None, *args: str) -> Result:
+    """run invokes ``metasched`` with the store named by METASCHED_DB and checks it never shows a traceback."""
+    env = {"METASCHED_DB": db_url, "METASCHED_DB_FILE": None, "METASCHED_DEBUG": None}
+    result = CliRunner().invoke(cli, list(args), env=env, prog_name="metasched")
+    gc.collect()  # close the command's engine now
+    assert "Traceback" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result
+
+
+def test_history_writes_the_csv_to_stdout_and_the_summary_to_stderr(store: tuple[str, dict[str, str]], base: datetime) -> None:
+    url, ids = store
+    result = run(url, "plan", "history", "--since", "14d")
+    assert result.exit_code == 0, result.output
+    rows = {row["job_id"]: row for row in csv.DictReader(io.StringIO(result.stdout))}
+    assert set(rows) == {ids["one"], ids["two"], ids["other"]}  # "waiting" never started
+    since = utcnow() - timedelta(days=14)  # the command's own "14d ago" is a moment earlier than this
+    offset = (base - since).total_seconds()
+    assert abs(float(rows[ids["one"]]["submit_time"]) - (offset + 100)) < 60
+    assert (rows[ids["one"]]["duration_s"], rows[ids["one"]]["outcome"], rows[ids["one"]]["censored"]) == ("600", "succeeded", "0")
+    assert (rows[ids["two"]]["num_gpus"], rows[ids["two"]]["workers"], rows[ids["two"]]["gpus_per_worker"]) == ("4", "2", "2")
+    assert (rows[ids["other"]]["outcome"], rows[ids["other"]]["censored"]) == ("running", "1")
+    assert "3 rows (1 censored" in result.stderr and "never started: 1" in result.stderr
+
+
+def test_history_to_a_file_with_json_and_simulate_replays_it(store: tuple[str, dict[str, str]], base: datetime,
+                                                              tmp_path: Path) -> None:
+    url, ids = store
+    out = tmp_path / "trace.csv"
+    since = (base - timedelta(hours=1)).isoformat()
+    result = run(url, "plan", "history", "--since", since, "-o", str(out), "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert (summary["rows"], summary["censored"], summary["skipped_never_started"], summary["jobs"]) == (3, 1, 1, 4)
+    assert summary["path"] == str(out) and summary["window"]["since"] == datetime.fromisoformat(since).isoformat()
+    assert "censored" in summary["rules"]
+    jobs, _ = load_trace(out)
+    assert {job.job_id: job.submit_time for job in jobs} == {ids["one"]: 3700.0, ids["two"]: 3800.0, ids["other"]: 3900.0}
+    cluster = tmp_path / "site.yaml"
+    cluster.write_text(CLUSTER)
+    simulated = run(None, "simulate", "--trace", str(out), "--cluster", str(cluster), "--policy", "fifo",
+                    "--warmup-hours", "0", "--json")
+    assert simulated.exit_code == 0, simulated.output
+    counts = json.loads(simulated.stdout)["runs"][0]["metrics"]["jobs"]
+    assert (counts["total"], counts["rejected"], counts["unfinished"]) == (3, 0, 0)
+
+
+def test_anonymize_hides_tenants_and_names_and_keeps_equal_tenants_equal(store: tuple[str, dict[str, str]],
+                                                                          tmp_path: Path) -> None:
+    url, ids = store
+    out = tmp_path / "shared.csv"
+    result = run(url, "plan", "history", "--since", "2d", "-o", str(out), "--anonymize")
+    assert result.exit_code == 0, result.output
+    text = out.read_text()
+    for secret in ("acme", "beta", "one", "two", "other", *ids.values()):
+        assert f",{secret}," not in text and f"{secret}_" not in text, secret
+    rows = list(csv.DictReader(io.StringIO(text)))
+    by_duration = {row["duration_s"]: row for row in rows}
+    acme = {by_duration["600"]["tenant"], by_duration["1000"]["tenant"]}
+    assert len(acme) == 1 and rows[0]["tenant"] != ""
+    beta = next(row["tenant"] for row in rows if row["censored"] == "1")
+    assert beta not in acme
+
+
+@pytest.mark.parametrize(
+    "args",
+    [["--since", "400d"], ["--since", "yesterday"], ["--since", "1d", "--until", "2d"], ["--since", "14d", "--json"]],
+)
+def test_bad_input_is_one_line_and_exit_2(store: tuple[str, dict[str, str]], args: list[str]) -> None:
+    url, _ = store
+    result = run(url, "plan", "history", *args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("metasched: error: "), result.stderr
+    assert result.stdout == ""
+
+
+def test_a_missing_store_is_refused_and_not_created(tmp_path: Path) -> None:
+    path = tmp_path / "none.sqlite"
+    result = run(f"sqlite:///{path}", "plan", "history", "--since", "14d")
+    assert result.exit_code == 2 and "no store at" in result.stderr, result.output
+    assert not path.exists()
+
+
+def test_plan_is_listed_in_help_without_importing_it() -> None:
+    result = run(None, "--help")
+    assert result.exit_code == 0 and "plan" in result.stdout
+    assert run(None, "plan", "history", "--help").exit_code == 0
+
+
+def test_a_window_by_iso_dates(store: tuple[str, dict[str, str]], base: datetime) -> None:
+    url, ids = store
+    until = (base + timedelta(seconds=250)).astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    result = run(url, "plan", "history", "--since", base.isoformat(), "--until", until)
+    assert result.exit_code == 0, result.output
+    rows = {row["job_id"]: row for row in csv.DictReader(io.StringIO(result.stdout))}
+    # jobs submitted before 250 s; at that cut "two" had not started (260 s), "one" had ended
+    assert set(rows) == {ids["one"]} and rows[ids["one"]]["submit_time"] == "100"
