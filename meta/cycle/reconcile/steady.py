@@ -102,14 +102,20 @@ def _settle_outputs(session: Session, stimuli: dict[str, str], on_success: Succe
     # map (which holds them only weakly: ``jobs`` keeps them there for the loop)
     job_ids = sorted({attempt.job_id for attempt in attempts})
     jobs = session.scalars(select(Job).where(Job.id.in_(job_ids))).all()
-    reading: set[str] = set()
+    holds = {attempt.id: on_success(session, attempt) for attempt in attempts}
+    # The first pass handed the folders to the workers; most scans (an empty or small folder) are
+    # done by now, and asking once more commits them in this period rather than the next.
     for attempt in attempts:
-        hold = on_success(session, attempt)
+        hold = holds[attempt.id]
+        if hold is not None and hold.failure is None:
+            holds[attempt.id] = on_success(session, attempt)
+    reading: set[str] = set()
+    for attempt_id, hold in holds.items():
         if hold is None:
             continue
-        del stimuli[attempt.id]  # output not settled: refused ones fail on the one-by-one path
+        del stimuli[attempt_id]  # output not settled: refused ones fail on the one-by-one path
         if hold.failure is None:
-            reading.add(attempt.id)
+            reading.add(attempt_id)
     del jobs
     return reading
 
