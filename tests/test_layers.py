@@ -33,8 +33,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     # the daemon's start-up wires the cycle, the API and the store together: nothing imports it but `serve`
     "meta.serve": frozenset({"meta.model", "meta.policy", "meta.config", "meta.store", "meta.service", "meta.cycle",
                              "slurm_bridge", "tenants"}),
-    # capacity planning reads the site's history from the store; its gates are the daemon's own (meta.cycle)
-    "meta.plan": frozenset({"meta.model", "meta.policy", "meta.store", "meta.cycle"}),
+    # capacity planning reads the site's history from the store; its gates are the daemon's own (meta.cycle);
+    # calibration replays that history in the simulator (which itself never reaches the store)
+    "meta.plan": frozenset({"meta.model", "meta.policy", "meta.store", "meta.cycle", "meta.sim"}),
     "cli": frozenset({"meta.model", "meta.policy", "meta.config", "meta.sim", "meta.store", "meta.service",
                       "meta.cycle", "meta.serve", "meta.plan", "slurm_bridge", "checkpoint", "tenants"}),
 }

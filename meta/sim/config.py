@@ -23,7 +23,9 @@ class SimConfig:
     restore_cost_s: float = 300.0  # time to reload a checkpoint on restart (no progress)
     checkpoint_kinds: frozenset[JobKind] = frozenset({JobKind.TRAINING})
     preemptible_kinds: frozenset[JobKind] = frozenset({JobKind.TRAINING, JobKind.EVALUATION})
-    estimate: str = "bucket"  # "bucket": duration rounded up to a time-limit bucket; "noise": × factor
+    # "bucket": duration rounded up to a time-limit bucket; "noise": × factor; "limit": the trace's
+    # time limit (what the daemon believes), "bucket" for a job without one
+    estimate: str = "bucket"
     noise_factor: float = 2.0  # used by estimate="noise"
     # the daemon's period: arrivals and completions are decided at the next tick (0 = at once)
     cycle_interval_s: float = DEFAULT_PERIOD_S
@@ -53,8 +55,11 @@ class SimConfig:
     submit_retry_s: float = DEFAULT_PERIOD_S  # a client refused for its pending jobs tries again after this
 
 
-def runtime_estimate(duration_s: float, config: SimConfig) -> float:
+def runtime_estimate(duration_s: float, config: SimConfig, time_limit_s: float | None = None) -> float:
     """runtime_estimate is what both policies believe a job will run (always ≥ the real duration)."""
+    if config.estimate == "limit" and time_limit_s is not None:
+        # a task's attempts together may have run past one attempt's limit: never below the duration
+        return max(time_limit_s, duration_s)
     if config.estimate == "noise":
         return max(duration_s * config.noise_factor, 60.0)
     for bucket in TIME_LIMIT_BUCKETS_S:

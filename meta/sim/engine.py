@@ -133,7 +133,7 @@ class Engine:
                 workers, per_worker = job.workers, job.gpus_per_worker
             else:
                 workers, per_worker = gang_shape(job.num_gpus, worker_gpus)
-            estimate = runtime_estimate(job.duration_s, self.config)
+            estimate = runtime_estimate(job.duration_s, self.config, job.time_limit_s)
             jobs.append(SimJob(job, job.submit_time, original >= warm_end, workers, per_worker, estimate))
         if jobs and not any(job.measured for job in jobs):
             self.notes.append(WARMUP_TOO_LONG)

@@ -8,7 +8,9 @@ Choices made here (and reported by the simulator):
 * rows without a duration (PAI pods that were never scheduled) are skipped and counted;
 * ``job_kind`` labels are shortened (``latency_sensitive(...)`` → ``latency_sensitive``);
 * the optional columns ``workers`` and ``gpus_per_worker`` (``metasched plan history`` writes them)
-  give a gang's own shape; a trace without them is shaped from its GPU count as before.
+  give a gang's own shape; a trace without them is shaped from its GPU count as before;
+* the optional column ``time_limit_s`` (also written by ``plan history``) is the job's time limit,
+  the runtime estimate of ``SimConfig(estimate="limit")``; empty or absent = none.
 """
 
 from __future__ import annotations
@@ -56,6 +58,7 @@ class TraceJob:
     # the gang's shape as recorded (None: the simulator splits num_gpus by node size)
     workers: int | None = None
     gpus_per_worker: int | None = None
+    time_limit_s: float | None = None  # what the job asked for (--time): the daemon's runtime estimate
 
     @property
     def kind(self) -> JobKind:
@@ -116,7 +119,19 @@ def parse_row(row: dict[str, str], index: int, report: LoadReport) -> TraceJob |
         kind_label=_kind_label(row.get("job_kind")),
         workers=workers,
         gpus_per_worker=per_worker,
+        time_limit_s=_time_limit(row, index),
     )
+
+
+def _time_limit(row: dict[str, str], index: int) -> float | None:
+    """_time_limit reads the optional time limit of a row: a positive number of seconds, or None when empty."""
+    cell = (row.get("time_limit_s") or "").strip()
+    if not cell:
+        return None
+    limit = float(cell)
+    if not limit > 0:  # also refuses nan: a limit must let the job run
+        raise TraceError(f"row {index + 1}: time_limit_s must be positive, not {cell!r}")
+    return limit
 
 
 def _whole(value: str, name: str, index: int) -> int:

@@ -1,4 +1,4 @@
-"""``metasched plan history`` through click's CliRunner on a SQLite store, then ``metasched simulate`` on its file."""
+"""``metasched plan history`` and ``plan calibrate`` through click's CliRunner on a SQLite store, then ``metasched simulate`` on its file."""
 
 from __future__ import annotations
 
@@ -16,12 +16,15 @@ from click.testing import CliRunner, Result
 
 from cli.main import cli
 from meta.model.durations import utcnow
+from meta.model.nodes import NodeState
+from meta.model.resources import ResourceVector
 from meta.model.states import AttemptState
 from meta.service.api import Service
 from meta.sim.trace import load_trace
 from meta.store.db import Database
+from meta.store.inventory import save_inventory
 from meta.store.lifecycle import attempt_event, create_attempt
-from meta.store.models import Job
+from meta.store.models import CycleRecord, Job
 from tests.conftest import sqlite_database
 from tests.runtime.support import evaluation, share, submit, training
 
@@ -182,3 +185,88 @@ def test_a_window_by_iso_dates(store: tuple[str, dict[str, str]], base: datetime
     rows = {row["job_id"]: row for row in csv.DictReader(io.StringIO(result.stdout))}
     # jobs submitted before 250 s; at that cut "two" had not started (260 s), "one" had ended
     assert set(rows) == {ids["one"]} and rows[ids["one"]]["submit_time"] == "100"
+
+
+# --- plan calibrate ------------------------------------------------------------------------------------------------
+
+
+def _cluster_file(tmp_path: Path) -> str:
+    path = tmp_path / "site.yaml"
+    path.write_text(CLUSTER)
+    return str(path)
+
+
+def test_calibrate_replays_the_window_beside_the_recorded_delays(store: tuple[str, dict[str, str]], tmp_path: Path) -> None:
+    url, _ = store
+    result = run(url, "plan", "calibrate", "--since", "14d", "--cluster", _cluster_file(tmp_path), "--min-jobs", "1",
+                 "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["rows"], data["replayed"], data["censored"], data["unplaced"], data["jobs"]) == (3, 3, 1, 0, 4)
+    tenants = {fit["tenant"]: fit for fit in data["tenants"]}
+    # recorded: one waited 20 s, two 60 s (acme), other 30 s (beta); 16 free GPUs start each at the next 2 s tick
+    acme, beta = tenants["acme"], tenants["beta"]
+    assert (acme["jobs"], acme["mean_queue_s"]["real"], acme["p95_queue_s"]["real"]) == (2, 40, 58)
+    assert beta["jobs"] == 1 and beta["mean_queue_s"]["real"] == 30
+    for fit in (acme, beta):
+        figure = fit["mean_queue_s"]
+        assert figure["sim"] < 2.5
+        assert figure["error"] == pytest.approx((figure["sim"] - figure["real"]) / figure["real"], abs=1e-3)
+    assert data["cluster"].startswith(f"{tmp_path / 'site.yaml'} (2 nodes, 16 GPUs")
+    assert data["policy"] == "shipped defaults" and data["period_s"] == 2.0
+    assert data["verdict"].startswith("simulated mean queue delay within ") and "every tenant" in data["verdict"]
+    assert any("1 rows had not ended at the cut" in note for note in data["notes"])
+
+
+def test_calibrate_prints_a_table_on_the_stored_inventory_cut_at_the_last_cycle(
+        store: tuple[str, dict[str, str]], base: datetime) -> None:
+    url, _ = store
+    database = Database(url)
+    nodes = [NodeState(name=f"a{i}", capacity=ResourceVector(cpus=32, memory_mib=256000, gpus=8, gpu_type="a100"),
+                       switch="leaf1") for i in range(2)]
+    with database.session() as session:
+        save_inventory(session, nodes, 1, {"leaf1": "spine"})
+        session.add(CycleRecord(epoch=1, inventory_version=1, at=base + timedelta(seconds=400), pending=0, placed=0,
+                                preempted=0, duration_s=0.01, fragmentation={}, held=[]))
+    database.dispose()
+    result = run(url, "plan", "calibrate", "--since", "14d", "--min-jobs", "2")
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    # at the last cycle (400 s) none of the three had ended: all censored, and the daemon's stop is said
+    assert lines[0].startswith("3 rows (3 censored) of 4 jobs submitted ")
+    assert "cluster: stored inventory (2 nodes, 16 GPUs, saved " in lines[0] and "policy: shipped defaults" in lines[0]
+    assert lines[2].split() == ["tenant", "jobs", "real", "mean", "sim", "mean", "error",
+                                "real", "p95", "sim", "p95", "error"]
+    assert lines[3].split()[:4] == ["acme", "2", "40.0", "s"] and lines[4].split()[:4] == ["overall", "3", "36.7", "s"]
+    assert any(line.startswith("GPU utilization: recorded ") for line in lines)
+    assert any(line.startswith("verdict: simulated mean queue delay within ") for line in lines)
+    assert "replayed but not compared (fewer than 2 rows): beta (1)" in result.stdout
+    assert "cut at the daemon's last cycle" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([], "the store has no inventory (no daemon saved one): give --cluster PRESET|YAML|NxG"),
+        (["--cluster", "nowhere.yaml"], "unknown cluster 'nowhere.yaml'"),
+        (["--cluster", "2x8", "--period", "0"], "--period must be positive"),
+        (["--cluster", "2x8", "--min-jobs", "0"], "--min-jobs at least 1"),
+        (["--cluster", "2x8", "--policy-config", "missing.yaml"], "missing.yaml: cannot read"),
+        (["--cluster", "2x8", "--until", "15d"], "must be after --since"),
+    ],
+)
+def test_calibrate_bad_input_is_one_line_and_exit_2(store: tuple[str, dict[str, str]], args: list[str],
+                                                    message: str) -> None:
+    url, _ = store
+    result = run(url, "plan", "calibrate", "--since", "14d", *args)
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("metasched: error: ") and message in lines[0], result.stderr
+    assert result.stdout == ""
+
+
+def test_calibrate_an_empty_window_is_refused(store: tuple[str, dict[str, str]], base: datetime) -> None:
+    url, _ = store
+    until = (base + timedelta(seconds=50)).isoformat()  # before the first job's submit
+    result = run(url, "plan", "calibrate", "--since", "14d", "--until", until, "--cluster", "2x8")
+    assert result.exit_code == 2 and "nothing to replay" in result.stderr, result.output
