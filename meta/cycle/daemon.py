@@ -232,9 +232,6 @@ class Daemon:
         self.reasons = ReasonMemo()  # what this leader stored as each waiting task's reason
         self.pending_view = PendingView()  # each waiting task described once, again only when it changes
         self.live_view = LiveView()  # each live attempt's reservation, likewise
-        # Last period's nodes: handed on unchanged when equal, the policy keeps its index of them,
-        # its filter verdicts and its capacity ledger (meta/policy/inventory.py memoises on identity).
-        self._nodes: tuple[NodeState, ...] = ()
         self.decision_log = DecisionLog(config.decisions)  # what each cycle decided and why, bounded
         self._started_at = utcnow()  # deadline outcomes count jobs that ended since this replica started
 
@@ -438,17 +435,11 @@ class Daemon:
                 view=self.pending_view,
                 live=self.live_view,
             )
-        cycle.nodes = self._same_nodes(tuple(effective_nodes(inventory, self.live_view.held_per_node())))
+        cycle.nodes = tuple(effective_nodes(inventory, self.live_view.held_per_node()))
         cycle.snapshot = replace(snapshot, nodes=cycle.nodes)
         if poison:
             self._quarantine(poison)
         return cycle
-
-    def _same_nodes(self, nodes: tuple[NodeState, ...]) -> tuple[NodeState, ...]:
-        """_same_nodes is last period's node tuple when ``nodes`` equals it, else ``nodes`` (kept for next time)."""
-        if nodes != self._nodes:
-            self._nodes = nodes
-        return self._nodes
 
     def _quarantine(self, poison: list[tuple[str, Exception]]) -> None:
         """_quarantine fails the pending tasks whose own data broke the snapshot (fenced, audited)."""

@@ -1,7 +1,7 @@
 """Inventory: the cycle-independent index of the nodes, built once per node tuple and reused.
 
-The daemon and the simulator hand the same node tuple to cycle after cycle; classes, names,
-switches and filter verdicts depend only on it, so they are memoised on its identity (a pure
+The daemon and the simulator hand equal node tuples to cycle after cycle; classes, names,
+switches and filter verdicts depend only on them, so they are memoised on equality (a pure
 cache: the same input always gives the same index).
 """
 
@@ -67,9 +67,13 @@ _CACHE_SIZE = 4
 
 
 def inventory_for(nodes: tuple[NodeState, ...], parents: Mapping[str, str]) -> Inventory:
-    """inventory_for returns the memoised Inventory of this exact node tuple and switch tree."""
+    """inventory_for returns the memoised Inventory of this node tuple (or an equal one) and switch tree.
+
+    Equal, not only identical: the daemon builds its node tuple anew each period, and an unchanged
+    cluster must keep its index, verdicts and capacity ledger.
+    """
     for inv in _CACHE:
-        if inv.nodes is nodes and inv.parents == parents:
+        if (inv.nodes is nodes or inv.nodes == nodes) and inv.parents == parents:
             return inv
     inv = build_inventory(nodes, parents)
     _CACHE.insert(0, inv)
