@@ -27,7 +27,7 @@ queue looks like; ``mixed()``). Per size (idle and steady report their median an
 * failover: the first period of a new leader (empty memory: it rebuilds its view of every
   waiting task and rewrites no reason it finds stored).
 
-The collector is tuned as ``metasched serve`` tunes it (``meta/cycle/collector.py``); ``--gc default``
+The collector is tuned as ``metasched serve`` tunes it (``meta/serve/collector.py``); ``--gc default``
 measures with CPython's thresholds instead. The launch pool is drained between periods (the daemon's period leaves it the rest of its
 2 s); its time is not in a period's. Every step of ``Daemon.period`` is timed for the steady
 periods; RSS is the process's (peak, and current after the last period).
@@ -57,7 +57,7 @@ sys.path.insert(0, str(REPO))
 import meta.cycle.daemon as daemon_module  # noqa: E402
 from benchmarks.store import open_store  # noqa: E402
 from meta.cycle.actuate.launch_plan import LaunchSettings  # noqa: E402
-from meta.cycle.collector import tune_collector  # noqa: E402
+from meta.serve.collector import tune_collector  # noqa: E402
 from meta.cycle.daemon import Daemon, DaemonConfig  # noqa: E402
 from meta.cycle.lease import LEASE_NAME  # noqa: E402
 from meta.model.durations import utcnow  # noqa: E402
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None) -> int:
     )  # fmt: skip
     parser.add_argument(
         "--gc", choices=("tuned", "default"), default="tuned",
-        help="the collector as metasched serve tunes it (meta/cycle/collector.py), or CPython's defaults",
+        help="the collector as metasched serve tunes it (meta/serve/collector.py), or CPython's defaults",
     )  # fmt: skip
     args = parser.parse_args(argv)
     try:

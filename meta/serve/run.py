@@ -20,7 +20,7 @@ from meta.config.paths import default_state_dir
 from meta.config.policy_file import PolicyFileError, load_policy_config
 from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.apply.decision_log import DecisionLogSettings
-from meta.cycle.collector import tune_collector
+from meta.serve.collector import tune_collector
 from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.metrics import Metrics
 from meta.cycle.reconcile.settings import ReconcileSettings
