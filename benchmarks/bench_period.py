@@ -57,11 +57,11 @@ sys.path.insert(0, str(REPO))
 import meta.cycle.daemon as daemon_module  # noqa: E402
 from benchmarks.store import open_store  # noqa: E402
 from meta.cycle.actuate.launch_plan import LaunchSettings  # noqa: E402
-from meta.serve.collector import tune_collector  # noqa: E402
 from meta.cycle.daemon import Daemon, DaemonConfig  # noqa: E402
 from meta.cycle.lease import LEASE_NAME  # noqa: E402
 from meta.model.durations import utcnow  # noqa: E402
 from meta.model.spec import spec_from_dict  # noqa: E402
+from meta.serve.collector import tune_collector  # noqa: E402
 from meta.service.api import Service  # noqa: E402
 from meta.store.db import Database  # noqa: E402
 from meta.store.models import LeaderLease  # noqa: E402

@@ -20,12 +20,12 @@ from meta.config.paths import default_state_dir
 from meta.config.policy_file import PolicyFileError, load_policy_config
 from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.apply.decision_log import DecisionLogSettings
-from meta.serve.collector import tune_collector
 from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.metrics import Metrics
 from meta.cycle.reconcile.settings import ReconcileSettings
 from meta.policy.config import SchedulerConfig
 from meta.serve.api_start import is_socket, listen_for, start_api
+from meta.serve.collector import tune_collector
 from meta.serve.settings import ServeSettings
 from meta.serve.settings_file import retention_s
 from meta.serve.state_dir import prepare_daemon_files
