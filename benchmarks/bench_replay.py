@@ -25,9 +25,7 @@ from __future__ import annotations
 import argparse
 import fcntl
 import json
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -35,24 +33,15 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.replay import collect, predict, serve  # noqa: E402
+from benchmarks.replay import predict  # noqa: E402
+from benchmarks.replay.sides import CAPACITY_GPUS, LOCK, PERIOD_S, install_cli, run_metasched, run_plain, say  # noqa: E402
 from benchmarks.replay.slice import ReplayJob, SliceSpec, cut, offered_load  # noqa: E402
-from benchmarks.replay.submit import MAX_LAG_S, as_user, shape_options, submit_all  # noqa: E402
 from benchmarks.store import open_store  # noqa: E402
 from meta.sim.trace import TraceError  # noqa: E402
 
-REPO = Path(__file__).resolve().parents[1]
-LOCK = Path("/tmp/metasched-slurm-tests.lock")
 TRACE = (
     Path(__file__).resolve().parents[2] / "shared" / "traces" / "philly" / "philly_2017-10-09_to_10-16.csv"
 )
-CAPACITY_GPUS = 40
-# The run installs its own copy of the CLI from this tree (deploy/install-cli into a private
-# prefix): the shared /usr/local/bin one may be reinstalled by a test mid-run, which failed
-# submits in an earlier run.
-CLI_PREFIX = Path("/opt/metasched-replay")
-MSBATCH = CLI_PREFIX / "links" / "msbatch"
-PERIOD_S = 2.0
 # the figures compared metasched/plain (lower is better for all but utilisation)
 RATIOS = (
     ("queue mean", ("queue_delay_s", "mean")),
@@ -76,27 +65,13 @@ def main() -> None:
         sys.exit(f"bench_replay: {exc} (--trace names a Philly week CSV)")
     folder = Path(tempfile.mkdtemp(prefix="metasched-replay-", dir="/tmp"))
     folder.chmod(0o777)  # the users' jobs start here (sbatch's default working directory)
-    _say(
-        args,
-        f"{len(jobs)} jobs, offered load {offered_load(jobs, CAPACITY_GPUS, args.span):.2f}, folder {folder}",
-    )
-    _install_cli()
+    say(f"{len(jobs)} jobs, offered load {offered_load(jobs, CAPACITY_GPUS, args.span):.2f}, folder {folder}")
+    install_cli()
     with LOCK.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         rounds = [_round(args, jobs, folder, number) for number in range(args.rounds)]
     report = _report(args, jobs, rounds)
     print(json.dumps(report, indent=2) if args.json else _table(report))
-
-
-def _install_cli() -> None:
-    """_install_cli installs the thin CLI from this tree into the run's private prefix."""
-    env = {**os.environ, "METASCHED_PREFIX": str(CLI_PREFIX), "METASCHED_BIN_DIR": str(MSBATCH.parent)}
-    (MSBATCH.parent).mkdir(parents=True, exist_ok=True)
-    done = subprocess.run(
-        [str(REPO / "deploy" / "install-cli")], cwd=REPO, env=env, capture_output=True, text=True
-    )
-    if done.returncode != 0:
-        sys.exit(f"bench_replay: deploy/install-cli failed: {done.stderr.strip()[-500:]}")
 
 
 def _arguments() -> argparse.Namespace:
@@ -122,11 +97,6 @@ def _arguments() -> argparse.Namespace:
     return parser.parse_args()
 
 
-def _say(args: argparse.Namespace, line: str) -> None:
-    """_say prints progress on stderr."""
-    print(f"[replay {time.strftime('%H:%M:%S')}] {line}", file=sys.stderr, flush=True)
-
-
 def _round(args: argparse.Namespace, jobs: list[ReplayJob], folder: Path, number: int) -> dict:
     """_round runs both sides once, plain first on even rounds."""
     order = ("plain", "metasched") if number % 2 == 0 else ("metasched", "plain")
@@ -136,52 +106,14 @@ def _round(args: argparse.Namespace, jobs: list[ReplayJob], folder: Path, number
 def _side(args: argparse.Namespace, jobs: list[ReplayJob], folder: Path, side: str, number: int) -> dict:
     """_side submits the slice to one side, waits for it and returns its figures."""
     prefix = f"{side[0]}{number}x{int(time.time()) % 100000}"
-    _say(args, f"round {number + 1}: {side} ({prefix}) starts")
+    say(f"round {number + 1}: {side} ({prefix}) starts")
     if side == "plain":
-        figures = _run(
-            jobs,
-            prefix,
-            folder,
-            lambda job, name: as_user(job, ["sbatch", "--parsable", *shape_options(job, name)]),
-            timeout=args.timeout,
-        )
+        figures = run_plain(jobs, prefix, folder, timeout=args.timeout)
     else:
-        figures = _run_metasched(args, jobs, prefix, folder / f"ms{number}")
-    _say(
-        args,
-        f"round {number + 1}: {side} done: mean queue {figures['queue_delay_s']['mean']:.1f} s, "
-        f"makespan {figures['makespan_s']:.0f} s, {figures['failed']} failed",
-    )
-    return figures
-
-
-def _run(jobs: list[ReplayJob], prefix: str, folder: Path, argv, pending=lambda: 0, *, timeout: float) -> dict:
-    """_run submits, waits for every job to end and computes the side's figures."""
-    since = time.time()
-    submitted = submit_all(jobs, prefix, argv, folder)
-    names = {s.name for s in submitted if s.ok}
-    rows = collect.wait_until_done(prefix, since, names, pending, timeout)
-    figures = collect.figures(submitted, rows, CAPACITY_GPUS)
-    figures["valid"] = figures["submit_lag_max_s"] <= MAX_LAG_S and not figures["submit_failed"]
-    figures["submit_errors"] = sorted({s.output for s in submitted if not s.ok})[:5]
-    return figures
-
-
-def _run_metasched(args: argparse.Namespace, jobs: list[ReplayJob], prefix: str, state: Path) -> dict:
-    """_run_metasched runs the side through a fresh ``metasched serve`` and adds its CPU time."""
-    state.mkdir(mode=0o755)
-    served = serve.start(open_store(args.db), state, PERIOD_S, args.policy_config)
-    try:
-        cpu_before = served.cpu_s()
-        env = {"METASCHED_API": served.api}
-        figures = _run(
-            jobs, prefix, state.parent,
-            lambda job, name: as_user(job, [str(MSBATCH), "--parsable", *shape_options(job, name)], env),
-            served.pending_tasks, timeout=args.timeout,
-        )  # fmt: skip
-        figures["daemon_cpu_s"] = served.cpu_s() - cpu_before
-    finally:
-        serve.stop(served)
+        figures = run_metasched(jobs, prefix, folder / f"ms{number}", open_store(args.db), args.policy_config,
+                                timeout=args.timeout)  # fmt: skip
+    say(f"round {number + 1}: {side} done: mean queue {figures['queue_delay_s']['mean']:.1f} s, "
+        f"makespan {figures['makespan_s']:.0f} s, {figures['failed']} failed")
     return figures
 
 
