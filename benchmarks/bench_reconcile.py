@@ -31,6 +31,8 @@ from meta.service.api import Service  # noqa: E402
 from meta.store.db import Database  # noqa: E402
 from meta.store.lifecycle import attempt_event, create_attempt  # noqa: E402
 from meta.store.models import Attempt, Task  # noqa: E402
+from meta.store.site import ensure_site_id  # noqa: E402
+from slurm_bridge import tags  # noqa: E402
 from slurm_bridge.fake import FakeSlurm  # noqa: E402
 
 # one worker × 2 A100 on node1: the job and node share of every benchmarked attempt
@@ -55,9 +57,10 @@ def measure(n: int, url: str | None, periods: int) -> dict[str, float]:
     """measure sets up ``n`` launching attempts with running Slurm jobs and times reconcile passes."""
     db = open_store(url)
     service, fake = Service(db), FakeSlurm()
+    site = ensure_site_id(db)  # the daemon tags every job with its store's site
     for i in range(n):
         attempt_id = launching(db, service, f"bench-{i}")
-        job = fake.add_job(f"ms-{attempt_id}", f"metasched:attempt={attempt_id}:token=1", "RUNNING", ("node1",))
+        job = fake.add_job(f"ms-{attempt_id}", tags.comment(site, attempt_id), "RUNNING", ("node1",))
         with db.session() as session:  # the actuator records the id sbatch answered with
             session.get(Attempt, attempt_id).slurm_job_id = str(job.job_id)
     leadership = try_acquire(db, "bench-leader", 3600)  # after the setup, which may take longer than a lease
@@ -65,7 +68,7 @@ def measure(n: int, url: str | None, periods: int) -> dict[str, float]:
     reconciler = Reconciler(db, fake, ReconcileSettings())
     times = []
     for _ in range(periods):
-        observation = observe(fake, reconciler.since())
+        observation = observe(fake, reconciler.since(), site=reconciler.site)
         started = time.perf_counter()
         reconciler.apply(observation, leadership)
         times.append(time.perf_counter() - started)

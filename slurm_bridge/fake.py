@@ -4,7 +4,9 @@ It ships beside ``faults`` (as Nomad ships its scheduler harness) so that benchm
 tools drive the daemon without importing the test tree. It keeps the jobs it was given, reads the identity back from the rendered script
 (``--comment`` tag, ``--job-name``, ``--nodelist``), and answers squeue/sacct/sinfo with
 the same parsed types the command adapters return. Tests drive it: ``start``/``finish`` move a
-job, ``advance`` moves every job one step, and fault switches make the next calls fail.
+job, ``advance`` moves every job one step, and fault switches make the next calls fail. One fake
+may serve several daemons at once (two metasched sites sharing a cluster): each job keeps the
+site its tag names (``FakeJob.site``, ``jobs_of_site``).
 """
 
 from __future__ import annotations
@@ -87,6 +89,12 @@ class FakeJob:
         """attempt_id is read back from the job's tag (its comment; the ``ms-<attempt>`` name of older jobs)."""
         tag = parse_tag(self.name, self.comment)
         return tag.attempt_id if tag else self.name
+
+    @property
+    def site(self) -> str | None:
+        """site is the metasched site the job's tag names (None: untagged, or a tag older than sites)."""
+        tag = parse_tag(self.name, self.comment)
+        return tag.site if tag else None
 
     @property
     def key(self) -> str:
@@ -363,14 +371,20 @@ class FakeSlurm:
         """fail_next_submits queues faults for the next submit calls, in order."""
         self.submit_faults.extend(faults)
 
-    def jobs_for(self, attempt_id: str) -> list[FakeJob]:
-        """jobs_for lists the jobs named for an attempt (ideally exactly one)."""
+    def jobs_for(self, attempt_id: str, site: str | None = None) -> list[FakeJob]:
+        """jobs_for lists the jobs tagged for an attempt (ideally exactly one), of one site when ``site`` is given."""
         with self._lock:
-            return [job for job in self.jobs.values() if job.key == f"ms-{attempt_id}"]
+            return [job for job in self.jobs.values()
+                    if job.key == f"ms-{attempt_id}" and (site is None or job.site == site)]  # fmt: skip
 
-    def job_of(self, attempt_id: str) -> FakeJob:
-        """job_of is the one job of an attempt."""
-        found = self.jobs_for(attempt_id)
+    def jobs_of_site(self, site: str | None) -> list[FakeJob]:
+        """jobs_of_site lists the jobs whose tag names ``site`` (None: jobs with a tag older than sites)."""
+        with self._lock:
+            return [job for job in self.jobs.values() if job.site == site and parse_tag(job.name, job.comment)]
+
+    def job_of(self, attempt_id: str, site: str | None = None) -> FakeJob:
+        """job_of is the one job of an attempt (of one site when ``site`` is given)."""
+        found = self.jobs_for(attempt_id, site)
         assert len(found) == 1, f"attempt {attempt_id} has {len(found)} Slurm jobs"
         return found[0]
 

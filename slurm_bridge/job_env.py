@@ -7,7 +7,8 @@ that names or unlocks a store (by name, or by a value that is a database URL). T
 script sets the job's own ``METASCHED_*`` variables over whatever else came through.
 A job that runs as another user gets a login-like environment of that user instead of the
 daemon's (HOME, USER, LOGNAME, SHELL from the passwd database and a standard PATH), as if the
-user had called sbatch from a shell.
+user had called sbatch from a shell — plus the daemon's locale and ``SLURM_CONF``, which sbatch
+itself needs to reach the controller.
 """
 
 from __future__ import annotations
@@ -24,7 +25,9 @@ _STORE_VARIABLES = frozenset({
     "METASCHED_DB", "METASCHED_DB_FILE", "DATABASE_URL", "PGPASSWORD", "PGPASSFILE", "PGSERVICEFILE", "PGSERVICE",
 })  # fmt: skip
 _DATABASE_URL = re.compile(r"\s*(postgres(ql)?|sqlite|mysql|mariadb|oracle|mssql|cockroachdb)(\+\w+)?://", re.I)
-_KEPT_FOR_USERS = ("LANG", "LC_ALL", "LC_CTYPE", "TZ")
+# SLURM_CONF: sbatch finds the controller through it (a head whose slurm.conf is not /etc/slurm's,
+# as deploy/site's heads); it never reaches the job: slurmd sets the job's SLURM_CONF to its own file
+_KEPT_FOR_USERS = ("LANG", "LC_ALL", "LC_CTYPE", "TZ", "SLURM_CONF")
 
 
 def is_private(name: str, value: str) -> bool:

@@ -6,6 +6,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from meta.model.ids import check_site_id
 from meta.model.kinds import JobKind
 from meta.model.resources import ZERO, ResourceVector
 from slurm_bridge.tags import check_attempt_id
@@ -91,6 +92,9 @@ class LaunchRequest:
     tenant: str
     kind: JobKind
     time_limit_s: int
+    # the metasched site the attempt belongs to (its store's id): the tag names it, so another
+    # site sharing the cluster leaves the job alone
+    site: str
     command: str | None = None
     script: str | None = None
     per_node: ResourceVector = ZERO
@@ -137,6 +141,7 @@ class LaunchRequest:
         object.__setattr__(self, "env", dict(self.env))
         try:
             check_attempt_id(self.attempt_id)
+            check_site_id(self.site)
         except ValueError as error:
             raise LaunchRequestError(str(error)) from error
         check_token("slurm_name", self.slurm_name or None)

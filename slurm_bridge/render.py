@@ -83,7 +83,7 @@ def _options(request: LaunchRequest) -> list[str]:
     head = [
         # the user's name, as sbatch would set it (SLURM_JOB_NAME, squeue's NAME); the tag is the comment
         f"--job-name={request.slurm_name or tags.job_name(request.attempt_id)}",
-        f"--comment={tags.comment(request.attempt_id)}",
+        f"--comment={tags.comment(request.site, request.attempt_id)}",
     ]
     tail = ["--no-requeue", *_signal_option(request), *_io_options(request), *request.user_options]
     first, *others = _components(request)

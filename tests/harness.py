@@ -36,7 +36,7 @@ from meta.store.models import Attempt, CycleRecord, LeaderLease
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.inventory import build_inventory
 from slurm_bridge.runner import CommandRunner
-from slurm_bridge.tags import tag_key
+from slurm_bridge.tags import parse_tag, tag_key
 from tenants.associations import AssociationCache
 from tenants.munge import MungeAuthenticator
 from tests.conftest import pg_url
@@ -196,7 +196,7 @@ def sacct_has(slurm_job_id: str, timeout_s: float = 30) -> None:
             capture_output=True,
             text=True,
         ).stdout
-        if out.strip().startswith("metasched:attempt="):
+        if parse_tag("", out.strip()) is not None:
             return
         time.sleep(0.5)
 

@@ -87,6 +87,7 @@ from meta.policy.snapshot import Snapshot
 from meta.store.db import Database
 from meta.store.lifecycle import quarantine_task
 from meta.store.models import Attempt, Job, Task
+from meta.store.site import ensure_site_id
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError
 from slurm_bridge.inventory import Inventory
@@ -120,6 +121,8 @@ class DaemonConfig:
     managed_partitions: tuple[str, ...] = ()
     # what the daemon reads and writes in users' output folders, off the period, as their owner
     outputs: OutputCaps = field(default_factory=OutputCaps)
+    # the site's human name, for display only (logs); the store's site id is what tags carry
+    site_name: str | None = None
 
 
 @dataclass
@@ -196,6 +199,8 @@ class Daemon:
         # an sbatch still in flight can land until its own deadline: a launch is only "absent"
         # once the look-up window has outlasted the submit timeout (the runner caps its lifetime)
         self.outputs = OutputWorkers(config.outputs)  # users' folders are read here, never in the period
+        # read once: every job this daemon launches, follows or cancels is tagged with it
+        self.site = config.launch.site or ensure_site_id(db)
         reconcile = replace(
             config.reconcile,
             unknown_window_s=config.reconcile.unknown_window_s + config.submit_timeout_s,
@@ -208,17 +213,18 @@ class Daemon:
             on_success=lambda session, a: commit_on_success(session, a, self.specs, self.outputs),
             cancellers=CancellerLookup(client),  # a user's plain scancel cancels the job
             in_flight=lambda: self.launches.in_flight(),  # this replica's own launches under way
+            site=self.site,
         )
         self._finalized = Finalizing()
         self._placed: list[str] = []  # this period's new attempts in the policy's order (launched in it)
         self._finalize_since: datetime | None = None  # None: look at every inference job (a new leader)
         self.holds = HoldSync(client)
-        self.adopter = Adopter(db, client, config.managed_partitions)
+        self.adopter = Adopter(db, client, config.managed_partitions, site=self.site)
         self.actuator = Actuator(
             db,
             client,
             self.specs,
-            config.launch,
+            replace(config.launch, site=self.site),
             submit_timeout_s=config.submit_timeout_s,
             submit_parallel=config.submit_parallel,
         )

@@ -3,7 +3,8 @@
 ``check_invariants`` returns one message per violation (an empty list means all hold). Every
 check is a pure read: tests call it after a run, the daemon may call it behind a flag. Slurm
 facts come in as arguments (the active job names from squeue, the node inventory from sinfo),
-so the checks themselves never talk to Slurm.
+so the checks themselves never talk to Slurm. I2 is about this site's jobs: a caller on a
+cluster shared with another metasched site passes only the names of jobs its own site tagged.
 """
 
 from __future__ import annotations

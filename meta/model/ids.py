@@ -1,13 +1,19 @@
-"""Identities: UUIDs for every entity, plus a short human id for jobs."""
+"""Identities: UUIDs for every entity, a short human id for jobs, and the site id of a store."""
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import uuid
 
 # Crockford-style alphabet: no i, l, o, u, so ids read aloud and typed back stay unambiguous
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"
+# A site id goes into every Slurm job comment metasched writes (``metasched:site=<id>:...``):
+# bounded, lowercase ASCII, and without the tag's separators (``:``, ``=``, spaces); fullmatch
+# with ASCII classes, as for attempt ids (``$`` would accept a final newline)
+SITE_ID = re.compile(r"[a-z0-9][a-z0-9-]{0,31}")
+SITE_ID_LENGTH = 12  # 60 random bits: two stores never draw the same one
 
 
 def new_uuid() -> str:
@@ -32,6 +38,18 @@ def new_uuids(count: int) -> list[str]:
 def new_short_job_id() -> str:
     """new_short_job_id returns a short human id such as ``j4k9x2m7`` (40 random bits)."""
     return "j" + "".join(secrets.choice(_ALPHABET) for _ in range(8))
+
+
+def new_site_id() -> str:
+    """new_site_id returns a random site id such as ``k3x9m2q7r4vd`` (a store draws it once, at its first start)."""
+    return "".join(secrets.choice(_ALPHABET) for _ in range(SITE_ID_LENGTH))
+
+
+def check_site_id(site: str) -> str:
+    """check_site_id returns ``site`` if it is a valid site id, else raises ValueError."""
+    if not isinstance(site, str) or not SITE_ID.fullmatch(site):
+        raise ValueError(f"site id {site!r} must match {SITE_ID.pattern}")
+    return site
 
 
 def looks_like_uuid(text: str) -> bool:

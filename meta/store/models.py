@@ -233,6 +233,20 @@ class LeaderLease(Base):
     renewed_at: Mapped[datetime] = mapped_column(UTCDateTime)
 
 
+class SiteIdentity(Base):
+    """SiteIdentity is the store's one row naming its metasched site: the id every Slurm job tag carries.
+
+    Drawn at random the first time ``metasched serve`` (or ``db upgrade``) opens the store
+    (``meta/store/site.py``); it is not a secret and proves nothing, it only keeps two sites that
+    share a cluster apart. Changing it disowns every job launched under the old id.
+    """
+
+    __tablename__ = "site_identity"
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)  # always 1: one site per store
+    site_id: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class TaskReason(Base):
     """TaskReason is the latest cycle's typed reason a pending task was not placed (for explain)."""
 

@@ -7,7 +7,9 @@ from sqlalchemy import text
 from meta.store.db import Database
 
 # children before parents is not needed (CASCADE), but every table the migrations create is named:
-# a table missing here would carry rows from one test or benchmark run into the next
+# a table missing here would carry rows from one test or benchmark run into the next — except
+# ``site_identity``, kept on purpose: the store stays the same metasched site, so Slurm jobs an
+# earlier run left behind are still its own orphans (cancelled), not another site's (left alone)
 TABLES = (
     "audit_events",
     "audit_prune_permits",

@@ -20,13 +20,19 @@ class SlurmConfig:
     slurm_user_uid: int | None
 
 
-def parse_show_config(text: str) -> SlurmConfig:
-    """parse_show_config reads ClusterName and SlurmUser (``name(uid)``) from ``scontrol show config``."""
+def config_values(text: str) -> dict[str, str]:
+    """config_values is every ``Key = value`` line of ``scontrol show config``, the first of a repeated key kept."""
     values: dict[str, str] = {}
     for line in text.splitlines():
         match = _LINE.fullmatch(line.rstrip())
         if match:
             values.setdefault(match.group(1), match.group(2).strip())
+    return values
+
+
+def parse_show_config(text: str) -> SlurmConfig:
+    """parse_show_config reads ClusterName and SlurmUser (``name(uid)``) from ``scontrol show config``."""
+    values = config_values(text)
     if "ClusterName" not in values or "SlurmUser" not in values:
         raise SlurmParseError("scontrol show config: no ClusterName or SlurmUser line")
     user = _USER.fullmatch(values["SlurmUser"])

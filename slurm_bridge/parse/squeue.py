@@ -185,9 +185,9 @@ def unforged(jobs: list[SqueueJob], ids: set[int]) -> list[SqueueJob]:
     return unforged_rows(jobs, ids, lambda job: job.job_id, "squeue")
 
 
-def metasched_jobs(jobs: Iterable[SqueueJob]) -> list[SqueueJob]:
-    """metasched_jobs keeps the jobs tagged by metasched (squeue ignores server-side filters)."""
-    return [job for job in jobs if job.tag is not None]
+def metasched_jobs(jobs: Iterable[SqueueJob], site: str | None = None) -> list[SqueueJob]:
+    """metasched_jobs keeps metasched-tagged jobs (squeue cannot filter); with ``site``, not another site's."""
+    return [job for job in jobs if job.tag is not None and (site is None or not job.tag.other_site(site))]
 
 
 def _load(payload: str | bytes, what: str) -> dict[str, Any]:

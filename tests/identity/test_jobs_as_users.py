@@ -38,6 +38,7 @@ from meta.store import audit
 from meta.store.db import Database
 from meta.store.models import Attempt, Checkpoint, Job
 from meta.store.reset import truncate_all
+from meta.store.site import stored_site_id
 from tenants import secrets as secret_files
 from tests.harness import squeue_keys
 from tests.identity.conftest import MUNGE_SOCKET, REPO
@@ -197,7 +198,8 @@ def test_a_job_runs_as_alice_and_bobs_forgeries_are_refused(serve: Serve, alice_
     # Slurm runs it as alice, in her folder; squeue shows an id, never the token or the secret
     assert slurm_field(["squeue", "-h", "-j", slurm_id, "-o", "%u"]) == "alice"
     shown = slurm_field(["squeue", "-h", "-j", slurm_id, "-o", "%j|%k"], user="bob")
-    assert shown == f"as-alice|metasched:attempt={attempt.id}"  # the user's name; the tag is the comment
+    site = stored_site_id(serve.service.db)
+    assert shown == f"as-alice|metasched:site={site}:attempt={attempt.id}"  # the user's name; the tag is the comment
     script = slurm_field(["scontrol", "write", "batch_script", slurm_id, "-"])
     secret = next(line.split("=", 1)[1] for line in script.splitlines() if line.startswith("export METASCHED_ATTEMPT_SECRET="))
     assert secret not in slurm_field(["scontrol", "-o", "show", "job", slurm_id], user="bob")

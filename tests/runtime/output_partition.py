@@ -56,7 +56,7 @@ class Partition:
     def reconcile(self) -> float:
         """reconcile runs one reconcile pass and returns how long it took."""
         started = time.monotonic()
-        self.reconciler.apply(observe(self.fake, self.reconciler.since()), self.leadership)
+        self.reconciler.apply(observe(self.fake, self.reconciler.since(), site=self.reconciler.site), self.leadership)
         return time.monotonic() - started
 
     def state(self) -> str:

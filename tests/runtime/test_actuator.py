@@ -18,6 +18,7 @@ from meta.model.states import AttemptState, TaskState
 from meta.service.api import Service
 from meta.store.lifecycle import attempt_event
 from meta.store.models import Attempt, Checkpoint, LeaderLease
+from meta.store.site import ensure_site_id
 from slurm_bridge.errors import SlurmTransient
 from slurm_bridge.fake import REJECTED, TRANSIENT, UNKNOWN_AFTER, UNKNOWN_BEFORE, FakeSlurm
 from tests.runtime.support import attempt, checkpointing, lead, place, share, submit, task, training
@@ -40,7 +41,8 @@ def test_created_attempt_is_launched_and_its_slurm_id_recorded(service: Service,
     assert row.state == AttemptState.LAUNCHING.value
     assert row.slurm_job_id == str(job.job_id)
     assert row.launch_sent_at is not None and row.last_seen_at is not None
-    assert job.comment == f"metasched:attempt={attempt_id}"  # squeue shows it to everyone: no token
+    # squeue shows it to everyone: the site and the attempt, no token
+    assert job.comment == f"metasched:site={ensure_site_id(db)}:attempt={attempt_id}"
     secret = next(line for line in job.script.splitlines() if line.startswith("export METASCHED_ATTEMPT_SECRET="))
     assert row.secret_hash == attempt_secret.digest(secret.split("=", 1)[1])
     assert job.account == "acme" and job.components == [("node1", "node2")]

@@ -20,6 +20,7 @@ from meta.store import audit
 from meta.store.db import Database
 from meta.store.lifecycle import cancel_job
 from meta.store.models import AdoptedJob, Job, Task
+from slurm_bridge import tags
 from slurm_bridge.adoption import held_job
 from slurm_bridge.parse.scontrol import parse_show_job
 from slurm_bridge.parse.squeue import SqueueJob
@@ -178,7 +179,7 @@ def test_a_placed_adopted_job_is_released_onto_its_nodes_not_sbatched(database: 
     assert adopter.release_created(leadership).released == ["2894"]
     row = attempt(database, attempt_id)
     assert (row.state, row.slurm_job_id) == (AttemptState.LAUNCHING.value, "2894")
-    assert slurm.released == [("2894", ("t4n2", "t4n1"), f"metasched:attempt={attempt_id}")]
+    assert slurm.released == [("2894", ("t4n2", "t4n1"), f"metasched:site={adopter.site}:attempt={attempt_id}")]
     # the release did not take (squeue still shows it held): sent again next period, never sbatch
     assert adopter.run(leadership).released == ["2894"]
     slurm.queue = [squeue_job(state="RUNNING", reason="None", priority=5)]
@@ -202,3 +203,15 @@ def test_a_job_whose_sources_disagree_is_refused_audited_and_not_read_again(data
     assert "scontrol repeats Account, TRES, UserId (text posing as fields)" in row.detail["reason"]
     assert "alice" not in row.detail["reason"]  # the user's text stays out of the audit and the comment
     assert slurm.comments[0][1].startswith("metasched cannot adopt this job: its Slurm fields disagree")
+
+
+def test_a_held_job_another_site_is_releasing_is_not_adopted(database: Database) -> None:
+    # between another site's ``scontrol update Comment=<its tag>`` and its release, the job is still held here
+    theirs = dataclasses.replace(squeue_job(), comment=tags.comment("othersite1", "a-of-theirs"))
+    slurm = ScriptedSlurm([theirs])
+    adopter = Adopter(database, slurm, ("managed",), site="thissite1")
+    result = adopter.run(lead(database))
+    assert result.adopted == [] and result.refused == [] and adopted_jobs(database) == []
+    assert slurm.show_calls == 0 and slurm.comments == []  # not even read, nor its comment touched
+    slurm.queue = [dataclasses.replace(squeue_job(), comment=tags.comment("thissite1", "a-of-ours"))]
+    assert adopter.run(lead(database)).adopted == ["2894"]  # only another site's tag keeps it from adoption

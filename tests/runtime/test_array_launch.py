@@ -9,7 +9,7 @@ from slurm_bridge.render import render
 from tests.runtime.support import evaluation, share, training
 
 ATTEMPT_ID = "0f6c1a2e-7a3b-4c1d-9e2f-000000000001"
-SETTINGS = LaunchSettings(log_dir="/var/log/ms/", grace_s=90, daemon_uid=0)
+SETTINGS = LaunchSettings(log_dir="/var/log/ms/", grace_s=90, daemon_uid=0, site="s1")
 
 
 def _request(spec: AnySpec, index: int, owner_uid: int | None = 2001):

@@ -25,6 +25,7 @@ from meta.model.durations import utcnow
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, JobState
 from meta.service.api import Service
 from meta.store.models import Attempt, LeaderLease, Task
+from slurm_bridge import tags
 from slurm_bridge.errors import SlurmTransient
 from slurm_bridge.fake import (
     REJECTED,
@@ -191,7 +192,7 @@ def test_rejected_submit_retries_with_a_new_attempt(service: Service, tmp_path: 
 def test_orphans_and_slurm_state_agree_after_the_run(service: Service, tmp_path: Path) -> None:
     fake = FakeSlurm()
     daemon = _daemon(service, fake, tmp_path)
-    stray = fake.add_job("ms-00000000-dead-beef-0000-000000000000")
+    stray = fake.add_job("stray", tags.comment(daemon.site, "00000000-dead-beef-0000-000000000000"))  # this site's
     job = service.submit(evaluation()).job.id
     _run(service, daemon, fake, [job])
     assert stray.state == "CANCELLED"

@@ -15,7 +15,7 @@ from slurm_bridge.render import render
 from tests.runtime.support import checkpointing, inference, share, training
 
 ATTEMPT_ID = "0f6c1a2e-7a3b-4c1d-9e2f-000000000001"
-SETTINGS = LaunchSettings(log_dir="/var/log/ms/", grace_s=90, api_address="unix:///run/metasched/api.sock")
+SETTINGS = LaunchSettings(log_dir="/var/log/ms/", grace_s=90, api_address="unix:///run/metasched/api.sock", site="s1")
 SECRET = "s3cr3t-attempt-secret-0123456789abcdef_XYZ"
 
 
@@ -96,7 +96,7 @@ def test_no_store_url_and_no_credential_in_squeue_fields() -> None:
     assert "METASCHED_DB" not in script and "postgresql" not in script and "sqlite" not in script
     name, comment, _, _ = parse_script(script)
     # Slurm shows the user's job name (sbatch -J); the tag is the comment: an id, no token
-    assert name == "train" and comment == f"metasched:attempt={ATTEMPT_ID}"
+    assert name == "train" and comment == f"metasched:site=s1:attempt={ATTEMPT_ID}"
     sbatch_lines = [line for line in script.splitlines() if line.startswith("#")]
     assert not any(SECRET in line for line in sbatch_lines)  # only in the export, never an option or comment
     assert sum(SECRET in line for line in script.splitlines()) == 1
@@ -106,7 +106,7 @@ def test_no_api_and_no_secret_by_default() -> None:
     job = Job(id="job-uuid", short_id="j42", tenant="acme", kind="training")
     task = Task(id="task-uuid", name="0", index=0)
     attempt = Attempt(id=ATTEMPT_ID, number=1, fencing_token=1, placement=[share("node1")])
-    request = launch_request(job, task, attempt, training(), LaunchSettings())
+    request = launch_request(job, task, attempt, training(), LaunchSettings(site="s1"))
     script = render(request)
     assert parse_script(script)[0] == f"ms-{ATTEMPT_ID}"  # a job without a name keeps the legacy tag name
     assert request.api_address is None and "METASCHED_API" not in script and "METASCHED_ATTEMPT_SECRET" not in script

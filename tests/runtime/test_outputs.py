@@ -50,9 +50,9 @@ def _reconcile(service: Service, fake: FakeSlurm) -> None:
     workers = OutputWorkers()
     reconciler = _reconciler(service, fake, workers)
     leadership = lead(service.db)
-    reconciler.apply(observe(fake, reconciler.since()), leadership)
+    reconciler.apply(observe(fake, reconciler.since(), site=reconciler.site), leadership)
     assert workers.wait_idle(30)
-    reconciler.apply(observe(fake, reconciler.since()), leadership)
+    reconciler.apply(observe(fake, reconciler.since(), site=reconciler.site), leadership)
     workers.close()
 
 
@@ -194,7 +194,7 @@ def test_a_committed_attempt_slurm_forgot_ends_succeeded_not_lost(service: Servi
     t0, a, slurm_id = _committed_partition(service, fake, tmp_path)
     del fake.jobs[slurm_id]
     reconciler = _reconciler(service, fake)
-    observation = observe(fake, reconciler.since())
+    observation = observe(fake, reconciler.since(), site=reconciler.site)
     observation.at = observation.at + timedelta(seconds=reconciler.settings.lost_grace_s + 1)
     result = reconciler.apply(observation, lead(service.db))
     assert result.lost == []
@@ -232,13 +232,13 @@ def test_a_partition_whose_output_is_being_read_stays_live_without_a_second_path
 
     reconciler = Reconciler(service.db, fake, on_success=hook)
     leadership = lead(service.db)
-    result = reconciler.apply(observe(fake, reconciler.since()), leadership)
+    result = reconciler.apply(observe(fake, reconciler.since(), site=reconciler.site), leadership)
     assert calls in ([a], [a, a])  # never a third time on the one-by-one path
     if attempt(service.db, a).state == AttemptState.SUCCEEDED.value:
         return  # the workers read the empty folder between the two asks: committed at once
     assert result.transitions == 0
     assert attempt(service.db, a).last_seen_at is not None
     assert workers.wait_idle(30)
-    reconciler.apply(observe(fake, reconciler.since()), leadership)
+    reconciler.apply(observe(fake, reconciler.since(), site=reconciler.site), leadership)
     workers.close()
     assert attempt(service.db, a).state == AttemptState.SUCCEEDED.value

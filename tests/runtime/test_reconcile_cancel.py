@@ -40,7 +40,7 @@ class Reconciling:
 
     def period(self, later_s: float = 0.0) -> None:
         """period observes the fake (``later_s`` seconds from now) and applies it."""
-        observation = observe(self.fake, self.reconciler.since(), self.reconciler._live_ids())
+        observation = observe(self.fake, self.reconciler.since(), self.reconciler._live_ids(), site=self.reconciler.site)
         observation = dataclasses.replace(observation, at=observation.at + timedelta(seconds=later_s))
         self.reconciler.apply(observation, self.leadership)
 

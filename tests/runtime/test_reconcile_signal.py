@@ -45,7 +45,7 @@ def _killed(
     fake.finish(job.job_id, "FAILED", exit_code, signal)
     job.in_squeue = in_squeue
     reconciler = Reconciler(service.db, fake, SETTINGS)
-    reconciler.apply(observe(fake, reconciler.since()), lead(service.db))
+    reconciler.apply(observe(fake, reconciler.since(), site=reconciler.site), lead(service.db))
     return attempt(service.db, attempt_id)
 
 

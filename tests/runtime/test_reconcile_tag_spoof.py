@@ -12,6 +12,7 @@ from meta.cycle.reconcile import Reconciler, ReconcileSettings, observe
 from meta.model.states import AttemptState
 from meta.service.api import Service
 from meta.store.models import Attempt, AuditEvent, Job, Task
+from slurm_bridge import tags
 from slurm_bridge.fake import FakeJob, FakeSlurm
 from tests.runtime.support import attempt, lead, place, submit, training
 
@@ -34,7 +35,7 @@ def _tagged(fake: FakeSlurm, attempt_id: str, uid: int, state: str = "RUNNING") 
 
 
 def _reconcile(reconciler: Reconciler, fake: FakeSlurm, leadership: Leadership, later_s: float = 0.0):
-    observation = observe(fake, reconciler.since())
+    observation = observe(fake, reconciler.since(), site=reconciler.site)
     observation = dataclasses.replace(observation, at=observation.at + timedelta(seconds=later_s))
     return reconciler.apply(observation, leadership)
 
@@ -108,13 +109,18 @@ def test_a_spoof_in_squeue_does_not_spare_the_accounting_read(service: Service) 
 
 def test_the_orphan_sweep_leaves_a_spoofers_job_alone(service: Service) -> None:
     fake, leadership = FakeSlurm(), lead(service.db)
+    reconciler = Reconciler(service.db, fake, SETTINGS)
     ended = _alices_attempt(service, AttemptState.SUCCEEDED)
     spoof = _tagged(fake, ended, BOB)
-    stray = _tagged(fake, "no-such-attempt", BOB)  # names no attempt at all
+    # names no attempt at all, with this site's tag: only the daemon's own user's job would be ours
+    stray = fake.add_job("train", tags.comment(reconciler.site, "no-such-attempt"), "RUNNING", ("node1",), uid=BOB)
+    # the same with a tag older than sites: not this site's at all, so not even a spoof
+    old_stray = _tagged(fake, "no-such-attempt-either", BOB)
     orphan = _tagged(fake, ended, ALICE)  # alice's own job of the ended attempt: a real orphan
-    result = _reconcile(Reconciler(service.db, fake, SETTINGS), fake, leadership)
+    result = _reconcile(reconciler, fake, leadership)
     assert result.orphans_cancelled == [str(orphan.job_id)] and orphan.state == "CANCELLED"
-    assert spoof.state == "RUNNING" and stray.state == "RUNNING"
+    assert spoof.state == "RUNNING" and stray.state == "RUNNING" and old_stray.state == "RUNNING"
     assert sorted(result.spoofed) == sorted([str(spoof.job_id), str(stray.job_id)])
+    assert result.legacy_ignored == [str(old_stray.job_id)]
     with service.db.session() as session:
         assert session.get(Attempt, ended).state == AttemptState.SUCCEEDED.value

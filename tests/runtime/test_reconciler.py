@@ -14,6 +14,8 @@ from meta.model.states import AttemptState, TaskState
 from meta.service.api import Service
 from meta.store.lifecycle import create_attempt
 from meta.store.models import Attempt
+from meta.store.site import ensure_site_id
+from slurm_bridge import tags
 from slurm_bridge.errors import SlurmTransient
 from slurm_bridge.fake import FakeSlurm
 from slurm_bridge.states import map_state
@@ -38,7 +40,7 @@ def _tagged(fake: FakeSlurm, attempt_id: str, token: int = 1, state: str = "RUNN
 
 def _reconcile(service: Service, fake: FakeSlurm, leadership: Leadership, later_s: float = 0.0):
     reconciler = Reconciler(service.db, fake, SETTINGS)
-    observation = observe(fake, reconciler.since())
+    observation = observe(fake, reconciler.since(), site=reconciler.site)
     if later_s:
         observation = dataclasses.replace(observation, at=observation.at + timedelta(seconds=later_s))
     return reconciler.apply(observation, leadership), observation
@@ -230,7 +232,7 @@ def test_attempt_that_went_live_after_a_squeue_only_read_is_not_judged(service: 
     fake = FakeSlurm()
     leadership = lead(service.db)
     reconciler = Reconciler(service.db, fake, SETTINGS)
-    observation = observe(fake, reconciler.since, live_ids=[])  # nothing live: sacct is skipped
+    observation = observe(fake, reconciler.since, live_ids=[], site=reconciler.site)  # nothing live: sacct is skipped
     assert not observation.accounting_read and fake.calls["sacct"] == 0
     _, (t,) = submit(service, training())
     attempt_id = place(service.db, t, state=AttemptState.LAUNCHING)  # live only after the reads
@@ -260,11 +262,12 @@ def test_launched_attempt_unseen_past_lost_grace_is_lost(service: Service) -> No
 def test_orphans_are_cancelled(service: Service) -> None:
     fake = FakeSlurm()
     leadership = lead(service.db)
+    site = ensure_site_id(service.db)
     _, (t,) = submit(service, training())
     ended = place(service.db, t, state=AttemptState.SUCCEEDED)
-    orphan_of_ended = _tagged(fake, ended)
-    orphan_unknown = fake.add_job("ms-9a8b7c6d-0000-0000-0000-000000000000")  # name only, no comment
-    finished_orphan = _tagged(fake, "11111111-2222-3333-4444-555555555555")
+    orphan_of_ended = _tagged(fake, ended)  # a tag older than sites: ours, its attempt is in the store
+    orphan_unknown = fake.add_job("train", tags.comment(site, "9a8b7c6d-0000-0000-0000-000000000000"))
+    finished_orphan = fake.add_job("train", tags.comment(site, "11111111-2222-3333-4444-555555555555"))
     fake.finish(finished_orphan.job_id)
     foreign = fake.add_job("someone-elses-job")
     result, _ = _reconcile(service, fake, leadership)
@@ -457,7 +460,7 @@ def test_a_burst_moves_together_and_logs_like_one_at_a_time(service: Service) ->
         fake.finish(job.job_id, "COMPLETED", 0)
     finished: list[str] = []
     reconciler = Reconciler(service.db, fake, SETTINGS, on_success=lambda _s, a: finished.append(a.id))
-    assert reconciler.apply(observe(fake, reconciler.since()), leadership).transitions == 5
+    assert reconciler.apply(observe(fake, reconciler.since(), site=reconciler.site), leadership).transitions == 5
     assert sorted(finished) == sorted(a for _, a, _ in launched)
     for t, attempt_id, _ in launched:
         _assert_succeeded(service, t, attempt_id)
@@ -502,7 +505,7 @@ def test_a_steady_sighting_is_stored_only_when_due_and_lost_counts_from_the_last
     reconciler = Reconciler(service.db, fake, SETTINGS)
 
     def run(later_s: float):
-        observation = observe(fake, reconciler.since())
+        observation = observe(fake, reconciler.since(), site=reconciler.site)
         return reconciler.apply(dataclasses.replace(observation, at=observation.at + timedelta(seconds=later_s)), leadership)
 
     run(0)  # seen: running, sighting stored

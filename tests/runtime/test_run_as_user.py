@@ -102,6 +102,14 @@ def test_the_daemons_store_never_reaches_a_job() -> None:
                      "SHELL": users["SHELL"]}  # fmt: skip
 
 
+def test_a_users_sbatch_keeps_the_daemons_slurm_conf() -> None:
+    # a head whose slurm.conf is not /etc/slurm's (deploy/site's heads) reaches its controller through
+    # SLURM_CONF; without it sbatch fails with "Unable to contact slurm controller" for every user's job
+    env = submission_env({**DAEMON_ENV, "SLURM_CONF": "/run/metasched-site/slurm/slurm.conf"}, RunAs(0, 0))
+    assert env["SLURM_CONF"] == "/run/metasched-site/slurm/slurm.conf"
+    assert "METASCHED_DB" not in env and "PGPASSWORD" not in env
+
+
 def test_sbatch_argv_and_environment_for_a_user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     record = tmp_path / "call.json"
     fake_sbatch = tmp_path / "sbatch"

@@ -21,7 +21,7 @@ def _spec(**sbatch):  # type: ignore[no-untyped-def]
 
 def _sbatch_lines(spec) -> list[str]:  # type: ignore[no-untyped-def]
     request = LaunchRequest(attempt_id="a1", attempt_number=1, fencing_token=1, job_id="j", task_id="t",
-                            tenant="tenant-a", kind=JobKind.TRAINING, time_limit_s=60, script=spec.script,
+                            tenant="tenant-a", kind=JobKind.TRAINING, time_limit_s=60, site="s1", script=spec.script,
                             per_node=spec.worker_resources(), env=sbatch_env(JOB, spec),
                             **sbatch_request_fields(JOB, spec, True))  # fmt: skip
     return [line for line in render(request).splitlines() if line.startswith(("#SBATCH", "export SLURM"))]

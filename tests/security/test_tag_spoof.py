@@ -1,7 +1,7 @@
 """A metasched tag in another user's job is not the attempt's job (issue 22), on the dev cluster as real users.
 
 squeue shows every job's comment, so bob reads alice's attempt id and submits plain ``sbatch``
-jobs whose ``--comment`` is ``metasched:attempt=<alice's attempt>``: one that completes at once,
+jobs whose ``--comment`` is ``metasched:site=<site>:attempt=<alice's attempt>``: one that completes at once,
 one that keeps running. The real daemon (``metasched serve``, PostgreSQL, MUNGE) must not take
 either as alice's: her attempt keeps running (not ended by bob's COMPLETED job), bob's running
 job is neither cancelled as a duplicate while her attempt is live nor as an orphan once it ended,
@@ -20,6 +20,7 @@ from sqlalchemy import select
 
 from meta.model.states import AttemptState
 from meta.store.models import Attempt, AuditEvent
+from meta.store.site import stored_site_id
 from tests.identity.conftest import installed_cli, shared_folder  # noqa: F401 - fixtures
 from tests.identity.test_jobs_as_users import (  # noqa: F401 - fixtures
     Serve,
@@ -85,7 +86,8 @@ def test_bobs_jobs_with_alices_tag_neither_end_her_attempt_nor_get_cancelled(
 ) -> None:
     job_id, attempt = run_long_job_as_alice(serve, alice_dir)
     tag = slurm_field(["squeue", "-h", "-j", str(attempt.slurm_job_id), "-o", "%k"], user="bob")
-    assert tag == f"metasched:attempt={attempt.id}"  # what any user reads off squeue
+    site = stored_site_id(serve.service.db)
+    assert tag == f"metasched:site={site}:attempt={attempt.id}"  # what any user reads off squeue, and copies
 
     bob_jobs: list[str] = []
     try:

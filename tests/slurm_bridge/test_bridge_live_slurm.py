@@ -49,6 +49,9 @@ def wait_for(probe: Callable[[], T | None], what: str, limit_s: float = 120.0) -
     raise AssertionError(f"gave up waiting for {what}; metasched-tagged jobs now: {mine}")
 
 
+SITE = "bridge-live-test"
+
+
 @pytest.fixture
 def client():
     return CliSlurmClient()
@@ -64,6 +67,8 @@ def launch(tmp_path, command: str | None, **changes) -> LaunchRequest:
         tenant="tenant-a",
         kind=JobKind.EVALUATION,
         time_limit_s=300,
+        # a site no daemon is: the daemons other suites run on this cluster leave these jobs alone
+        site=SITE,
         command=command,
         per_node=ResourceVector(cpus=1, memory="1G", gpus=1, gpu_type="t4"),
         output_dir=str(tmp_path),
@@ -118,8 +123,9 @@ def find(client: CliSlurmClient, attempt_id: str, *, expect_cancel: bool = False
 def retried(test: Callable[..., None]) -> Callable[..., None]:
     """retried reruns a live test whose job another process cancelled, then skips saying so.
 
-    Other suites run daemons against the same dev cluster, and their reconcilers cancel
-    metasched-tagged jobs that have no attempt in *their* store.
+    Other suites run daemons against the same dev cluster, and their reconcilers cancel jobs
+    tagged with their own site that have no attempt in their store; these jobs name a site of
+    their own (``SITE``), so this is for an older daemon, or a test that cancels by hand.
     """
 
     @functools.wraps(test)

@@ -15,6 +15,7 @@ from slurm_bridge.launch import LaunchRequest, LaunchRequestError, Role
 from slurm_bridge.render import checkpoint_grace_s, format_time_limit, render
 
 ATTEMPT = "3f2a9c1e-7b4d-4c1a-9e0f-2b8d5a6c7e10"
+SITE = "k3x9m2q7r4vd"
 
 
 def request(**changes) -> LaunchRequest:
@@ -28,6 +29,7 @@ def request(**changes) -> LaunchRequest:
         tenant="tenant-a",
         kind=JobKind.EVALUATION,
         time_limit_s=1800,
+        site=SITE,
         command="python eval.py --model /models/m1",
         per_node=ResourceVector(cpus=4, memory="16G", gpus=1, gpu_type="t4"),
     )
@@ -122,7 +124,7 @@ def test_training_gang_directives():
     lines = directives(render(GOLDEN_CASES["training_gang"]))
     for expected in (
         "--job-name=llama-7b",  # the user's name; metasched's tag is the comment
-        f"--comment=metasched:attempt={ATTEMPT}",
+        f"--comment=metasched:site={SITE}:attempt={ATTEMPT}",
         "--account=tenant-a",
         "--qos=normal",
         "--partition=a100",

@@ -1,4 +1,4 @@
-"""Small pieces: attempt tags, observers, the pyslurm stub."""
+"""Small pieces: attempt tags (sites: test_bridge_tags.py), observers, the pyslurm stub."""
 
 import sys
 import types
@@ -12,9 +12,9 @@ from slurm_bridge.runner import CommandRunner
 
 
 def test_tags_round_trip():
-    name, comment = tags.job_name("a-1"), tags.comment("a-1")
-    assert comment == "metasched:attempt=a-1"  # no fencing token in a field everyone reads
-    assert tags.parse_tag(name, comment) == tags.AttemptTag("a-1", None)
+    name, comment = tags.job_name("a-1"), tags.comment("s1", "a-1")
+    assert comment == "metasched:site=s1:attempt=a-1"  # no fencing token in a field everyone reads
+    assert tags.parse_tag(name, comment) == tags.AttemptTag("a-1", None, "s1")
     comment = "metasched:attempt=a-1:token=9"  # jobs launched before issue 12
     assert (name, comment) == ("ms-a-1", "metasched:attempt=a-1:token=9")
     assert tags.parse_tag(name, comment) == tags.AttemptTag("a-1", 9)

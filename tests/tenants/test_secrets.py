@@ -57,6 +57,7 @@ def test_rendered_script_fetches_values_through_the_api_and_never_contains_them(
             tenant="tenant-a",
             kind=JobKind.EVALUATION,
             time_limit_s=60,
+            site="s1",
             command="python eval.py",
             secret_names=("WANDB_API_KEY",),
         )

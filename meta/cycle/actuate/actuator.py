@@ -2,7 +2,7 @@
 
 Launch protocol, safe against crashes and ambiguous outcomes:
 1. commit ``created -> launching`` (fenced by the leader epoch) *before* calling sbatch;
-2. call sbatch with the attempt's tag ``--comment=metasched:attempt=<id>`` (the job name is the user's);
+2. call sbatch with the attempt's tag ``--comment=metasched:site=<site>:attempt=<id>`` (the job name is the user's);
 3. record the Slurm job id — or, if sbatch timed out or failed transiently, ``launch_unknown``:
    the reconciler looks the job up by its tag before anything is submitted again.
 Attempts go in batches (one commit per step per batch, a few sbatch calls in flight), so a burst
@@ -18,7 +18,7 @@ import logging
 import threading
 from collections.abc import Callable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 
@@ -38,6 +38,7 @@ from meta.store.chunks import chunked
 from meta.store.db import Database
 from meta.store.lifecycle import attempt_event, mark_launching, quarantine_attempt
 from meta.store.models import Attempt, Checkpoint, Job, Task
+from meta.store.site import ensure_site_id
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError, SlurmRejected, SlurmUnknownOutcome
 from slurm_bridge.launch import LaunchRequest, LaunchRequestError, RunAs
@@ -109,6 +110,8 @@ class Actuator:
         self.client = client
         self.specs = specs
         self.settings = settings or LaunchSettings()
+        if self.settings.site is None:  # every job's tag names the store's site
+            self.settings = replace(self.settings, site=ensure_site_id(db))
         self.submit_timeout_s = submit_timeout_s
         self.submit_parallel = max(1, submit_parallel)
         self.cancel_resend_s = 15.0

@@ -33,6 +33,8 @@ class LaunchSettings:
     api_address: str | None = None
     # the uid sbatch runs as: a job owned by it runs as before; any other owner's job runs as its owner
     daemon_uid: int = field(default_factory=os.geteuid)
+    # the store's site id, named in every job's tag (None: the Actuator reads it from its store)
+    site: str | None = None
 
 
 def run_as_for(job: Job, settings: LaunchSettings, spec: AnySpec | None = None) -> RunAs | None:
@@ -107,6 +109,7 @@ def launch_request(
         "tenant": job.tenant,
         "kind": JobKind(job.kind),
         "time_limit_s": int(spec.time_limit_s),
+        "site": settings.site,
         "qos": spec.qos,
         "partition": spec.partition,
         "env": env,

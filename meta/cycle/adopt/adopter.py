@@ -18,6 +18,9 @@ Step 13 (actuate, ``release_created``) releases each new attempt of an adopted j
 policy chose instead of running sbatch: commit ``launching`` with the job's Slurm id, then
 ``scontrol update NodeList=... Comment=<tag>`` and ``scontrol release``. From there the
 reconciler follows the job by its tag like any launched attempt.
+The tag names this site: a held job whose comment is another metasched site's tag (that site
+is releasing it) is never adopted. ``job_submit.lua``'s mark names no site, so a managed
+partition belongs to one site: two sites managing the same partition would both adopt its jobs.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ from meta.store.adopted import SlurmOwner, store_adopted_job
 from meta.store.db import Database
 from meta.store.lifecycle import cancel_job, mark_launching
 from meta.store.models import AdoptedJob, Attempt, Job, Task, TaskReason
+from meta.store.site import ensure_site_id
 from slurm_bridge import tags
 from slurm_bridge.adoption import HeldJob, held_in, held_job
 from slurm_bridge.adoption_check import disagreements
@@ -74,10 +78,12 @@ def waiting_comment(short_id: str, code: str | None, message: str = "") -> str:
 class Adopter:
     """Adopter adopts held plain sbatch jobs, keeps them in step with Slurm, and releases them when placed."""
 
-    def __init__(self, db: Database, client: SlurmClient, partitions: tuple[str, ...]):
+    def __init__(self, db: Database, client: SlurmClient, partitions: tuple[str, ...], site: str | None = None):
         self.db = db
         self.client = client
         self.partitions = tuple(partitions)
+        # the tag a released job gets names this site; a held job tagged by another is that site's
+        self.site = site or ensure_site_id(db)
         self._refused: set[str] = set()  # held jobs without a spec: logged once per replica
         self._not_ours: set[str] = set()  # held without job_submit.lua's mark: not read again
         self._comments: dict[str, str] = {}  # Slurm id -> the comment this replica last set
@@ -90,7 +96,8 @@ class Adopter:
         if not self.partitions:
             return result
         jobs = {str(job.job_id): job for job in self.client.squeue()}
-        held = {job_id: job for job_id, job in jobs.items() if held_in(job, self.partitions)}
+        held = {job_id: job for job_id, job in jobs.items()
+                if held_in(job, self.partitions) and not self._other_sites(job)}  # fmt: skip
         with self.db.session() as session:
             known = self._known(session, list(held))
         fresh = [job_id for job_id, job in held.items() if (job_id, job.submit_time) not in known]
@@ -99,6 +106,11 @@ class Adopter:
             self._adopt(leadership, {job_id: held[job_id] for job_id in fresh}, result)
         self._follow(leadership, jobs, result)
         return result
+
+    def _other_sites(self, job: SqueueJob) -> bool:
+        """_other_sites: the held job's comment is another metasched site's tag (that site is releasing it)."""
+        tag = tags.parse_tag(job.name, job.comment)
+        return tag is not None and tag.other_site(self.site)
 
     @staticmethod
     def _known(session: Session, slurm_ids: list[str]) -> set[tuple[str, datetime | None]]:
@@ -274,7 +286,7 @@ class Adopter:
     def _release(self, slurm_id: str, attempt_id: str, nodes: list[str], result: AdoptResult) -> None:
         """_release puts the held job on the chosen nodes with the attempt's tag and releases it (idempotent)."""
         try:
-            self.client.release_held(slurm_id, nodes, tags.comment(attempt_id))
+            self.client.release_held(slurm_id, nodes, tags.comment(self.site, attempt_id))
         except SlurmError as exc:
             log.warning("cannot release Slurm job %s (attempt %s): %s; again next period", slurm_id, attempt_id, exc)
             return

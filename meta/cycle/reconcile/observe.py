@@ -2,9 +2,15 @@
 
 One ``squeue`` and, only when some live attempt is missing from it (or shows a cancel, whose
 canceller only accounting names), one ``sacct -P``. Jobs are matched to attempts by their tag
-(the comment; ``ms-<attempt>`` names of older jobs), never by Slurm job id alone, and a tag is
-not enough either: ``Observation.screen`` keeps a tagged job for an attempt only when it is the
-recorded job or runs as the attempt's user (``ownership.py``); the others are set aside as spoofed.
+(the comment; ``ms-<attempt>`` names of older jobs), never by Slurm job id alone.
+
+Only this site's jobs are indexed: a tag naming another metasched site (another instance sharing
+the cluster) is dropped while the output is read, so such a job is never followed, counted,
+cancelled or reported — it is only counted in ``foreign``. A tag older than sites names none
+(``Sighting.legacy``): it is kept for now, and ``Observation.screen`` sets it aside unless its
+attempt is in this store. A tag is not enough either: ``screen`` keeps a tagged job for an
+attempt only when it is the recorded job or runs as the attempt's user (``ownership.py``); the
+others are set aside as spoofed.
 """
 
 from __future__ import annotations
@@ -19,7 +25,11 @@ from slurm_bridge.client import SlurmClient
 from slurm_bridge.parse.sacct import SacctJob
 from slurm_bridge.parse.squeue import SqueueJob
 from slurm_bridge.states import Observed, Outcome, map_state
-from slurm_bridge.tags import parse_tag
+from slurm_bridge.tags import AttemptTag, parse_tag
+
+# another site's name is remembered for the log line only: a few are enough, however many a
+# user invents in comments of their own jobs
+_MAX_SITES_NAMED = 16
 
 
 @dataclass(frozen=True)
@@ -33,6 +43,7 @@ class Sighting:
     cancelled_by: int | None = None  # sacct's ``CANCELLED by <uid>``
     uid: int | None = None  # the uid the job runs as (squeue's UserId, sacct's UID)
     user: str = ""  # its login name, where only that was read
+    legacy: bool = False  # its tag names no site (older than issue 26): ours only if the attempt is stored
 
 
 @dataclass
@@ -46,15 +57,23 @@ class Observation:
     accounting_read: bool = True  # False: sacct was skipped, so no attempt may be concluded absent
     # tagged jobs that are not the attempt's (another user's), by (attempt id, Slurm job id)
     spoofed: dict[tuple[str, str], Sighting] = field(default_factory=dict)
+    # jobs with a tag older than sites naming no attempt of this store: not ours, left alone
+    unclaimed: dict[tuple[str, str], Sighting] = field(default_factory=dict)
+    # jobs (squeue rows and sacct records) whose tag names another site, and those sites
+    foreign: int = 0
+    foreign_sites: set[str] = field(default_factory=set)
 
     def screen(self, claims: Claims, only: Collection[str] | None = None) -> None:
         """screen sets aside the sightings that are not their attempt's job (of the attempts in ``only``, or all)."""
         for index in (self.squeue, self.sacct):
             for attempt_id in [a for a in index if only is None or a in only]:
                 claim = claims.of(attempt_id)
+                stored = claims.stored(attempt_id)
                 kept = []
                 for sighting in index[attempt_id]:
-                    if claim.owns(sighting.slurm_job_id, sighting.uid, sighting.user):
+                    if sighting.legacy and not stored:
+                        self.unclaimed[(attempt_id, sighting.slurm_job_id)] = sighting
+                    elif claim.owns(sighting.slurm_job_id, sighting.uid, sighting.user):
                         kept.append(sighting)
                     else:
                         self.spoofed[(attempt_id, sighting.slurm_job_id)] = sighting
@@ -72,30 +91,46 @@ class Observation:
         return next((s for s in self.sacct.get(attempt_id, []) if s.slurm_job_id == slurm_job_id), None)
 
 
-def _index_squeue(jobs: Iterable[SqueueJob]) -> dict[str, list[Sighting]]:
+def _ours(tag: AttemptTag | None, site: str, observation: Observation) -> bool:
+    """_ours: a tag of this site or of none (legacy, judged by ``screen``); another site's is counted and dropped."""
+    if tag is None:
+        return False
+    if tag.other_site(site):
+        observation.foreign += 1
+        if len(observation.foreign_sites) < _MAX_SITES_NAMED:
+            observation.foreign_sites.add(tag.site)  # type: ignore[arg-type] - other_site: not None
+        return False
+    return True
+
+
+def _index_squeue(jobs: Iterable[SqueueJob], site: str, observation: Observation) -> dict[str, list[Sighting]]:
     index: dict[str, list[Sighting]] = {}
     for job in jobs:
         if job.het_job_offset not in (None, 0):
             continue  # a het-job is followed through its leader component
         tag = parse_tag(job.name, job.comment)
-        if tag is None:
+        if not _ours(tag, site, observation):
             continue
+        assert tag is not None
         observed = map_state(job.state, job.exit_code, job.signal)
-        sighting = Sighting(str(job.job_id), observed, job.nodes, "squeue", uid=job.user_id, user=job.user_name)
+        sighting = Sighting(str(job.job_id), observed, job.nodes, "squeue", uid=job.user_id, user=job.user_name,
+                            legacy=tag.site is None)  # fmt: skip
         index.setdefault(tag.attempt_id, []).append(sighting)
     return index
 
 
-def _index_sacct(records: Iterable[SacctJob]) -> dict[str, list[Sighting]]:
+def _index_sacct(records: Iterable[SacctJob], site: str, observation: Observation) -> dict[str, list[Sighting]]:
     index: dict[str, list[Sighting]] = {}
     for record in records:
         if record.step is not None or record.het_offset not in (None, 0):
             continue
         tag = parse_tag(record.name, record.comment)
-        if tag is None:
+        if not _ours(tag, site, observation):
             continue
+        assert tag is not None
         index.setdefault(tag.attempt_id, []).append(
-            Sighting(str(record.base_job_id), record.observed, record.nodes, "sacct", record.state_by_uid, record.uid)
+            Sighting(str(record.base_job_id), record.observed, record.nodes, "sacct", record.state_by_uid, record.uid,
+                     legacy=tag.site is None)  # fmt: skip
         )
     return index
 
@@ -105,15 +140,19 @@ def observe(
     since: datetime | Callable[[], datetime],
     live_ids: Iterable[str] | None = None,
     claims: Claims | None = None,
+    *,
+    site: str,
 ) -> Observation:
     """observe reads squeue, then sacct unless every one of ``live_ids`` is in squeue (None: always).
 
     Raises SlurmError if a read fails. ``since`` may be a callable: the sacct window is then
-    worked out only when sacct is read. With ``claims``, squeue is screened first: another
-    user's job carrying a live attempt's tag does not make its accounting read unneeded.
+    worked out only when sacct is read. Jobs tagged by another site than ``site`` are dropped as
+    they are read. With ``claims``, squeue is screened first: another user's job carrying a live
+    attempt's tag does not make its accounting read unneeded.
     """
     now = utcnow()
-    observation = Observation(at=now, squeue=_index_squeue(client.squeue()), calls=1)
+    observation = Observation(at=now, calls=1)
+    observation.squeue = _index_squeue(client.squeue(), site, observation)
     if claims is not None:  # the live attempts' claims: the others are screened by the reconciler
         observation.screen(claims, only=claims.claims)
     # a cancel seen in squeue is read in accounting too: only sacct says who cancelled
@@ -123,7 +162,7 @@ def observe(
         observation.accounting_read = False
         return observation
     start = since() if callable(since) else since
-    observation.sacct = _index_sacct(client.sacct(start))
+    observation.sacct = _index_sacct(client.sacct(start), site, observation)
     observation.calls += 1
     return observation
 

@@ -1,4 +1,10 @@
-"""For step 4 (reconcile), orphans: active metasched-tagged jobs whose attempt is not live are cancelled (I2)."""
+"""For step 4 (reconcile), orphans: active jobs tagged by this site whose attempt is not live are cancelled (I2).
+
+Only what the observation kept is looked at: another site's jobs were dropped as Slurm was read,
+jobs with a tag older than sites count only when their attempt is in this store, and another
+user's job with a tag was set aside as spoofed. An attempt this store never had is ours only as
+a job of the daemon's own user (``ownership.Claims.of``).
+"""
 
 from __future__ import annotations
 

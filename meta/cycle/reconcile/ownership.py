@@ -5,6 +5,8 @@ another user's attempt (issue 22). A tagged job is an attempt's only when its Sl
 one recorded for the attempt, or it runs as the user the attempt runs as: its job's owner, or
 the daemon's own user for jobs without one (as ``launch_plan.run_as_for`` decides). A job that
 fails both is another user's, and the reconciler never follows or cancels it for the attempt.
+Jobs tagged by another metasched site never get here (``observe.py`` drops them as it reads);
+a tag older than sites is judged here only when its attempt is in this store.
 """
 
 from __future__ import annotations
@@ -48,6 +50,10 @@ class Claims:
     def of(self, attempt_id: str) -> Claim:
         """of is the attempt's claim; a tag naming no stored attempt is ours only as the daemon's own job."""
         return self.claims.get(attempt_id) or Claim(None, self.daemon_uid)
+
+    def stored(self, attempt_id: str) -> bool:
+        """stored: the attempt is in this store (a tag older than sites is ours only then)."""
+        return attempt_id in self.claims
 
     @classmethod
     def load(

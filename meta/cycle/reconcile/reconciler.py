@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from meta.cycle.lease import Leadership, fence
 from meta.cycle.reconcile.attribution import CancelAttribution
 from meta.cycle.reconcile.cancellers import Canceller
+from meta.cycle.reconcile.not_ours import NotOurs
 from meta.cycle.reconcile.observe import Observation, observe
 from meta.cycle.reconcile.orphans import cancel_orphans, scancel
 from meta.cycle.reconcile.ownership import ClaimCache, Claims
@@ -28,6 +29,7 @@ from meta.store.chunks import chunked
 from meta.store.db import Database
 from meta.store.lifecycle import quarantine_attempt
 from meta.store.models import Attempt
+from meta.store.site import ensure_site_id
 from slurm_bridge.client import SlurmClient
 
 log = logging.getLogger("metasched.reconciler")
@@ -45,10 +47,14 @@ class Reconciler:
         on_success: SuccessHook | None = None,
         cancellers: Callable[[int], Canceller | None] | None = None,
         in_flight: Callable[[], Collection[str]] | None = None,
+        site: str | None = None,
     ):
         self.db = db
         self.client = client
         self.settings = settings or ReconcileSettings()
+        # only jobs tagged with this site (or, older than sites, naming a stored attempt) are ours
+        self.site = site or ensure_site_id(db)
+        self.not_ours = NotOurs()
         self.attribution = CancelAttribution(cancellers, self.settings.cancel_attribution_s)
         self.sightings = Sightings(self.settings)
         self.spoofs = SpoofReports()
@@ -80,7 +86,7 @@ class Reconciler:
         # an attempt still being sent is never judged absent, so accounting is not read for it
         expected = [attempt_id for attempt_id in live.claims if attempt_id not in self._sending]
         try:
-            return self.apply(observe(self.client, self.since, expected, live), leadership)
+            return self.apply(observe(self.client, self.since, expected, live, site=self.site), leadership)
         finally:
             self._sending = frozenset()
 
@@ -123,11 +129,12 @@ class Reconciler:
     def _screen(self, observation: Observation, result: ReconcileResult) -> None:
         """_screen sets aside the tagged jobs that are not their attempt's, and reports new ones once."""
         named = _named(observation)
-        if not named:
-            return
-        claims = self._claims(named)
-        observation.screen(claims)
-        result.spoofed.extend(self.spoofs.report(self.db, observation, claims))
+        if named:
+            claims = self._claims(named)  # one batched read: which attempts this store has, and whose they are
+            observation.screen(claims)
+            result.spoofed.extend(self.spoofs.report(self.db, observation, claims))
+        result.foreign = observation.foreign
+        result.legacy_ignored.extend(self.not_ours.report(observation))
 
     def _live_ids(self) -> list[str]:
         """_live_ids are the attempts whose Slurm job metasched follows, read now."""

@@ -57,3 +57,6 @@ class ReconcileResult:
     duplicates_cancelled: list[str] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     spoofed: list[str] = field(default_factory=list)  # other users' jobs with an attempt's tag, first seen
+    # jobs with a tag older than sites naming no attempt of this store, first seen: left alone
+    legacy_ignored: list[str] = field(default_factory=list)
+    foreign: int = 0  # squeue rows and sacct records tagged by another metasched site: left alone
