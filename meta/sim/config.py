@@ -53,6 +53,9 @@ class SimConfig:
     # the API's submit limits per tenant (meta.policy.admission; issue 16); empty = none
     submit_limits: dict[str, SubmitLimits] = field(default_factory=dict)
     submit_retry_s: float = DEFAULT_PERIOD_S  # a client refused for its pending jobs tries again after this
+    # judge after every decision why each waiting job waits (shortage, fragmentation, policy: issue 23);
+    # off by default: it costs time and the decisions are the same either way
+    waiting_causes: bool = False
 
 
 def runtime_estimate(duration_s: float, config: SimConfig, time_limit_s: float | None = None) -> float:

@@ -30,6 +30,8 @@ from meta.sim.config import SimConfig, runtime_estimate
 from meta.sim.job import JobState, SimJob
 from meta.sim.trace import TraceJob
 from meta.sim.usage_ledger import UsageLedger, guarantees_from_weights, usage_config
+from meta.sim.waiting_causes import WaitingSplit
+from meta.sim.waiting_ledger import WaitingLedger
 
 WARMUP_TOO_LONG = "warm-up longer than the trace: every job is measured"
 COMPLETE, STOP, CHECKPOINT = 0, 1, 2  # capacity comes back before checkpoints at one instant
@@ -68,6 +70,8 @@ class EngineResult:
     notes: list[str] = field(default_factory=list)
     # GPU-time that was busy but useless: (start, end, GPUs) of discarded work and of restores
     waste: list[tuple[float, float, int]] = field(default_factory=list)
+    # why the measured jobs waited (shortage, fragmentation, policy): only with SimConfig.waiting_causes
+    waiting: WaitingSplit | None = None
 
 
 class Engine:
@@ -112,6 +116,9 @@ class Engine:
         limits = self.config.submit_limits
         self.gate = SimGate(limits, self.config.submit_retry_s) if limits else None
         self.result = EngineResult(self.jobs, self.ledger, self.samples, self.window, self.capacity_gpus, notes=self.notes)
+        self.capacity_version = 0  # bumped whenever free capacity changes: the waiting ledger rebuilds its view then
+        self.waiting = (WaitingLedger(self.jobs, self.nodes, self.switch_parent, self.window)
+                        if self.config.waiting_causes else None)
 
     # --- setup --------------------------------------------------------------------------------
 
@@ -196,6 +203,8 @@ class Engine:
             if changed or self._idle_due(now):
                 self._cycles(now)
         self.ledger.advance(max(self.ledger.clock, self.window[1]))
+        if self.waiting is not None:
+            self.result.waiting = self.waiting.finish(self._last_cycle if self._last_cycle is not None else 0.0)
         self.result.wall_s = time.perf_counter() - started
         return self.result
 
@@ -274,8 +283,14 @@ class Engine:
         return True
 
     def _cycles(self, now: float) -> None:
-        """_cycles calls the policy, and again at the same instant while preemptions free capacity."""
+        """_cycles decides at ``now``, then (when asked) judges why each job still waiting waits."""
         self._last_cycle = now
+        self._decide(now)
+        if self.waiting is not None:
+            self.waiting.observe(now, self.free, self.pending, self.capacity_version)
+
+    def _decide(self, now: float) -> None:
+        """_decide calls the policy, and again at the same instant while preemptions free capacity."""
         for _ in range(self.config.max_cycles_per_instant):
             if not self.pending:
                 return
@@ -354,6 +369,7 @@ class Engine:
 
     def _occupy(self, reservation: Reservation, sign: int) -> None:
         """_occupy takes (sign=+1) or returns (sign=-1) a reservation's shares on the nodes."""
+        self.capacity_version += 1
         for share in reservation.shares:
             left = self.free[share.node]
             res = share.resources
@@ -365,6 +381,8 @@ class Engine:
         """_start launches an attempt: occupies capacity, schedules its completion and checkpoints."""
         job = self.jobs[index]
         task = self.pending.pop(index)
+        if self.waiting is not None:
+            self.waiting.started(index, job, now)
         restore = task.restore_cost_s if job.saved_s > 0 else 0.0
         remaining = job.trace.duration_s - job.saved_s
         job.state, job.attempt_start, job.attempt_restore_s, job.last_checkpoint = JobState.RUNNING, now, restore, None
