@@ -1,12 +1,13 @@
-"""``metasched plan history``: the site's own jobs as a trace ``metasched simulate`` replays (an admin's store command, like ``db``)."""
+"""``metasched plan``: the site's own jobs as a trace (``history``), replayed (``calibrate``), asked what-if (``what-if``, ``need``); an admin's store command, like ``db``."""
 
 from __future__ import annotations
 
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import click
 from sqlalchemy.engine import make_url
@@ -15,6 +16,7 @@ from sqlalchemy.orm import Session
 from cli.context import CliState, pass_state
 from cli.errors import EXIT_ERROR, fail, handle_errors
 from cli.output import echo_json, table
+from cli.plan_report import need_text, none_met, what_if_text
 from meta.config.period import DEFAULT_PERIOD_S
 from meta.config.policy_file import PolicyFileError, load_policy_config
 from meta.model.durations import utcnow
@@ -22,12 +24,25 @@ from meta.model.errors import InvalidRequest
 from meta.plan.anonymize import anonymized
 from meta.plan.calibrate import MIN_JOBS, Calibration, Pair, calibrate
 from meta.plan.history import HistoryExport, history_rows
+from meta.plan.need import need, parse_goal, parse_node_type
+from meta.plan.scenario import (
+    MAX_SCENARIO_FILE_BYTES,
+    MAX_SCENARIOS,
+    Inputs,
+    Scenario,
+    check_names,
+    scenario,
+    scenarios_from_text,
+)
 from meta.plan.site import Site, binding_quotas, read_site, site_cluster
 from meta.plan.trace_csv import write_trace
+from meta.plan.what_if import Comparison, what_if
 from meta.plan.window import MAX_WINDOW_DAYS, parse_window
 from meta.sim import policies
 from meta.sim.cluster import ClusterError, ClusterSpec, load_cluster
 from meta.sim.engine import SimulationError
+from meta.sim.plot import PlotError
+from meta.sim.policies import PolicyFn
 from meta.store.db import Database, redact, resolve_url
 from meta.store.migrate import current_revision
 
@@ -38,8 +53,13 @@ RULES = (
     "tasks never started before the cut are skipped and counted"
 )
 T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+OPTIONS_SCENARIO = "scenario"  # the name of the scenario the command's options form
+DEFAULT_HORIZON = "90d"
+DEFAULT_MAX_NODES = 64
 # a live daemon records a cycle every period: a last cycle older than this means it had stopped
 STOPPED_AFTER_S = 60.0
+AVAILABLE = "available"  # --cluster: the stored inventory without its drained or unhealthy nodes
 
 
 @click.group("plan")
@@ -135,22 +155,49 @@ def _summary_line(export: HistoryExport, where: str) -> str:
             f"{export.skipped_never_started}, unreadable spec: {export.skipped_bad_spec}) -> {where}")
 
 
-@plan.command("calibrate")
-@click.option("--since", required=True, help="Start: a duration ago (14d, 12h, 30m) or an ISO date (UTC).")
-@click.option("--until", default=None, help="End (exclusive): a duration ago or an ISO date. Default: now.")
-@click.option("--policy-config", type=click.Path(dir_okay=False), default=None,
-              help="The policy file the daemon ran with (default: the shipped defaults).")
-@click.option("--period", type=float, default=DEFAULT_PERIOD_S, show_default=True, help="The daemon's period (s).")
-@click.option("--cluster", default=None,
-              help="Preset, cluster YAML or NxG instead of the stored inventory (needed when none is stored).")
-@click.option("--min-jobs", type=int, default=MIN_JOBS, show_default=True,
-              help="Compare tenants with at least this many replayed jobs.")
-@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
-@pass_state
-@handle_errors
-def calibrate_cmd(state: CliState, since: str, until: str | None, policy_config: str | None, period: float,
-                  cluster: str | None, min_jobs: int, as_json: bool) -> None:
-    """Replay the window in the simulator and put its queue delays beside the recorded ones."""
+def _replay_options(func: F) -> F:
+    """_replay_options adds the options of every command that replays the window: window, policy, period, cluster."""
+    options = [
+        click.option("--since", required=True, help="Start: a duration ago (14d, 12h, 30m) or an ISO date (UTC)."),
+        click.option("--until", default=None, help="End (exclusive): a duration ago or an ISO date. Default: now."),
+        click.option("--policy-config", type=click.Path(dir_okay=False), default=None,
+                     help="The policy file the daemon ran with (default: the shipped defaults)."),
+        click.option("--period", type=float, default=DEFAULT_PERIOD_S, show_default=True,
+                     help="The daemon's period (s)."),
+        click.option("--cluster", default=None,
+                     help="Preset, cluster YAML or NxG instead of the stored inventory (needed when none is stored); "
+                          "'available': the stored inventory without the nodes drained or down when it was saved."),
+        click.option("--min-jobs", type=int, default=MIN_JOBS, show_default=True,
+                     help="Compare tenants with at least this many replayed jobs."),
+    ]
+    for option in reversed(options):
+        func = option(func)
+    return func
+
+
+@dataclass
+class _Replayable:
+    """_Replayable is what a replay of the window needs: the rows, the site, the cluster, the policy, and their story."""
+
+    export: HistoryExport
+    site: Site
+    cluster: ClusterSpec
+    policy: PolicyFn
+    config: Any
+    period_s: float
+    min_jobs: int
+    context: dict[str, Any]  # window, jobs, cluster, policy, period: the head of every report
+    notes: list[str]  # what the replay leaves out: quotas it does not apply, a daemon that had stopped
+
+    def inputs(self) -> Inputs:
+        """inputs is the window as a scenario's starting point."""
+        window_s = (self.export.cut - self.export.since).total_seconds()
+        return Inputs(list(self.export.rows), self.cluster, self.site.weights(), self.config, window_s)
+
+
+def _replayable(state: CliState, since: str, until: str | None, policy_config: str | None, period: float,
+                cluster: str | None, min_jobs: int) -> _Replayable:
+    """_replayable checks the replay options and reads the window and the site (exit 2 on bad input or no rows)."""
     now = utcnow()
     start, end = parse_window(since, until, now)
     if not period > 0 or min_jobs < 1:
@@ -158,7 +205,7 @@ def calibrate_cmd(state: CliState, since: str, until: str | None, policy_config:
     policy_fn, config = policies.resolve("metasched")
     try:
         config = load_policy_config(policy_config, config) if policy_config else config
-        given = load_cluster(cluster) if cluster else None
+        given = load_cluster(cluster) if cluster and cluster != AVAILABLE else None
     except (PolicyFileError, ClusterError) as exc:
         raise InvalidRequest(str(exc)) from None
     export, site = _in_store(state.db_url, lambda s: _window_and_site(s, start, end, now))
@@ -166,21 +213,163 @@ def calibrate_cmd(state: CliState, since: str, until: str | None, policy_config:
     if not export.rows:
         raise InvalidRequest(f"no task of the {export.jobs} jobs submitted in the window started before the cut: "
                              "nothing to replay")
-    try:
-        result = calibrate(export, spec, site.weights(), config, period, min_jobs=min_jobs, policy=policy_fn)
-    except SimulationError as exc:  # a fault of the policy or the simulator, not of the input: exit 1
-        fail(f"the policy returned a plan the simulator cannot apply: {exc}", EXIT_ERROR)
-    result.notes.extend(f"not simulated: {quota}" for quota in binding_quotas(site.tenants, spec))
+    notes = [f"not simulated: {quota}" for quota in binding_quotas(site.tenants, spec)]
     if (min(end, now) - export.cut).total_seconds() > STOPPED_AFTER_S:
-        result.notes.append(f"cut at the daemon's last cycle ({export.cut:%Y-%m-%dT%H:%M:%SZ}): "
-                            "the store does not know what ran after it")
+        notes.append(f"cut at the daemon's last cycle ({export.cut:%Y-%m-%dT%H:%M:%SZ}): "
+                     "the store does not know what ran after it")
     context = {"window": {"since": export.since.isoformat(), "until": export.until.isoformat(),
                           "cut": export.cut.isoformat()},
                "jobs": export.jobs, "cluster": where, "policy": policy_config or "shipped defaults", "period_s": period}
+    return _Replayable(export, site, spec, policy_fn, config, period, min_jobs, context, notes)
+
+
+def _simulated(run: Callable[[], T]) -> T:
+    """_simulated runs simulations; a plan the simulator cannot apply is a fault of the policy, not the input: exit 1."""
+    try:
+        return run()
+    except SimulationError as exc:
+        fail(f"the policy returned a plan the simulator cannot apply: {exc}", EXIT_ERROR)
+        raise  # not reached: fail exits
+
+
+@plan.command("calibrate")
+@_replay_options
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@pass_state
+@handle_errors
+def calibrate_cmd(state: CliState, since: str, until: str | None, policy_config: str | None, period: float,
+                  cluster: str | None, min_jobs: int, as_json: bool) -> None:
+    """Replay the window in the simulator and put its queue delays beside the recorded ones."""
+    ready = _replayable(state, since, until, policy_config, period, cluster, min_jobs)
+    result = _simulated(lambda: calibrate(ready.export, ready.cluster, ready.site.weights(), ready.config, period,
+                                          min_jobs=min_jobs, policy=ready.policy))
+    result.notes.extend(ready.notes)
     if as_json:
-        echo_json(context | result.as_dict())
+        echo_json(ready.context | result.as_dict())
     else:
-        click.echo(_calibration_text(result, export, context))
+        click.echo(_calibration_text(result, ready.export, ready.context))
+
+
+@plan.command("what-if")
+@_replay_options
+@click.option("--add-nodes", multiple=True, metavar="TYPE:GPUSxCOUNT",
+              help="Add COUNT nodes of GPUS GPUs of TYPE, shaped like the site's (h100:8x4). Repeatable.")
+@click.option("--remove-nodes", multiple=True, metavar="TYPE:[GPUSx]COUNT",
+              help="Remove COUNT nodes of TYPE (a100:2; a100:8x2: of 8 GPUs only). Repeatable.")
+@click.option("--share", multiple=True, metavar="TENANT=WEIGHT", help="Set a tenant's fair-share weight. Repeatable.")
+@click.option("--demand", multiple=True, metavar="TENANT=FACTOR",
+              help="Scale a tenant's jobs (0-10; *=FACTOR: every tenant). Repeatable.")
+@click.option("--trend", is_flag=True, help="Grow demand by the window's linear trend in jobs per day.")
+@click.option("--horizon", default=None, help="How far past the window --trend projects (default 90d).")
+@click.option("--scenario-policy", type=click.Path(dir_okay=False), default=None,
+              help="The scenario's policy file (over --policy-config's settings).")
+@click.option("--name", default=OPTIONS_SCENARIO, show_default=True, help="The name of the options' scenario.")
+@click.option("--scenario-file", type=click.Path(dir_okay=False), default=None,
+              help=f"More scenarios side by side: a TOML ([[scenario]]) or YAML (scenarios:) list, at most "
+                   f"{MAX_SCENARIOS}.")
+@click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None,
+              help="Write PNGs here: per-tenant queue-delay CDFs, utilization over time.")
+@click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@pass_state
+@handle_errors
+def what_if_cmd(state: CliState, since: str, until: str | None, policy_config: str | None, period: float,
+                cluster: str | None, min_jobs: int, add_nodes: tuple[str, ...], remove_nodes: tuple[str, ...],
+                share: tuple[str, ...], demand: tuple[str, ...], trend: bool, horizon: str | None,
+                scenario_policy: str | None, name: str, scenario_file: str | None, plot_dir: str | None,
+                as_json: bool) -> None:
+    """Replay the window as it was (today) and under each scenario, side by side."""
+    if horizon is not None and not trend:
+        raise InvalidRequest("--horizon goes with --trend")
+    found: list[Scenario] = []
+    if add_nodes or remove_nodes or share or demand or trend or scenario_policy:
+        found.append(scenario(name, add=add_nodes, remove=remove_nodes, share=share, demand=demand,
+                              horizon=(horizon or DEFAULT_HORIZON) if trend else None, policy_file=scenario_policy))
+    elif name != OPTIONS_SCENARIO:
+        raise InvalidRequest("--name names the scenario of --add-nodes, --remove-nodes, --share, --demand, --trend, "
+                             "--scenario-policy: give one of them")
+    if scenario_file:
+        found.extend(_scenario_file(Path(scenario_file)))
+    check_names(found)
+    ready = _replayable(state, since, until, policy_config, period, cluster, min_jobs)
+    found = [_with_policy(each, ready.config) for each in found]
+    result = _simulated(lambda: what_if(ready.export, ready.inputs(), found, period, policy=ready.policy,
+                                        min_jobs=min_jobs))
+    result.notes.extend(ready.notes)
+    if plot_dir:
+        _plots(result, plot_dir)
+    if as_json:
+        echo_json(ready.context | result.as_dict())
+    else:
+        click.echo(what_if_text(result, ready.export, ready.context))
+
+
+@plan.command("need")
+@_replay_options
+@click.option("--p95", "p95_goals", multiple=True, metavar="TENANT<=DURATION",
+              help="Goal: the tenant's p95 queue delay at most DURATION (tenant-a<=1h; *: every job). Repeatable.")
+@click.option("--mean", "mean_goals", multiple=True, metavar="TENANT<=DURATION",
+              help="Goal: the tenant's mean queue delay at most DURATION. Repeatable.")
+@click.option("--node-type", "node_types", multiple=True, metavar="TYPE:GPUS",
+              help="The nodes that may be added (h100:8), shaped like the site's. Repeatable: each is searched.")
+@click.option("--max-nodes", type=int, default=DEFAULT_MAX_NODES, show_default=True,
+              help="Search up to this many added nodes of a type.")
+@click.option("--json", "as_json", is_flag=True, help="Print the search as JSON.")
+@pass_state
+@handle_errors
+def need_cmd(state: CliState, since: str, until: str | None, policy_config: str | None, period: float,
+             cluster: str | None, min_jobs: int, p95_goals: tuple[str, ...], mean_goals: tuple[str, ...],
+             node_types: tuple[str, ...], max_nodes: int, as_json: bool) -> None:
+    """Find the fewest added nodes of an offered type whose replay of the window meets every goal."""
+    goals = [parse_goal("p95", text) for text in p95_goals] + [parse_goal("mean", text) for text in mean_goals]
+    offered = [parse_node_type(text) for text in node_types]
+    if not goals or not offered:
+        raise InvalidRequest("give at least one goal (--p95 or --mean TENANT<=DURATION) and one --node-type TYPE:GPUS")
+    ready = _replayable(state, since, until, policy_config, period, cluster, min_jobs)
+    result = _simulated(lambda: need(ready.export, ready.inputs(), goals, offered, max_nodes, period,
+                                     policy=ready.policy, min_jobs=min_jobs))
+    if as_json:
+        echo_json(ready.context | result.as_dict())
+    else:
+        click.echo(need_text(result, ready.export, ready.context))
+    if result.best is None:
+        fail(none_met(result), EXIT_ERROR)
+
+
+def _scenario_file(path: Path) -> list[Scenario]:
+    """_scenario_file reads a bounded scenario file; its policy files are named relative to it."""
+    try:
+        with path.open("rb") as handle:
+            data = handle.read(MAX_SCENARIO_FILE_BYTES + 1)
+        text = data.decode("utf-8")
+    except OSError as exc:
+        raise InvalidRequest(f"--scenario-file {path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise InvalidRequest(f"--scenario-file {path}: not UTF-8 text") from None
+    found = scenarios_from_text(text, str(path))
+    return [replace(each, policy_file=str(path.parent / each.policy_file)) if each.policy_file else each
+            for each in found]
+
+
+def _with_policy(found: Scenario, today: Any) -> Scenario:
+    """_with_policy loads a scenario's policy file over today's settings."""
+    if not found.policy_file:
+        return found
+    try:
+        return replace(found, policy_config=load_policy_config(found.policy_file, today))
+    except PolicyFileError as exc:
+        raise InvalidRequest(f"scenario {found.name!r}: {exc}") from None
+
+
+def _plots(result: Comparison, folder: str) -> None:
+    """_plots writes the what-if's PNGs or fails in one line."""
+    from meta.plan.plots import write_plots  # matplotlib only when asked for
+
+    try:
+        written = write_plots(result, folder)
+    except PlotError as exc:
+        fail(str(exc), EXIT_ERROR)
+        return
+    click.echo("plots written: " + ", ".join(str(path) for path in written), err=True)
 
 
 def _window_and_site(session: Session, since: datetime, until: datetime, now: datetime) -> tuple[HistoryExport, Site]:
@@ -199,9 +388,13 @@ def _cluster(given: ClusterSpec | None, ref: str | None, site: Site) -> tuple[Cl
         return given, f"{ref} ({given.node_count()} nodes, {given.total_gpus()} GPUs)"
     if not site.nodes:
         raise InvalidRequest("the store has no inventory (no daemon saved one): give --cluster PRESET|YAML|NxG")
-    spec = site_cluster(site.nodes, site.switch_parent)
+    nodes = [node for node in site.nodes if node.schedulable()] if ref == AVAILABLE else site.nodes
+    if not nodes:
+        raise InvalidRequest("no node of the stored inventory was schedulable when it was saved")
+    spec = site_cluster(nodes, site.switch_parent)
     saved = f", saved {site.inventory_at:%Y-%m-%dT%H:%M:%SZ}" if site.inventory_at else ""
-    return spec, f"stored inventory ({spec.node_count()} nodes, {spec.total_gpus()} GPUs{saved})"
+    which = "stored inventory, schedulable nodes" if ref == AVAILABLE else "stored inventory"
+    return spec, f"{which} ({spec.node_count()} nodes, {spec.total_gpus()} GPUs{saved})"
 
 
 def _calibration_text(result: Calibration, export: HistoryExport, context: dict[str, object]) -> str:
@@ -215,8 +408,11 @@ def _calibration_text(result: Calibration, export: HistoryExport, context: dict[
     busy = result.utilization
     lines = [head, "", table(headers, rows), "",
              f"GPU utilization: recorded {busy.real:.1%}, simulated {busy.sim:.1%} ({_error(busy.error)}); "
-             f"span recorded {result.span_s.real:.0f} s, simulated {result.span_s.sim:.0f} s",
-             f"verdict: {result.verdict()}"]
+             f"span recorded {result.span_s.real:.0f} s, simulated {result.span_s.sim:.0f} s"]
+    if result.waiting is not None:  # shortage or fragmentation (issue 23), before the verdict and its notes
+        lines += ["", "simulated waiting by cause (GPU-hours, % of the waiting):",
+                  table(result.waiting.HEADERS, result.waiting.rows()), result.waiting.stranded_line(), ""]
+    lines.append(f"verdict: {result.verdict()}")
     return "\n".join(lines + [f"  - {note}" for note in result.notes])
 
 

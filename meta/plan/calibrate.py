@@ -30,10 +30,11 @@ from meta.plan.history import HistoryExport, HistoryRow
 from meta.sim import policies
 from meta.sim.cluster import ClusterSpec
 from meta.sim.config import SimConfig
-from meta.sim.engine import Engine
+from meta.sim.engine import Engine, EngineResult
 from meta.sim.job import JobState, SimJob
 from meta.sim.metrics import summary
 from meta.sim.trace import TraceJob
+from meta.sim.waiting_causes import WaitingSplit, waiting_split
 
 MIN_JOBS = 5  # a tenant with fewer rows is replayed but not compared: its mean is a few jobs' luck
 
@@ -84,6 +85,7 @@ class Calibration:
     span_s: Pair
     capacity_gpus: int
     notes: list[str] = field(default_factory=list)
+    waiting: WaitingSplit | None = None  # the simulated waiting by cause: shortage, fragmentation, policy
 
     def verdict(self) -> str:
         """verdict is one line: the bound on the per-tenant error of the mean, or why there is none."""
@@ -114,6 +116,7 @@ class Calibration:
             "capacity_gpus": self.capacity_gpus,
             "verdict": self.verdict(),
             "notes": list(self.notes),
+            "waiting": None if self.waiting is None else self.waiting.as_dict(),
         }
 
 
@@ -134,7 +137,41 @@ def sim_config(weights: dict[str, float], period_s: float) -> SimConfig:
         preemptible_kinds=frozenset(), tenant_weights=dict(weights),
         guarantee_fraction=0.0,  # the simulator's guarantees-by-weight are not the site's (see site.binding_quotas)
         strict=False,  # an invalid placement is counted and noted, not a crash of the command
+        waiting_causes=True,  # every replay says how much of its waiting was shortage, fragmentation or policy
     )
+
+
+@dataclass
+class Replay:
+    """Replay is one engine run of history rows: each row beside its simulated job, and the raw result."""
+
+    rows: list[HistoryRow]
+    raw: EngineResult
+    origin: float  # the rows' time that is the engine's 0 s
+    capacity_gpus: int
+
+    @property
+    def placed(self) -> list[tuple[HistoryRow, SimJob]]:
+        """placed pairs the rows that ran in the simulation with their simulated jobs."""
+        return [(row, job) for row, job in zip(self.rows, self.raw.jobs, strict=True) if job.state == JobState.DONE]
+
+
+def replay(rows: Sequence[HistoryRow], cluster: ClusterSpec, weights: dict[str, float], policy_config: Any,
+           period_s: float, *, policy: Callable[..., Any] | None = None, origin: float | None = None) -> Replay:
+    """replay runs the rows through the engine under the policy (metasched's by default) with the replay's settings.
+
+    ``origin`` (default: the first eligible row) is the rows' time that becomes the engine's 0 s; replays that
+    are to be compared (today and a what-if) share it, so their decisions fall on the same period grid.
+    """
+    if policy is None:
+        policy, default = policies.resolve("metasched")
+        policy_config = default if policy_config is None else policy_config
+    # time starts at the first eligible row, not at --since: the period grid's phase would otherwise move
+    # with the moment the command runs ("14d" ago), and the figures with it
+    start = min((row.submit_time for row in rows), default=0.0) if origin is None else origin
+    raw = Engine([trace_job(row, start) for row in rows], cluster, policy, policy_config,
+                 sim_config(weights, period_s)).run()
+    return Replay(list(rows), raw, start, cluster.total_gpus())
 
 
 def calibrate(export: HistoryExport, cluster: ClusterSpec, weights: dict[str, float], policy_config: Any,
@@ -142,28 +179,25 @@ def calibrate(export: HistoryExport, cluster: ClusterSpec, weights: dict[str, fl
     """calibrate replays the export's rows under the policy (metasched's by default) and compares queue delays."""
     if not export.rows:
         raise ValueError("no row to replay: no task of the window started before the cut")
-    if policy is None:
-        policy, default = policies.resolve("metasched")
-        policy_config = default if policy_config is None else policy_config
-    # time starts at the first eligible row, not at --since: the period grid's phase would otherwise move
-    # with the moment the command runs ("14d" ago), and the figures with it
-    origin = min(row.submit_time for row in export.rows)
-    raw = Engine([trace_job(row, origin) for row in export.rows], cluster, policy, policy_config,
-                 sim_config(weights, period_s)).run()
-    placed = [(row, job) for row, job in zip(export.rows, raw.jobs, strict=True) if job.state == JobState.DONE]
+    return compare(export, replay(export.rows, cluster, weights, policy_config, period_s, policy=policy), min_jobs)
+
+
+def compare(export: HistoryExport, run: Replay, min_jobs: int = MIN_JOBS) -> Calibration:
+    """compare puts a replay of the export's rows beside what was recorded for them."""
+    placed = run.placed
     by_tenant: dict[str, list[tuple[HistoryRow, SimJob]]] = defaultdict(list)
     for pair in placed:
         by_tenant[pair[0].tenant].append(pair)
     fits = [_fit(tenant, pairs) for tenant, pairs in sorted(by_tenant.items()) if len(pairs) >= min_jobs]
     overall = _fit("*", placed)
-    capacity = cluster.total_gpus()
     result = Calibration(
-        rows=len(export.rows), replayed=len(placed), censored=export.censored,
-        unplaced=len(export.rows) - len(placed), min_jobs=min_jobs, tenants=fits,
+        rows=len(run.rows), replayed=len(placed), censored=export.censored,
+        unplaced=len(run.rows) - len(placed), min_jobs=min_jobs, tenants=fits,
         small_tenants={t: len(p) for t, p in by_tenant.items() if len(p) < min_jobs},
-        mean=overall.mean, p95=overall.p95, capacity_gpus=capacity, **_busy(placed, capacity),
+        mean=overall.mean, p95=overall.p95, capacity_gpus=run.capacity_gpus, **_busy(placed, run.capacity_gpus),
     )
-    result.notes = _notes(export, result, raw.invalid_placements, raw.notes)
+    result.notes = _notes(export, result, run.raw.invalid_placements, run.raw.notes)
+    result.waiting = waiting_split(run.raw)
     return result
 
 

@@ -41,15 +41,18 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from meta.cycle.snapshot.gates import job_gates, observe_elements, observe_jobs
+from meta.model.dependency import Dependency
 from meta.model.durations import utcnow
 from meta.model.errors import JOB_FAULTS
-from meta.model.spec import AnySpec, spec_from_json
+from meta.model.resources import ResourceVector
+from meta.model.spec import spec_from_json
 from meta.model.states import AttemptState, TaskState
-from meta.policy.dependencies import ObservedJob, eligible_since
+from meta.policy.dependencies import Gates, ObservedJob, eligible_since
 from meta.store.chunks import chunked
 from meta.store.models import Attempt, AuditEvent, Job, JobSpecRow, Task, Transition
 
 JOBS_PER_READ = 500  # jobs whose tasks, attempts and transitions are read together
+SPEC_CACHE = 4096  # spec texts kept with their reading (resubmitted specs are parsed once; memory stays bounded)
 RELEASE = "job.release"  # the audit action of `metasched release` (meta/service/job_holds.py)
 TERMINAL = frozenset({TaskState.SUCCEEDED.value, TaskState.FAILED.value, TaskState.CANCELLED.value})
 _OUTCOME = {
@@ -119,15 +122,36 @@ def history_rows(session: Session, since: datetime, until: datetime | None, now:
     now = now or utcnow()
     end = until or now
     export = HistoryExport(since, end, min(end, now))
-    jobs = list(session.scalars(
-        select(Job).where(Job.submitted_at >= since, Job.submitted_at < end).order_by(Job.submitted_at, Job.id)
-    ))
+    # plain columns: an ORM Job would also load its spec row (joined), which _asked reads and parses once
+    jobs = session.execute(
+        select(*_JOB_COLUMNS).where(Job.submitted_at >= since, Job.submitted_at < end).order_by(Job.submitted_at, Job.id)
+    ).all()
     export.jobs = len(jobs)
     releases = _releases(session, since, export.cut)
+    asked = _asked(session, [job.id for job in jobs])
+    # the jobs every dependency names, observed once for the window (the same reads, in the same transaction,
+    # as per chunk of jobs, where each chunk's look-up scanned the jobs and attempts tables again)
+    observed = _observed(session, [a.gates.dependency for a in asked.values() if a.gates and a.gates.dependency])
     for chunk in chunked(jobs, JOBS_PER_READ):
-        _export_chunk(session, chunk, releases, export)
+        _export_chunk(session, chunk, asked, observed, releases, export)
     export.rows.sort(key=lambda row: (row.submit_time, row.job_id))
     return export
+
+
+_JOB_COLUMNS = (Job.id, Job.short_id, Job.submitted_at, Job.tenant, Job.kind, Job.name, Job.submitted_by, Job.owner_uid)
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """_Asked is what a job's spec says of each of its tasks' rows, read once per job."""
+
+    single: bool  # one task: its row is named by the job's short id
+    array: bool  # an array's rows are named by element, other jobs' by task index
+    workers: int
+    per_worker: ResourceVector  # what one worker asks for
+    time_limit_s: float
+    gates: Gates | None  # begin and dependency (holds are read from their releases)
+    per_element: bool  # aftercorr: the dependency is decided per array element
 
 
 def _releases(session: Session, since: datetime, cut: datetime) -> dict[str, list[datetime]]:
@@ -142,7 +166,38 @@ def _releases(session: Session, since: datetime, cut: datetime) -> dict[str, lis
     return found
 
 
-def _export_chunk(session: Session, jobs: Sequence[Job], releases: dict[str, list[datetime]], export: HistoryExport) -> None:
+def _asked(session: Session, job_ids: Sequence[str]) -> dict[str, _Asked]:
+    """_asked parses each job's stored spec into what its rows need; a spec today's rules refuse is left out."""
+    found: dict[str, _Asked] = {}
+    parsed: dict[str, _Asked | None] = {}  # spec text -> its reading: resubmitted specs are parsed once
+    for chunk in chunked(job_ids):
+        rows = session.execute(select(JobSpecRow.job_id, JobSpecRow.spec_json).where(JobSpecRow.job_id.in_(chunk)))
+        for job_id, text in rows:
+            asked = parsed[text] if text in parsed else _read_spec(text)
+            if len(parsed) < SPEC_CACHE:
+                parsed[text] = asked
+            if asked is not None:
+                found[job_id] = asked
+    return found
+
+
+def _read_spec(text: str) -> _Asked | None:
+    """_read_spec is one stored spec's reading, or None when today's rules refuse it."""
+    try:
+        spec = spec_from_json(text)
+    except JOB_FAULTS:  # SpecError is a ValueError: the job is counted, not exported
+        return None
+    gates = job_gates(spec, None)  # holds are read from their releases
+    dependency = gates.dependency if gates is not None else None
+    return _Asked(
+        single=spec.task_count() == 1, array=bool(spec.array), workers=spec.workers_per_task(),
+        per_worker=spec.worker_resources(), time_limit_s=spec.time_limit_s, gates=gates,
+        per_element=bool(dependency and dependency.corresponding()),
+    )
+
+
+def _export_chunk(session: Session, jobs: Sequence[Any], asked: dict[str, _Asked], observed: dict[str, ObservedJob],
+                  releases: dict[str, list[datetime]], export: HistoryExport) -> None:
     """_export_chunk adds the rows of a few hundred jobs, read with a few queries."""
     ids = [job.id for job in jobs]
     tasks = session.execute(
@@ -151,19 +206,19 @@ def _export_chunk(session: Session, jobs: Sequence[Job], releases: dict[str, lis
     task_ids = [task.id for task in tasks]
     runs = _runs(session, task_ids, export.cut)
     states = _states_at(session, task_ids, export.cut)
-    specs = _specs(session, ids)
-    observed = _observed(session, specs.values())
     by_job: dict[str, list[Any]] = defaultdict(list)
     for task in tasks:
         by_job[task.job_id].append(task)
+    cut_ts = export.cut.timestamp()
     for job in jobs:
-        spec = specs.get(job.id)
+        spec = asked.get(job.id)
         if spec is None:
             export.skipped_bad_spec += len(by_job[job.id])
             continue
+        job_releases = releases.get(job.short_id, [])
         for task in by_job[job.id]:
-            row = _row(job, spec, task, runs.get(task.id, []), states.get(task.id), observed,
-                       releases.get(job.short_id, []), export)
+            row = _row(job, spec, task, runs.get(task.id, []), states.get(task.id), observed, job_releases,
+                       export, cut_ts)
             if row is None:
                 export.skipped_never_started += 1
             else:
@@ -197,20 +252,9 @@ def _states_at(session: Session, task_ids: Sequence[str], cut: datetime) -> dict
     return found
 
 
-def _specs(session: Session, job_ids: Sequence[str]) -> dict[str, AnySpec]:
-    """_specs parses each job's stored spec; a spec today's rules refuse is left out."""
-    found: dict[str, AnySpec] = {}
-    for job_id, text in session.execute(select(JobSpecRow.job_id, JobSpecRow.spec_json).where(JobSpecRow.job_id.in_(job_ids))):
-        try:
-            found[job_id] = spec_from_json(text)
-        except JOB_FAULTS:  # SpecError is a ValueError: the job is counted, not exported
-            continue
-    return found
-
-
-def _observed(session: Session, specs: Iterable[AnySpec]) -> dict[str, ObservedJob]:
+def _observed(session: Session, dependencies: Iterable[Dependency]) -> dict[str, ObservedJob]:
     """_observed is how far the jobs the dependencies name have come, read as the daemon's gates read them."""
-    dependencies = [dep for dep in (spec.parsed_dependency() for spec in specs) if dep is not None]
+    dependencies = list(dependencies)
     refs = {ref for dep in dependencies for ref in dep.jobs()}
     if not refs:
         return {}
@@ -220,14 +264,13 @@ def _observed(session: Session, specs: Iterable[AnySpec]) -> dict[str, ObservedJ
     return observed
 
 
-def _eligible(job: Job, spec: AnySpec, element: str | None, observed: dict[str, ObservedJob],
-              releases: list[datetime], first_created: datetime, cut: datetime) -> datetime:
+def _eligible(job: Any, spec: _Asked, element: str | None, observed: dict[str, ObservedJob],
+              releases: list[datetime], first_created: datetime, cut_ts: float) -> datetime:
     """_eligible is when the task became eligible, by the module's rule (capped at its first attempt)."""
     moment = job.submitted_at
-    gates = job_gates(spec, None)  # holds are read from their releases below
+    gates = spec.gates
     if gates is not None:
-        dependency = gates.dependency
-        since = eligible_since(gates, observed, cut.timestamp(), element if dependency and dependency.corresponding() else None)
+        since = eligible_since(gates, observed, cut_ts, element if spec.per_element else None)
         if since is not None:
             moment = max(moment, datetime.fromtimestamp(since, tz=UTC))
     released = [at for at in releases if at <= first_created]
@@ -236,8 +279,8 @@ def _eligible(job: Job, spec: AnySpec, element: str | None, observed: dict[str, 
     return min(moment, first_created)
 
 
-def _row(job: Job, spec: AnySpec, task: Any, runs: list[_Run], state: str | None, observed: dict[str, ObservedJob],
-         releases: list[datetime], export: HistoryExport) -> HistoryRow | None:
+def _row(job: Any, spec: _Asked, task: Any, runs: list[_Run], state: str | None, observed: dict[str, ObservedJob],
+         releases: list[datetime], export: HistoryExport, cut_ts: float) -> HistoryRow | None:
     """_row is one task's trace row, or None when no attempt of it started before the cut."""
     cut = export.cut
     started = [run for run in runs if run.started_at is not None and run.started_at < cut]
@@ -247,12 +290,12 @@ def _row(job: Job, spec: AnySpec, task: Any, runs: list[_Run], state: str | None
               for run in started)
     last = started[-1]
     outcome = RUNNING if last.ended_at is None or last.ended_at >= cut else _OUTCOME.get(last.state, "failed")
-    eligible = _eligible(job, spec, task.name, observed, releases, runs[0].created_at, cut)
+    eligible = _eligible(job, spec, task.name, observed, releases, runs[0].created_at, cut_ts)
     first_start = min(run.started_at for run in started)  # type: ignore[type-var]
-    per_worker = spec.worker_resources()
-    workers = spec.workers_per_task()
+    per_worker = spec.per_worker
+    workers = spec.workers
     return HistoryRow(
-        job_id=job.short_id if spec.task_count() == 1 else f"{job.short_id}_{task.name if spec.array else task.index}",
+        job_id=job.short_id if spec.single else f"{job.short_id}_{task.name if spec.array else task.index}",
         submit_time=(eligible - export.since).total_seconds(),
         duration_s=ran,
         num_gpus=workers * per_worker.gpus,

@@ -1,0 +1,131 @@
+"""Test-only histories for ``plan what-if`` and ``plan need``: congested rows, and a SQLite store that recorded them.
+
+The congested history: two tenants alternate node-sized jobs (8 a100 GPUs for ``DURATION_S``) every
+``GAP_S`` on two 8-GPU nodes, twice as fast as the nodes drain them, so queue delays grow job after
+job; what the store records is that queue served first come, first served on the two nodes.
+"""
+
+from __future__ import annotations
+
+import gc
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from cli.main import cli
+from meta.model.nodes import NodeState
+from meta.model.resources import ResourceVector
+from meta.model.states import AttemptState
+from meta.plan.history import HistoryExport, HistoryRow
+from meta.plan.scenario import Inputs
+from meta.service.api import Service
+from meta.sim.cluster import ClusterSpec, NodeGroup
+from meta.store.inventory import save_inventory
+from meta.store.lifecycle import attempt_event, create_attempt
+from tests.conftest import sqlite_database
+from tests.runtime.support import share, submit, training
+
+T0 = datetime(2026, 3, 2, 8, 0, tzinfo=UTC)
+GAP_S, DURATION_S, NODES = 250.0, 1000.0, 2
+TENANTS = ("acme", "beta")
+NODE_RESOURCES = {"cpus": 8, "memory": "32G", "gpus": 8, "gpu_type": "a100"}
+CLOCKED = ("meta.service.api", "meta.store.lifecycle", "meta.store.transitions", "meta.store.audit")
+LAUNCH, RUN, OK = AttemptState.LAUNCHING, AttemptState.RUNNING, AttemptState.SUCCEEDED
+
+
+def row(job_id: str, submit: float, tenant: str = "acme", duration: float = DURATION_S, gpus: int = 8,
+        gpu_type: str | None = "a100", queue: float = 0.0, **changes: Any) -> HistoryRow:
+    """row is one single-worker task of ``gpus`` GPUs of ``gpu_type``."""
+    base = HistoryRow(
+        job_id=job_id, submit_time=submit, duration_s=duration, num_gpus=gpus, gpu_type=gpu_type, num_cpus=8.0,
+        memory_mib=32768, tenant=tenant, job_kind="training", workers=1, gpus_per_worker=gpus, attempts=1,
+        outcome="succeeded", censored=False, queue_delay_s=queue, time_limit_s=2 * duration, user="u", name=job_id,
+    )
+    return replace(base, **changes)
+
+
+def fifo_starts(submits: list[float], nodes: int = NODES, duration: float = DURATION_S) -> list[float]:
+    """fifo_starts is when each job (in submit order) starts on ``nodes`` nodes served first come, first served."""
+    free = [0.0] * nodes
+    starts = []
+    for at in submits:
+        node = min(range(nodes), key=lambda i: free[i])
+        start = max(at, free[node])
+        free[node] = start + duration
+        starts.append(start)
+    return starts
+
+
+def congested_rows(jobs: int = 24) -> list[HistoryRow]:
+    """congested_rows is the module's history as rows, recorded delays first come, first served."""
+    submits = [i * GAP_S for i in range(jobs)]
+    return [row(f"j{i:03d}", at, TENANTS[i % 2], queue=start - at)
+            for i, (at, start) in enumerate(zip(submits, fifo_starts(submits), strict=True))]
+
+
+def export(rows: list[HistoryRow], days: float = 1.0) -> HistoryExport:
+    """export is a window of ``days`` from T0 holding ``rows``."""
+    ordered = sorted(rows, key=lambda r: (r.submit_time, r.job_id))
+    found = HistoryExport(T0, T0 + timedelta(days=days), T0 + timedelta(days=days), rows=ordered)
+    found.jobs = len(rows)
+    return found
+
+
+def site_cluster(nodes: int = NODES) -> ClusterSpec:
+    """site_cluster is ``nodes`` a100 nodes of 8 GPUs under one leaf switch and a spine."""
+    group = NodeGroup(name="a100", count=nodes, gpus=8, gpu_type="a100", cpus=32, memory=256000, switch="leaf1",
+                      partitions=["gpu"])
+    return ClusterSpec(name="site", node_groups=[group], switch_parent={"leaf1": "spine"})
+
+
+def inputs(rows: list[HistoryRow], config: Any = None, days: float = 1.0) -> Inputs:
+    """inputs is the rows on the site's cluster with equal weights."""
+    return Inputs(rows, site_cluster(), {tenant: 1.0 for tenant in TENANTS}, config, days * 86400.0)
+
+
+def congested_store(path: Path, base: datetime, jobs: int = 24, drained: int = 0) -> str:
+    """congested_store writes the congested history into a SQLite store, jobs from ``base``; returns its URL.
+
+    The stored inventory is the two nodes; each job's attempt launches at its start and ends
+    ``DURATION_S`` later, so ``plan history`` reads back the rows of ``congested_rows``. ``drained``
+    more a100 nodes are in the inventory, drained (none of the history ran on them).
+    """
+    now = [base]
+    with pytest.MonkeyPatch.context() as patch:
+        for module in CLOCKED:
+            patch.setattr(f"{module}.utcnow", lambda: now[0])
+        db = sqlite_database(path)
+        service = Service(db)
+        nodes = [NodeState(name=f"a{i}", capacity=ResourceVector(cpus=32, memory_mib=256000, gpus=8, gpu_type="a100"),
+                           partitions=("gpu",), switch="leaf1", drained=i >= NODES) for i in range(NODES + drained)]
+        with db.session() as session:
+            save_inventory(session, nodes, 1, {"leaf1": "spine"})
+        for i, history in enumerate(congested_rows(jobs)):
+            now[0] = base + timedelta(seconds=history.submit_time)
+            _, (task,) = submit(service, training(history.job_id, history.tenant, resources=NODE_RESOURCES,
+                                                  time_limit="1h"))
+            start = history.submit_time + history.queue_delay_s
+            path_ = [(LAUNCH, start), (RUN, start), (OK, start + DURATION_S)]
+            with db.session() as session:
+                now[0] = base + timedelta(seconds=start)
+                attempt_id = create_attempt(session, task, f"t:{task}", placement=[share(f"a{i % NODES}", gpus=8)]).id
+            for step, (state, at) in enumerate(path_):
+                with db.session() as session:
+                    now[0] = base + timedelta(seconds=at)
+                    attempt_event(session, attempt_id, state, f"t:{attempt_id}:{step}", actor="test")
+        db.dispose()
+    return f"sqlite:///{path}"
+
+
+def run(db_url: str | None, *args: str) -> Result:
+    """run invokes ``metasched`` on the store and checks it never shows a traceback."""
+    env = {"METASCHED_DB": db_url, "METASCHED_DB_FILE": None, "METASCHED_DEBUG": None}
+    result = CliRunner().invoke(cli, list(args), env=env, prog_name="metasched")
+    gc.collect()  # close the command's engine now
+    assert "Traceback" not in result.output, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
+    return result
