@@ -19,6 +19,10 @@ from urllib.parse import quote, urlencode, urlsplit
 API_ENV = "METASCHED_API"
 DEFAULT_API = "unix:///run/metasched/api.sock"
 DEFAULT_TIMEOUT_S = 120.0  # a 20,000-partition submit takes seconds; a hung service should not hang scripts
+# a live API accepts a TCP connection in milliseconds: an address cut off by the network (packets
+# dropped, no refusal) fails a command in this long instead of the whole answer timeout; 15 s
+# leaves room for Linux's SYN retries at 1, 3 and 7 s, so a lossy link still connects
+CONNECT_TIMEOUT_S = 15.0
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024
 USAGE_STATUSES = frozenset({400, 413, 414, 422})
 # a busy service (503 Busy: too many requests or connections, meta/service/request_gate.py) did
@@ -87,6 +91,20 @@ class _UnixConnection(http.client.HTTPConnection):
             sock.close()
             raise
         self.sock = sock
+
+
+class _TcpConnection(http.client.HTTPConnection):
+    """_TcpConnection is HTTP/1.1 over TCP whose connect waits at most CONNECT_TIMEOUT_S (the answer, the whole timeout)."""
+
+    def connect(self) -> None:
+        """connect opens the TCP connection within CONNECT_TIMEOUT_S, then gives the socket the answer timeout."""
+        answer_timeout = self.timeout
+        self.timeout = min(answer_timeout, CONNECT_TIMEOUT_S)
+        try:
+            super().connect()
+        finally:
+            self.timeout = answer_timeout
+        self.sock.settimeout(answer_timeout)
 
 
 class ApiClient:
@@ -203,8 +221,10 @@ class ApiClient:
             response = connection.getresponse()
             raw = response.read(MAX_RESPONSE_BYTES + 1)
         except (OSError, http.client.HTTPException) as exc:
-            raise Unanswered(f"cannot reach the metasched API at {self.address}: {_reason(exc)} "
-                                 f"(is `metasched serve` running? choose the address with --api or {API_ENV})") from None
+            # the request went out: the service may have acted on it (a network that loses answers),
+            # so say so rather than suggest nothing is running
+            raise Unanswered(f"cannot reach the metasched API at {self.address}: {_reason(exc)} after the request "
+                             f"was sent, so it may have been done (a submit with the same --key is safe to repeat)") from None
         finally:
             connection.close()
         if len(raw) > MAX_RESPONSE_BYTES:
@@ -241,7 +261,7 @@ def _connector(address: str, timeout: float) -> Callable[[], http.client.HTTPCon
             host, port = parts.hostname, parts.port or 9465
         except ValueError:
             raise BadAddress(f"bad port in API address {address!r}") from None
-        return lambda: http.client.HTTPConnection(host, port, timeout=timeout)
+        return lambda: _TcpConnection(host, port, timeout=timeout)
     raise BadAddress(f"not an API address: {address!r} (use unix:///run/metasched/api.sock or http://host:9465)")
 
 

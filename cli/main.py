@@ -31,6 +31,7 @@ LAZY: dict[str, tuple[str, str, str]] = {
     "simulate": ("cli.simulate_cmd", "simulate", "simulate replays a job trace on a simulated cluster and reports queue delays, JCT, utilization."),
     "db": ("cli.db_cmd", "db", "Manage the metasched database schema."),
     "plan": ("cli.plan_cmd", "plan", "Capacity planning from the site's own history (as traces the simulator replays)."),
+    "doctor": ("cli.doctor_cmd", "doctor", "Check the site's prerequisites for metasched serve, one line each, saying what to fix."),
 }
 
 

@@ -133,6 +133,9 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)  # a default
               f"(`metasched tenant set --submit-rate`). Default: {DEFAULTS.submit_rate:g}.")
 @click.option("--submit-burst", default=DEFAULTS.submit_burst, type=_int("submit_burst"),
               help=f"Tasks each tenant may submit at once, unless the tenant sets its own. Default: {DEFAULTS.submit_burst}.")
+@click.option("--site-name", default=DEFAULTS.site_name, envvar="METASCHED_SITE_NAME",
+              help="A human name for this site (e.g. production), shown in the log only; Slurm job tags carry "
+              "the store's site id (`metasched db current`).")
 @click.option("--log-level", type=click.Choice(CHOICES["log_level"]), default=DEFAULTS.log_level)
 @pass_state
 @handle_errors
@@ -140,13 +143,9 @@ def serve(
     state: CliState, config_file: str | None, once: bool, exit_when_idle: bool, no_api: bool, **flags: Any
 ) -> None:
     """Run the scheduler daemon and the API until SIGTERM or SIGINT."""
-    ctx = click.get_current_context()
-    given = {name: value for name, value in flags.items() if ctx.get_parameter_source(name) in _GIVEN}
-    if "managed_partitions" in given:
-        given["managed_partitions"] = split_partitions(given["managed_partitions"])
-    settings = _settings(config_file, given)
+    settings = settings_for(config_file, given_flags(click.get_current_context(), flags))
     logging.basicConfig(level=settings.log_level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    _check_job_api(settings.job_api)  # before the store is opened (run_daemon checks the rest first too)
+    check_job_api(settings.job_api)  # before the store is opened (run_daemon checks the rest first too)
     try:
         report = run_daemon(settings, state.service, RunMode(once=once, exit_when_idle=exit_when_idle, no_api=no_api))
     except ServeError as exc:
@@ -156,8 +155,16 @@ def serve(
         echo_json(report)
 
 
-def _settings(config_file: str | None, flags: dict[str, Any]) -> ServeSettings:
-    """_settings is the settings file (or the defaults) with the given flags over it; a bad file exits 2."""
+def given_flags(ctx: click.Context, flags: dict[str, Any]) -> dict[str, Any]:
+    """given_flags are the setting flags given on the command line or in their environment, as settings' values."""
+    given = {name: value for name, value in flags.items() if ctx.get_parameter_source(name) in _GIVEN}
+    if "managed_partitions" in given:
+        given["managed_partitions"] = split_partitions(given["managed_partitions"])
+    return given
+
+
+def settings_for(config_file: str | None, flags: dict[str, Any]) -> ServeSettings:
+    """settings_for is the settings file (or the defaults) with the given flags over it; a bad file exits 2."""
     try:
         base = load_settings(config_file) if config_file is not None else DEFAULTS
     except SettingsFileError as exc:
@@ -166,8 +173,8 @@ def _settings(config_file: str | None, flags: dict[str, Any]) -> ServeSettings:
     return with_overrides(base, flags)
 
 
-def _check_job_api(address: str | None) -> None:
-    """_check_job_api refuses a --job-api that is not an API address (exit 2): every job would fail its calls."""
+def check_job_api(address: str | None) -> None:
+    """check_job_api refuses a --job-api that is not an API address (exit 2): every job would fail its calls."""
     if address is None:
         return
     try:

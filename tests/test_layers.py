@@ -39,8 +39,9 @@ ALLOWED: dict[str, frozenset[str]] = {
     "cli": frozenset({"meta.model", "meta.policy", "meta.config", "meta.sim", "meta.store", "meta.service",
                       "meta.cycle", "meta.serve", "meta.plan", "slurm_bridge", "checkpoint", "tenants"}),
 }
-# layer -> the only modules of the importing layers that may import it (the CLI's `serve` command alone)
-ONLY_FROM: dict[str, frozenset[str]] = {"meta.serve": frozenset({"cli.serve_cmd"})}
+# layer -> the only modules of the importing layers that may import it (the CLI's `serve` and `doctor` commands alone:
+# the doctor checks a site with the daemon's own settings)
+ONLY_FROM: dict[str, frozenset[str]] = {"meta.serve": frozenset({"cli.serve_cmd", "cli.doctor_cmd"})}
 # the thin client speaks the API: of cli, only local mode's wiring (it runs the API's app in process)
 # and the store's own admin commands, `db` and `plan`, reach the store or the service (README "Layout")
 CLI_WIRING = frozenset({"cli.local", "cli.db_cmd", "cli.plan_cmd"})
@@ -167,7 +168,8 @@ def _tree(tmp_path: Path, files: dict[str, str]) -> Path:
         ("meta/cycle/x.py", "from cli.output import emit\n", "imports cli.output: meta.cycle"),
         ("tenants/x.py", "def f():\n    from cli import main\n", "tenants/x.py:2 imports cli: tenants"),
         ("meta/policy/sub/x.py", "from ...store import models\n", "imports meta.store: meta.policy"),
-        ("cli/x.py", "from meta.serve.run import serve\n", "imports meta.serve.run: cli may import it only from cli.serve_cmd"),
+        ("cli/x.py", "from meta.serve.run import serve\n",
+         "imports meta.serve.run: cli may import it only from cli.doctor_cmd, cli.serve_cmd"),
         ("meta/service/x.py", "from meta.serve import settings\n", "imports meta.serve: meta.service may"),
         # the thin client: a command module reaching the store or the service, even lazily
         ("cli/x.py", "def f():\n    from meta.store.db import resolve_url\n",
@@ -190,6 +192,7 @@ def test_a_broken_rule_is_named(tmp_path: Path, path: str, source: str, want: st
         ("slurm_bridge/x.py", "from meta.model.resources import ResourceVector\nfrom . import errors\n"),
         ("cli/x.py", "from meta.cycle.daemon import Daemon\nfrom cli.output import emit\n"),
         ("cli/serve_cmd.py", "from meta.serve.run import serve\n"),
+        ("cli/doctor_cmd.py", "from meta.serve.doctor.run import run_checks\n"),
         ("cli/local.py", "from meta.service.http import create_app\nfrom meta.store.db import resolve_url\n"),
         ("meta/serve/x.py", "from meta.cycle.daemon import DaemonConfig\nfrom meta.service.api import Service\n"),
     ],

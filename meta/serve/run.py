@@ -26,7 +26,7 @@ from meta.cycle.reconcile.settings import ReconcileSettings
 from meta.policy.config import SchedulerConfig
 from meta.serve.api_start import is_socket, listen_for, start_api
 from meta.serve.collector import tune_collector
-from meta.serve.settings import ServeSettings
+from meta.serve.settings import ServeSettings, check_site_name
 from meta.serve.settings_file import retention_s
 from meta.serve.state_dir import prepare_daemon_files
 from meta.service.api import Service
@@ -58,6 +58,10 @@ class RunMode:
 def check_settings(settings: ServeSettings) -> SchedulerConfig:
     """check_settings refuses what would fail later (before the store is opened) and reads the policy file."""
     decision_log(settings)
+    try:
+        check_site_name(settings.site_name)
+    except ValueError as exc:
+        raise ServeError(f"bad --site-name: {exc}") from None
     return scheduler_config(settings.policy_config)
 
 
@@ -92,13 +96,18 @@ def serve(
 
     signal.signal(signal.SIGTERM, _stop)
     signal.signal(signal.SIGINT, _stop)
-    _LOG.info("serving as %s, period %.1fs", config.holder, settings.period)
+    _LOG.info("serving as %s, period %.1fs, %s", config.holder, settings.period, site_line(daemon.site, settings.site_name))
     try:
         daemon.run(stop, exit_when_idle=mode.exit_when_idle)
     finally:
         if api is not None:
             api.stop()
     return None
+
+
+def site_line(site: str, name: str | None) -> str:
+    """site_line names the site in the start-up log: its id (what Slurm job tags carry) and its human name."""
+    return f"site {site} ({name})" if name else f"site {site}"
 
 
 def _one_period(daemon: Daemon, submit_timeout: float) -> dict[str, Any]:
@@ -122,6 +131,7 @@ def daemon_config(settings: ServeSettings, scheduler: SchedulerConfig, log_dir: 
         scheduler=scheduler,
         decisions=decision_log(settings),
         managed_partitions=settings.managed_partitions,
+        site_name=settings.site_name,
     )
     if settings.holder:  # else DaemonConfig's own default, host:pid
         config.holder = settings.holder

@@ -68,6 +68,9 @@ class ServeSettings:
     submit_rate: float = DEFAULT_RATE
     submit_burst: int = DEFAULT_BURST
     log_level: str = "INFO"
+    # a human name for this site (e.g. "production"), for display only: Slurm job tags carry the
+    # store's site id (``metasched db current`` shows it), never this name
+    site_name: str | None = None
 
 
 NAMES = tuple(f.name for f in fields(ServeSettings))
@@ -89,6 +92,16 @@ LIMITS: dict[str, tuple[float | None, float | None]] = {
     "submit_burst": (1, None),
 }
 CHOICES: dict[str, tuple[str, ...]] = {"log_level": LOG_LEVELS}
+
+
+SITE_NAME_MAX = 64
+
+
+def check_site_name(name: str | None) -> str | None:
+    """check_site_name returns a site name fit for one log line (printable, at most SITE_NAME_MAX characters), else raises ValueError."""
+    if name is not None and (not name.strip() or len(name) > SITE_NAME_MAX or not name.isprintable()):
+        raise ValueError(f"want 1 to {SITE_NAME_MAX} printable characters, got {name[:80]!r}")
+    return name
 
 
 def split_partitions(text: str) -> tuple[str, ...]:

@@ -16,9 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from meta.model.durations import parse_duration_s
-from meta.serve.settings import CHOICES, DEFAULTS, LIMITS, NAMES, OFF_WORDS, ServeSettings
+from meta.serve.settings import CHOICES, DEFAULTS, LIMITS, NAMES, OFF_WORDS, ServeSettings, check_site_name
 
 CONFIG_ENV = "METASCHED_CONFIG"
+SITE_CONFIG = "/etc/metasched/metasched.toml"  # a production install's file (deploy/systemd/metasched.service)
 _HINTS = typing.get_type_hints(ServeSettings)
 
 
@@ -100,6 +101,8 @@ def _check_range(name: str, value: Any) -> None:
         raise ValueError(f"must be one of {', '.join(CHOICES[name])}, got {value!r}")
     if name == "decision_retention":
         retention_s(value)  # its ValueError says what a duration looks like
+    if name == "site_name":
+        check_site_name(value)
 
 
 def _shown(value: Any) -> str:

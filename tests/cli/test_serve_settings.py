@@ -15,7 +15,7 @@ from cli import serve_cmd
 from cli.main import cli
 from meta.cycle.apply.decision_log import DecisionLogSettings
 from meta.cycle.daemon import DaemonConfig
-from meta.serve.run import RunMode, ServeError, decision_log
+from meta.serve.run import RunMode, ServeError, check_settings, decision_log
 from meta.serve.settings import DEFAULTS, NAMES, ServeSettings
 from meta.serve.settings_file import SettingsFileError, load_settings, settings_from
 
@@ -58,6 +58,9 @@ def test_the_defaults_are_the_daemons_own() -> None:
         ('decision_retention = "soon"\n', "decision_retention: "),
         ("period = 3\n[daemon]\nperiod = 4\n", "unknown setting 'daemon'"),
         ("period = \n", "not valid TOML"),
+        ('site_name = ""\n', "site_name: want 1 to 64 printable characters"),
+        ('site_name = "prod\\nstaging"\n', "site_name: want 1 to 64 printable characters"),
+        (f'site_name = "{"x" * 65}"\n', "site_name: want 1 to 64 printable characters"),
     ],
 )
 def test_a_bad_file_is_refused_in_one_line(tmp_path: Path, text: str, want: str) -> None:
@@ -89,7 +92,8 @@ def _capture(monkeypatch: pytest.MonkeyPatch) -> list[tuple[ServeSettings, RunMo
 
 def _serve(*argv: str, env: dict[str, str | None] | None = None) -> Result:
     base: dict[str, str | None] = {"METASCHED_CONFIG": None, "METASCHED_SUBMIT_PARALLEL": None,
-                                   "METASCHED_MANAGED_PARTITIONS": None, "METASCHED_STATE_DIR": None}  # fmt: skip
+                                   "METASCHED_MANAGED_PARTITIONS": None, "METASCHED_STATE_DIR": None,
+                                   "METASCHED_SITE_NAME": None}  # fmt: skip
     return CliRunner().invoke(cli, ["serve", *argv], env=base | (env or {}), prog_name="metasched")
 
 
@@ -153,3 +157,17 @@ def test_the_decision_log_settings_follow_the_retention() -> None:
     with pytest.raises(ServeError, match="bad --decision-retention") as info:
         decision_log(dataclasses.replace(DEFAULTS, decision_retention="soon"))
     assert info.value.code == 2
+
+
+def test_the_site_name_comes_from_the_file_or_its_flag_and_a_bad_one_refuses_the_start(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert settings_from({"site_name": "production"}).site_name == "production" and DEFAULTS.site_name is None
+    seen = _capture(monkeypatch)
+    config = tmp_path / "metasched.toml"
+    config.write_text('site_name = "staging"\n')
+    assert _serve("--config", str(config), "--once").exit_code == 0 and seen[-1][0].site_name == "staging"
+    assert _serve("--config", str(config), "--once", "--site-name", "prod").exit_code == 0
+    assert seen[-1][0].site_name == "prod"
+    with pytest.raises(ServeError, match="bad --site-name"):
+        check_settings(dataclasses.replace(DEFAULTS, site_name="a\tb"))
