@@ -18,7 +18,7 @@ import subprocess
 import sys
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from meta.model.states import AttemptState
@@ -137,11 +137,16 @@ def outputs_of(job: str) -> dict[str, object]:
     return json.loads(done.stdout)
 
 
-def output_problems(service: Service, job: str, partitions: int) -> list[str]:
-    """output_problems checks one visible output per partition, from its final attempt, checksums matching."""
+def output_problems(
+    service: Service, job: str, partitions: int, read: Callable[[str], dict[str, object]] = outputs_of
+) -> list[str]:
+    """output_problems checks one visible output per partition, from its final attempt, checksums matching.
+
+    ``read`` gives a job's manifest: ``metasched outputs JOB --json`` on the test store by default.
+    """
     import hashlib
 
-    manifest = outputs_of(job)
+    manifest = read(job)
     problems = []
     parts = manifest["partitions"]
     if len(parts) != partitions:
