@@ -149,12 +149,13 @@ def _check(label: str, before: dict, after: dict, predicted: dict) -> dict:
     for who in ("*", *sorted(after["figures"]["tenant_mean_delay_s"])):
         measured = _mean(after, who) - _mean(before, who)
         guess = _predicted_delta(predicted, who)
+        # a prediction of no change has no sign and no size to be within 30% of: never "met"
         error = None if not guess else (measured - guess) / abs(guess)
+        same_sign = bool(guess) and (measured > 0) == (guess > 0)
         rows.append({"who": who, "before_s": round(_mean(before, who), 2), "after_s": round(_mean(after, who), 2),
                      "measured_delta_s": round(measured, 2), "predicted_delta_s": None if guess is None else round(guess, 2),
-                     "same_sign": guess is not None and (measured > 0) == (guess > 0),
-                     "error": None if error is None else round(error, 3),
-                     "met": guess is not None and (measured > 0) == (guess > 0) and abs(error or 0) <= TOLERANCE})  # fmt: skip
+                     "same_sign": same_sign, "error": None if error is None else round(error, 3),
+                     "met": same_sign and error is not None and abs(error) <= TOLERANCE})  # fmt: skip
     return {"check": label, "rows": rows, "calibration": predicted.get("calibration")}
 
 
