@@ -78,11 +78,12 @@ class HeldReservation:
     job_id: str
     nodes: tuple[str, ...]
     planned_start: float
+    preempting: bool = False  # the nodes a preemption frees for this task: bound to it until its turn next cycle
 
 
 def carried(held: Iterable[HeldReservation]) -> tuple[PriorHold, ...]:
     """carried turns a plan's holds into the next snapshot's ``holds`` (the daemon and the simulator alike)."""
-    return tuple(PriorHold(h.task_id, tuple(h.nodes), h.planned_start) for h in held)
+    return tuple(PriorHold(h.task_id, tuple(h.nodes), h.planned_start, h.preempting) for h in held)
 
 
 @dataclass(frozen=True, slots=True)

@@ -91,12 +91,21 @@ def _why(task: PendingTask, rank: int, e: Evictable, reclaim: bool, urgent: bool
 def candidates(
     task: PendingTask, rank: int, reclaim: bool, urgent: bool, pool: Sequence[Evictable],
     taken: set[str], feasible: set[int], quota: QuotaLedger, config: SchedulerConfig,
+    rounded: bool = False,
 ) -> list[Victim]:
-    """candidates lists evictable reservations on feasible nodes for this task, least lost work first."""
+    """candidates lists evictable reservations on feasible nodes for this task, least lost work first.
+
+    ``rounded``: the reclaim takes the task's tenant past its guarantee (``guarantee_rounds_up_to_task``)
+    and the task could be evicted in turn. Then reclaiming never takes a victim's tenant below its
+    own guarantee: below it, that tenant could reclaim at once in the same way from the task's
+    tenant, now the borrower, and the two would evict each other's jobs for ever (a livelock;
+    tests/sim/test_preemption_terminates.py). Every reclaim then lowers the guarantees left unmet.
+    """
     if not reclaim and not urgent and all(e.rank >= rank for e in pool):
         return []  # only a higher class could evict, and nothing running is lower
     out: list[Victim] = []
     borrowing: dict[tuple[str, str | None], bool] = {}
+    released: dict[str, int] = {}  # rounded: GPUs of the victims listed so far, per tenant
     for e in pool:
         if e.res.attempt_id in taken:
             continue
@@ -107,11 +116,18 @@ def candidates(
                 borrowing[key] = e.res.tenant != task.tenant and quota.borrowing(e.res.tenant, e.gpu_type)
             if not borrowing[key]:
                 continue
-        why = _why(task, rank, e, reclaim, urgent, quota, config)
+        may_reclaim, gpus = reclaim, 0
+        if rounded:
+            # Counting every victim listed so far, choose() can pick any of them and the tenant keeps its guarantee.
+            gpus = released.get(e.res.tenant, 0) + sum(share[1] for share in e.shares)
+            may_reclaim = reclaim and quota.keeps_guarantee(e.res.tenant, e.gpu_type, gpus)
+        why = _why(task, rank, e, may_reclaim, urgent, quota, config)
         if why is None:
             continue
         freed = _freed(e.shares, feasible)
         if freed:
+            if rounded:
+                released[e.res.tenant] = gpus
             out.append(Victim(e.res, e.lost, why, e.gpu_type, freed))
             if len(out) >= config.max_victims_considered:
                 break

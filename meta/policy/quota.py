@@ -83,6 +83,20 @@ class QuotaLedger:
                 return True
         return False
 
+    def keeps_guarantee(self, tenant: str, gpu_type: str | None, released: int) -> bool:
+        """keeps_guarantee tells whether a tenant still uses at least its guarantee once ``released`` GPUs stop.
+
+        Every guarantee the GPUs count against (their type's and "*") must stay covered: below any
+        of them the tenant is owed capacity again (below_guarantee) and may reclaim it.
+        """
+        guaranteed = self.guaranteed.get(tenant) or {}
+        used = self.used.get(tenant, {})
+        for key in ((gpu_type,) if gpu_type else ()) + (ANY,):
+            amount = guaranteed.get(key)
+            if amount and used.get(key, 0) - released < amount:
+                return False
+        return True
+
     def borrowing(self, tenant: str, gpu_type: str | None, released: int = 0) -> bool:
         """borrowing tells whether a tenant (after ``released`` GPUs stop) still uses more than guaranteed."""
         guaranteed = self.guaranteed.get(tenant) or {}

@@ -22,7 +22,8 @@ One cycle, in order:
    (backfill.py). A gang's hold outlives its cycle (``Snapshot.holds``): the next cycle keeps
    its place among the held reservations, so tasks ahead in line cannot take it, and the gang
    re-holds at its turn, before any later task; the hold lapses once the gang is placed or
-   waits for anything but capacity.
+   waits for anything but capacity. The nodes a preemption frees are kept for its beneficiary
+   outright: next cycle even tasks ahead of it in line may use only what it leaves spare there.
 7. Report fragmentation after all placements (fragmentation.py).
 """
 
@@ -126,6 +127,8 @@ class SchedulePass:
         self.holds_made = 0  # backfill holds, including keep-from-gangs marks and kept gangs' places
         self.promised: set[str] = set()  # gangs held last cycle whose place among the holds is kept
         self.kept: set[str] = set()  # those whose turn came: they re-hold even when the cap is reached
+        self.bound: dict[str, list[int]] = {}  # preemption beneficiaries -> nodes kept for them until their turn
+        self.unbound: set[str] = set()  # those whose turn came: they may re-hold nodes still stopping (_try_preempt)
         self.waiting_ahead = False  # a task ahead in line waits for capacity: later placements backfill
         self.preempt_failed: dict[tuple, list[tuple]] = {}  # kind of task -> sizes that found no victims
         self.any_preemptible = bool(self.cap.ledger.evictable)  # preemptible or stopping work exists
@@ -174,6 +177,8 @@ class SchedulePass:
         """schedule_one runs filters, quota, fit and the fallbacks for one pending task."""
         if task.task_id in self.promised:
             self._lift_promise(task.task_id)
+        if task.task_id in self.bound:
+            self._unbind(task.task_id)
         throttled = self.throttle.blocks(task)
         if throttled is not None:
             self.plan.reasons[task.task_id] = throttled
@@ -361,7 +366,8 @@ class SchedulePass:
         """_capacity_reason explains a shape's failure; None means others took capacity this cycle."""
         cost = self.cfg.gpu_cost
         never = float("inf")
-        if (self.plan.held or self.holds_made) and fit(self.cap, shape, classes, never, cost, ignore_holds=True):
+        held = self.plan.held or self.holds_made or self.bound
+        if held and fit(self.cap, shape, classes, never, cost, ignore_holds=True):
             job = self._blocking_job(classes)
             return explain.blocked(shape, job, self.labels.get(job))
         if fit(self.initial, shape, classes, never, cost):
@@ -435,7 +441,9 @@ class SchedulePass:
             self._any_stopping = any(e[0].stopping for e in entries)
             keys = {e[1] for e in entries}
             self._lowest_victim_rank = min((self._rank_of_key(k) for k in keys), default=1 << 30)
-        if self.preempt_attempts >= self.cfg.max_preemption_attempts:
+        # A beneficiary whose victims are still stopping re-holds their nodes whatever the cycle's budget
+        rebind = task.task_id in self.unbound
+        if self.preempt_attempts >= self.cfg.max_preemption_attempts and not rebind:
             return False
         rank = self.rank(task)
         gpu_type = shape.gpu_type
@@ -443,7 +451,8 @@ class SchedulePass:
         urgent = is_urgent(task, self.now, self.cfg)
         if not reclaim and not urgent and rank <= self._lowest_victim_rank and not self._any_stopping:
             return False  # no rule allows evicting anything for this task
-        if reclaim and not urgent and rank <= self._lowest_victim_rank and self._frees_soon(shape, classes):
+        patient = reclaim and not urgent and rank <= self._lowest_victim_rank and not rebind
+        if patient and self._frees_soon(shape, classes):
             return False  # running work frees the capacity soon enough: not worth anyone's lost work
         key = (shape.gpu_type, shape.topology, shape.partition, shape.network, shape.avoid, rank, reclaim, urgent,
                task.tenant if reclaim else "")
@@ -456,7 +465,11 @@ class SchedulePass:
             self._pool = evictable(self.cap, self._rank_of_key, self.now)
         pool, leaving_pool = self._pool
         feasible = {i for c in classes for i in c.nodes}
-        victims = candidates(task, rank, reclaim, urgent, pool, self.victims, feasible, self.quota, self.cfg)
+        # A reclaim only the rounding up allows leaves the task's tenant borrowing: see candidates()
+        rounded = reclaim and task.preemptible and not self.quota.below_guarantee(task.tenant, gpu_type,
+                                                                                  shape.total_gpus)
+        victims = candidates(task, rank, reclaim, urgent, pool, self.victims, feasible, self.quota, self.cfg,
+                             rounded=rounded)
         leaving = stopping(leaving_pool, self.victims, feasible)
         chosen = None
         if victims or leaving:
@@ -505,15 +518,20 @@ class SchedulePass:
 
         Tasks ahead of the gang in line cannot take its place (they still go first on capacity,
         as their place in line says); at its turn the gang re-holds, before any task behind it.
+        Nodes held for a preemption's beneficiary are kept for it outright (``_bind``).
         """
         waiting = {t.task_id: t for t in self.snap.pending} if self.snap.holds else {}
         for prior in self.snap.holds:
             task = waiting.get(prior.task_id)
             # No cap here: the cycle that made these holds kept within max_held_reservations.
-            if task is None or task.task_id in self.promised:
+            if task is None or task.task_id in self.promised or task.task_id in self.bound:
                 continue
             shape, verdict = self._shape(task)
             nodes = {self.cap.index[n] for n in prior.nodes if n in self.cap.index}
+            if prior.preempting:
+                if verdict.reason is None and nodes:
+                    self._bind(task, shape, verdict.classes, nodes)
+                continue
             if shape.workers == 1 or verdict.reason is not None or not nodes:
                 continue  # one-worker tasks fit into any gap and are held afresh each cycle
             if self.releases is None:
@@ -522,6 +540,36 @@ class SchedulePass:
                 continue  # its nodes went down, or what runs there has no end: the hold lapses
             self.promised.add(task.task_id)
             self.holds_made += 1
+
+    def _bind(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass], nodes: set[int]) -> None:
+        """_bind keeps the nodes a preemption freed for its beneficiary until the beneficiary's turn.
+
+        The victims lost their work to give the beneficiary these nodes. Were a task ahead of it
+        in line free to take them (as it may take a backfill hold's), the beneficiary would have to
+        preempt again, and when the task ahead is a victim whose tenant is back inside its guarantee
+        the two evict each other for ever (a livelock; tests/sim/test_preemption_terminates.py).
+        So until its turn, work ahead of it may use only what it leaves spare on them, as work
+        behind a held start may. Kept only while the victims are gone or stopping (the start is now).
+        """
+        if self.releases is None:
+            self.releases = releases_of(self.cap)
+        found = earliest_start(self.cap, shape, classes, self.releases, self.now, only=nodes)
+        if found is None or found.start > self.now:
+            return  # a victim still runs (its preemption was not applied) or a node went: nothing to keep
+        for i, _ in found.picks:
+            self.cap.hold(i, found.start, found.spare[i], task.job_id)
+        self.bound[task.task_id] = [i for i, _ in found.picks]
+        self.labels[task.job_id] = explain.job_label(task)
+
+    def _unbind(self, task_id: str) -> None:
+        """_unbind hands the beneficiary its kept nodes at its turn (they never block their own task)."""
+        self.unbound.add(task_id)
+        for i in self.bound.pop(task_id):
+            self.cap.hold_start[i] = self.cap.hold_spare[i] = self.cap.hold_job[i] = None
+        # Capacity grew: what failed to fit, or found no victims, before may succeed now.
+        self.failed.clear()
+        self.diagnoses.clear()
+        self.preempt_failed.clear()
 
     def _lift_promise(self, task_id: str) -> None:
         """_lift_promise hands a kept place to its gang at its turn: it re-holds even past the cap."""
@@ -564,7 +612,7 @@ class SchedulePass:
             cap.hold(i, start, spare, task.job_id)
         self.labels[task.job_id] = explain.job_label(task)
         nodes = tuple(cap.names[i] for i, _ in picks)
-        self.plan.held.append(HeldReservation(task.task_id, task.job_id, nodes, start))
+        self.plan.held.append(HeldReservation(task.task_id, task.job_id, nodes, start, preempting=record))
 
     def _keep_from_gangs(
         self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass], reason: PendingReason

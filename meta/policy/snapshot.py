@@ -100,6 +100,8 @@ class PriorHold:
     task_id: str
     nodes: tuple[str, ...]
     planned_start: float
+    # held for the beneficiary of a preemption: the nodes its victims free are bound to it (scheduler.keep_promises)
+    preempting: bool = False
 
 
 @dataclass(frozen=True, slots=True)

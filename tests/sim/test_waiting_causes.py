@@ -196,11 +196,8 @@ def _random_trace(seed: int, jobs: int = 160) -> list[TraceJob]:
 def test_the_flag_changes_no_decision(policy: str) -> None:
     function, config = policies.resolve(policy)
     trace = _random_trace(7)
-    # two leaf switches of 4 nodes; guarantees by weight (so metasched also preempts) for the baselines only:
-    # metasched with these weights on this trace does not finish (a preemption livelock found 2026-12-06,
-    # on main before the flag existed; see the closing note) — it runs here without tenant weights
-    weights = {} if policy == "metasched" else {"tenants": {"x": 2.0, "y": 1.0, "z": 1.0}}
-    cluster = load_cluster("8x8").model_copy(update=weights)
+    # two leaf switches of 4 nodes; guarantees by weight, so metasched also preempts
+    cluster = load_cluster("8x8").model_copy(update={"tenants": {"x": 2.0, "y": 1.0, "z": 1.0}})
     cluster.node_groups[0] = cluster.node_groups[0].model_copy(update={"switch_size": 4})
     base = SimConfig(warmup_hours=0.2, gang_topology=Topology.REQUIRE_SAME_SWITCH, strict=True)
     runs = [Engine(trace, cluster, function, config, replace(base, waiting_causes=flag)).run() for flag in (False, True)]

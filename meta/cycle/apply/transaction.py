@@ -122,6 +122,7 @@ def apply_plan(
         fragmentation=_fragmentation(plan),
         held=[
             {"task_id": h.task_id, "job_id": h.job_id, "nodes": list(h.nodes), "planned_start": h.planned_start}
+            | ({"preempting": True} if h.preempting else {})  # the freed nodes stay bound to it (keep_promises)
             for h in plan.held
         ],
     )

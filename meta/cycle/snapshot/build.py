@@ -240,7 +240,8 @@ def last_holds(session: Session) -> tuple[PriorHold, ...]:
     out = []
     for h in held:
         try:
-            out.append(PriorHold(str(h["task_id"]), tuple(str(n) for n in h["nodes"]), float(h["planned_start"])))
+            out.append(PriorHold(str(h["task_id"]), tuple(str(n) for n in h["nodes"]), float(h["planned_start"]),
+                                 preempting=h.get("preempting") is True))
         except (KeyError, TypeError, ValueError):
             log.warning("ignoring a stored hold the policy cannot read: %r", h)
     return tuple(out)
