@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from meta.config.period import DEFAULT_IDLE_CYCLE_S, DEFAULT_PERIOD_S
@@ -56,6 +57,13 @@ class SimConfig:
     # judge after every decision why each waiting job waits (shortage, fragmentation, policy: issue 23);
     # off by default: it costs time and the decisions are the same either way
     waiting_causes: bool = False
+    # the launch through Slurm: a job decided at t holds its resources from t and starts running at
+    # t + launch_delay_s (its queue delay ends there, as a recorded one ends at Slurm's RUNNING); 0 = at once
+    launch_delay_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.launch_delay_s) and self.launch_delay_s >= 0):
+            raise ValueError(f"launch_delay_s must be a finite number of seconds ≥ 0, not {self.launch_delay_s!r}")
 
 
 def runtime_estimate(duration_s: float, config: SimConfig, time_limit_s: float | None = None) -> float:

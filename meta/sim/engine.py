@@ -6,6 +6,13 @@ Every time something changes (a batch of arrivals or completions at one instant,
 (the victim loses the work since its last checkpoint and goes back to pending), then
 placements (which occupy capacity and must fit). Held reservations are recorded only: the
 policy sees the same running work next cycle and recomputes them, as in the daemon.
+
+A placement decided at ``t`` holds its capacity (and is charged fair-share usage) from ``t``; with
+``SimConfig.launch_delay_s`` = d it starts running at ``t + d`` (the launch through Slurm), so its
+queue delay ends there and its completion, checkpoints and restore come d later. Its reservation
+shows the policy the attempt as running from ``t + d``. Preempted before ``t + d``, it had not run:
+it loses nothing, releases its capacity at once (no grace) and waits again as if never started.
+The waiting ledger judges waiting up to each decision: the launch after it is no waiting cause.
 """
 
 from __future__ import annotations
@@ -378,26 +385,27 @@ class Engine:
             left[2] -= sign * res.gpus
 
     def _start(self, index: int, placement: Placement, now: float) -> None:
-        """_start launches an attempt: occupies capacity, schedules its completion and checkpoints."""
+        """_start launches an attempt decided at ``now``: occupies capacity from now, runs from now + launch delay."""
         job = self.jobs[index]
         task = self.pending.pop(index)
         if self.waiting is not None:
-            self.waiting.started(index, job, now)
+            self.waiting.started(index, job, now)  # waiting for a decision ends here; the launch is no cause
         restore = task.restore_cost_s if job.saved_s > 0 else 0.0
         remaining = job.trace.duration_s - job.saved_s
-        job.state, job.attempt_start, job.attempt_restore_s, job.last_checkpoint = JobState.RUNNING, now, restore, None
+        begin = now + self.config.launch_delay_s  # Slurm's RUNNING: the queue delay ends, the work (or restore) begins
+        job.state, job.attempt_start, job.attempt_restore_s, job.last_checkpoint = JobState.RUNNING, begin, restore, None
         if restore > 0:  # reloading a checkpoint occupies the GPUs without progress
             job.restore_gpu_s += restore * job.gpus
             job.restore_slot = len(self.result.waste)
-            self.result.waste.append((now, now + restore, job.gpus))
-        job.queue_s += now - job.pending_since
+            self.result.waste.append((begin, begin + restore, job.gpus))
+        job.queue_s += begin - job.pending_since
         if job.first_start is None:
-            job.first_start = now
+            job.first_start, job.first_placed = begin, now
         attempt_id = f"{job.trace.job_id}#{job.attempt}"
         reservation = Reservation(
             attempt_id=attempt_id, task_id=task.task_id, job_id=task.job_id, tenant=task.tenant,
-            priority_class=task.priority_class, shares=placement.shares, start_time=now,
-            expected_end=now + restore + max(job.estimate_s - job.saved_s, remaining),
+            priority_class=task.priority_class, shares=placement.shares, start_time=begin,
+            expected_end=begin + restore + max(job.estimate_s - job.saved_s, remaining),
             restore_cost_s=task.restore_cost_s, preemptible=task.preemptible, kind=task.kind,
             min_runtime_s=self.config.min_runtime_s,
             deadline=task.deadline,
@@ -408,10 +416,10 @@ class Engine:
         self._occupy(reservation, +1)
         for share in reservation.shares:  # per share: its GPU type sets what a GPU-second costs
             self.ledger.change(now, task.tenant, share.resources.gpus, share.resources.gpu_type)
-        heapq.heappush(self.events, (now + restore + remaining, COMPLETE, index, job.attempt))
+        heapq.heappush(self.events, (begin + restore + remaining, COMPLETE, index, job.attempt))
         interval = task.checkpoint_interval_s
         if interval and interval < remaining:
-            heapq.heappush(self.events, (now + restore + interval, CHECKPOINT, index, job.attempt))
+            heapq.heappush(self.events, (begin + restore + interval, CHECKPOINT, index, job.attempt))
 
     def _release(self, index: int, now: float) -> SimJob:
         """_release frees a running job's capacity and forgets its attempt."""
@@ -458,6 +466,12 @@ class Engine:
             return
         task = job.task
         assert task is not None and index is not None
+        if now < job.attempt_start:  # still launching: it never ran, so it loses nothing and just releases
+            self._unlaunch(job, now)
+            job.preemptions += 1
+            self._release(index, now)
+            self._requeue(index, now, released=True)
+            return
         if job.last_checkpoint is not None and task.checkpoint_interval_s:
             done = job.last_checkpoint - job.attempt_start - job.attempt_restore_s
             job.saved_s += max(0.0, done)
@@ -480,6 +494,21 @@ class Engine:
         job.state = JobState.STOPPING
         self.running[index] = job.reservation = dataclasses.replace(self.running[index], stopping=True)
         heapq.heappush(self.events, (now + grace, STOP, index, job.attempt))
+
+    def _unlaunch(self, job: SimJob, now: float) -> None:
+        """_unlaunch takes back what ``_start`` counted ahead for an attempt stopped at ``now``, before it ran.
+
+        Its queue delay ran to its start, which never came: it counts to ``now`` instead, and the
+        job waits again from ``now``; a first attempt leaves the job without a first start; its
+        restore (after the start) never happened.
+        """
+        job.queue_s -= job.attempt_start - now
+        if job.first_start == job.attempt_start:  # an earlier attempt started before this one was decided
+            job.first_start = job.first_placed = None
+        if job.attempt_restore_s > 0:
+            job.restore_gpu_s -= job.attempt_restore_s * job.gpus
+            start, _, gpus = self.result.waste[job.restore_slot]
+            self.result.waste[job.restore_slot] = (start, start, gpus)
 
     def _requeue(self, index: int, now: float, released: bool = False) -> None:
         """_requeue frees a stopped victim (unless already released) and makes it pending again."""

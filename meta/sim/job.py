@@ -38,7 +38,8 @@ class SimJob:
     attempt_start: float = 0.0
     attempt_restore_s: float = 0.0
     last_checkpoint: float | None = None
-    first_start: float | None = None
+    first_start: float | None = None  # when it first ran: its first placement + SimConfig.launch_delay_s
+    first_placed: float | None = None  # the decision that placed the attempt that first ran
     end_time: float | None = None
     pending_since: float = 0.0
     queue_s: float = 0.0  # total time spent pending, requeues included

@@ -2,8 +2,9 @@
 
 After every decision instant the engine hands over its free amounts and its queue
 (``observe``); each measured waiting job keeps the cause found there until the next decision
-that finds another one, or until it starts (``started``). So a job's causes add up to exactly its
-queue delay:
+that finds another one, or until it is placed (``started``, at the decision). So a job's causes add
+up to exactly its queue delay — less, with ``SimConfig.launch_delay_s``, the launch after each
+placement, which is no cause (its capacity is held; the wait is Slurm's):
 
 * the time from its arrival (or requeue) to the first decision that sees it waiting takes that
   decision's cause; a job placed by that very decision waited only for the decision, so policy;
