@@ -87,6 +87,8 @@ from meta.policy.snapshot import Snapshot
 from meta.store.db import Database
 from meta.store.lifecycle import quarantine_task
 from meta.store.models import Attempt, Job, Task
+from meta.store.schema_plan import head as schema_head
+from meta.store.schema_plan import newer_schema
 from meta.store.site import ensure_site_id
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError
@@ -235,6 +237,7 @@ class Daemon:
         self._lease_lock = threading.Lock()  # the period and the pool both renew the lease
         self._renewed_at = 0.0
         self.leadership: Leadership | None = None
+        self._behind_until = 0.0  # a standby of a version older than the store's schema looks again then
         self.reasons = ReasonMemo()  # what this leader stored as each waiting task's reason
         self.pending_view = PendingView()  # each waiting task described once, again only when it changes
         self.live_view = LiveView()  # each live attempt's reservation, likewise
@@ -350,13 +353,35 @@ class Daemon:
 
     def _lead(self, report: PeriodReport) -> None:
         renewing = time.monotonic()
+        if self.leadership is None and renewing < self._behind_until:
+            return  # a standby older than the store's schema: the lead is for newer replicas
         leadership = try_acquire(self.db, self.config.holder, self.config.leader_lease_s)
+        if leadership is not None and self.leadership is None and not self._schema_known(leadership):
+            leadership = None
         with self._lease_lock:
             self.leadership = leadership
             self._renewed_at = renewing
         self.metrics.set_leading(leadership.epoch if leadership else None)
         if leadership:
             report.leader, report.epoch = True, leadership.epoch
+
+    def _schema_known(self, taken: Leadership) -> bool:
+        """_schema_known: a replica that just took the lead gives it back when the store's schema is newer than it knows.
+
+        A newer metasched migrated the store (docs/upgrades.md): its replicas may already have led and
+        written what this version misreads (e.g. job tags it does not parse, so it would launch their
+        attempts again), so in a rolling upgrade the lead only moves forward. Checked only on taking
+        the lead, never while leading: a leader keeps its lease through an online-safe migration.
+        """
+        newer = newer_schema(self.db.engine)
+        if newer is None:
+            return True
+        release(self.db, taken)
+        self._behind_until = time.monotonic() + max(30.0, 5 * self.config.period_s)
+        log.warning("the store is at schema %s, newer than this version knows (its newest is %s): a newer "
+                    "metasched migrated it; not leading (the lead moves forward only), standing by — run the "
+                    "newer version", newer, schema_head())  # fmt: skip
+        return False
 
     def _keep_lease(self, leadership: Leadership | None = None) -> None:
         """_keep_lease renews the lease once a third of it has passed (NotLeader if it lapsed or changed).

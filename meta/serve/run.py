@@ -1,8 +1,13 @@
 """The daemon's start-up: from ServeSettings to a running cycle and API (``metasched serve`` calls it).
 
 It opens nothing the caller did not: the store comes in as an opened ``Service`` (the command
-opens it, bringing the schema to head). A setting that cannot work raises ServeError with the
+opens it, making a new store's schema). A setting that cannot work raises ServeError with the
 exit code the command exits with (2: a usage error, 1: the start failed).
+
+A store behind this version's schema is not migrated here (docs/upgrades.md): the replica says
+so in its log and waits — no API, no lead — until ``metasched db upgrade`` has run, which checks
+whether older replicas may still run beside the pending migrations. A store migrated by a newer
+metasched refuses the start (exit 1).
 """
 
 from __future__ import annotations
@@ -10,6 +15,7 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +37,7 @@ from meta.serve.settings_file import retention_s
 from meta.serve.state_dir import prepare_daemon_files
 from meta.service.api import Service
 from meta.service.server import ApiServer, ApiStartError
+from meta.store.schema_plan import SchemaBehind, SchemaNewer
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.runner import CommandRunner
 
@@ -70,11 +77,23 @@ def serve(
 ) -> dict[str, Any] | None:
     """serve runs the daemon (and the API) until SIGTERM or SIGINT; with ``mode.once``, one period and its report.
 
-    ``open_service`` opens the store (bringing its schema to head): called only once the settings
-    passed their checks, so a bad setting never creates a store.
+    ``open_service`` opens the store (making a new store's schema; SchemaBehind for an older one,
+    which ``open_at_head`` waits out): called only once the settings passed their checks, so a bad
+    setting never creates a store.
     """
     scheduler = check_settings(settings)
-    service = open_service()
+    stop = threading.Event()
+    if not mode.once:
+
+        def _stop(signum: int, _frame: FrameType | None) -> None:
+            _LOG.info("signal %s: finishing the period and stopping", signum)
+            stop.set()
+
+        signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
+    service = open_at_head(open_service, stop, settings.period, once=mode.once)
+    if service is None:
+        return None  # stopped while waiting for `metasched db upgrade`
     files = prepare_daemon_files(settings.state_dir or default_state_dir(), service.db.url, settings.log_dir)
     metrics = Metrics()
     client = CliSlurmClient(CommandRunner(bin_dir=settings.slurm_bin_dir, observer=metrics))
@@ -88,14 +107,6 @@ def serve(
         return _one_period(daemon, settings.submit_timeout)
     if settings.metrics_port:
         metrics.serve(settings.metrics_port, settings.metrics_address)
-    stop = threading.Event()
-
-    def _stop(signum: int, _frame: FrameType | None) -> None:
-        _LOG.info("signal %s: finishing the period and stopping", signum)
-        stop.set()
-
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGINT, _stop)
     _LOG.info("serving as %s, period %.1fs, %s", config.holder, settings.period, site_line(daemon.site, settings.site_name))
     try:
         daemon.run(stop, exit_when_idle=mode.exit_when_idle)
@@ -103,6 +114,39 @@ def serve(
         if api is not None:
             api.stop()
     return None
+
+
+SCHEMA_LOG_EVERY_S = 60.0  # a replica waiting for `db upgrade` says so again this often
+
+
+def open_at_head(
+    open_service: Callable[[], Service], stop: threading.Event, period_s: float, *, once: bool = False
+) -> Service | None:
+    """open_at_head opens the store once its schema is this version's; None when ``stop`` was set meanwhile.
+
+    While the store is behind, the replica neither serves the API nor leads: it logs why (the
+    pending migrations and whether each is online-safe) and looks again every period. ``once``
+    (a single period) fails at once instead; a schema newer than this version fails the start.
+    """
+    said_at: float | None = None
+    while True:
+        try:
+            service = open_service()
+        except SchemaNewer as exc:
+            raise ServeError(f"{exc}: this replica does not start", EXIT_ERROR) from None
+        except SchemaBehind as exc:
+            if once:
+                raise ServeError(str(exc), EXIT_ERROR) from None
+            if said_at is None or time.monotonic() - said_at >= SCHEMA_LOG_EVERY_S:
+                _LOG.warning("%s; not serving the API nor leading until it has (looking again every %.0f s)",
+                             exc, max(1.0, period_s))  # fmt: skip
+                said_at = time.monotonic()
+            if stop.wait(max(1.0, period_s)):
+                return None
+            continue
+        if said_at is not None:
+            _LOG.info("the store is at this version's schema now: starting")
+        return service
 
 
 def site_line(site: str, name: str | None) -> str:

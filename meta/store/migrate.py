@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic import command
@@ -9,6 +10,8 @@ from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 from sqlalchemy import Engine, text
+
+from meta.store.schema_plan import SchemaBehind, pending, read_lease
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 # an arbitrary constant: all metasched processes serialise schema upgrades on this lock
@@ -37,22 +40,31 @@ def current_revision(engine: Engine) -> str | None:
         return MigrationContext.configure(connection).get_current_revision()
 
 
-def upgrade(engine: Engine, url: str) -> tuple[str | None, str]:
-    """upgrade brings the schema to head, serialised across processes; returns (before, after)."""
+def upgrade(engine: Engine, url: str, guard: Callable[[str | None], None] | None = None) -> tuple[str | None, str]:
+    """upgrade brings the schema to head, serialised across processes; returns (before, after).
+
+    ``guard`` is called with the revision the store is at once the upgrade holds the lock, before
+    anything is applied: it raises to refuse (``db upgrade``'s rolling-upgrade check).
+    """
     config = alembic_config(url)
     if engine.dialect.name == "postgresql":
         with engine.connect() as connection:
             connection.execute(text("SELECT pg_advisory_lock(:key)"), {"key": _PG_ADVISORY_LOCK})
             try:
                 before = MigrationContext.configure(connection).get_current_revision()
+                if guard is not None:
+                    guard(before)
                 config.attributes["connection"] = connection
                 command.upgrade(config, "head")
                 connection.commit()
             finally:
+                connection.rollback()  # a refused or failed upgrade leaves its transaction open
                 connection.execute(text("SELECT pg_advisory_unlock(:key)"), {"key": _PG_ADVISORY_LOCK})
                 connection.commit()
         return before, head_revision()
     before = current_revision(engine)
+    if guard is not None:
+        guard(before)
     with engine.begin() as connection:
         config.attributes["connection"] = connection
         command.upgrade(config, "head")
@@ -60,6 +72,27 @@ def upgrade(engine: Engine, url: str) -> tuple[str | None, str]:
 
 
 def ensure_schema(engine: Engine, url: str) -> None:
-    """ensure_schema upgrades when the database is behind (cheap when it is already at head)."""
-    if current_revision(engine) != head_revision():
+    """ensure_schema makes an empty store's schema and leaves a store at head as it is (one cheap read).
+
+    A store behind this version is migrated here only on SQLite while no daemon leads it (one
+    host, nothing else runs on it: the embedded store upgrades as it always did); otherwise it
+    raises SchemaBehind — `metasched db upgrade` decides, with the rolling-upgrade check, whether
+    older replicas may still run beside the migrations (docs/upgrades.md). A store at a revision
+    this version does not ship raises SchemaNewer. The engine holds no connection after a raise.
+    """
+    current = current_revision(engine)
+    if current == head_revision():
+        return
+    if current is None:
         upgrade(engine, url)
+        return
+    try:
+        steps = pending(current)
+        if engine.dialect.name == "sqlite" and not read_lease(engine).fresh:
+            upgrade(engine, url)
+            return
+    except Exception:
+        engine.dispose()
+        raise
+    engine.dispose()
+    raise SchemaBehind(current, head_revision(), steps)

@@ -11,6 +11,13 @@ revision = "0001"
 down_revision = None
 branch_labels = None
 depends_on = None
+# rolling upgrades (docs/upgrades.md): may `metasched db upgrade` apply this while replicas of the
+# version before still run? Expand only (new tables, nullable columns, ...) is; a change older
+# replicas would misread or that changes what stored data means is not.
+ONLINE_SAFE = True
+ONLINE_REASON = (
+    "creates the first schema in an empty store: no replica of an older version can run against it"
+)
 
 
 def upgrade() -> None:

@@ -11,6 +11,11 @@ revision = "0002"
 down_revision = "0001"
 branch_labels = None
 depends_on = None
+# rolling upgrades (docs/upgrades.md): may `metasched db upgrade` apply this while replicas of the
+# version before still run? Expand only (new tables, nullable columns, ...) is; a change older
+# replicas would misread or that changes what stored data means is not.
+ONLINE_SAFE = True
+ONLINE_REASON = "new tables, nullable attempt columns and attempts.epoch with a constant default (metadata only on PostgreSQL >= 11); the version before had no daemon to run"
 
 
 def upgrade() -> None:

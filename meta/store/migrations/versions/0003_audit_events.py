@@ -11,6 +11,11 @@ revision = "0003"
 down_revision = "0002"
 branch_labels = None
 depends_on = None
+# rolling upgrades (docs/upgrades.md): may `metasched db upgrade` apply this while replicas of the
+# version before still run? Expand only (new tables, nullable columns, ...) is; a change older
+# replicas would misread or that changes what stored data means is not.
+ONLINE_SAFE = True
+ONLINE_REASON = "a new table (audit_events) and triggers on it alone: older replicas never read or write it"
 
 
 def upgrade() -> None:

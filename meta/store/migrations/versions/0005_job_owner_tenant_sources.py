@@ -11,6 +11,11 @@ revision = "0005"
 down_revision = "0004"
 branch_labels = None
 depends_on = None
+# rolling upgrades (docs/upgrades.md): may `metasched db upgrade` apply this while replicas of the
+# version before still run? Expand only (new tables, nullable columns, ...) is; a change older
+# replicas would misread or that changes what stored data means is not.
+ONLINE_SAFE = True
+ONLINE_REASON = "nullable columns (jobs.owner_uid/owner_gid, tenants.sources); a job submitted through an older replica's API has no owner, as jobs from before it"
 
 
 def upgrade() -> None:

@@ -11,6 +11,11 @@ revision = "0007"
 down_revision = "0006"
 branch_labels = None
 depends_on = None
+# rolling upgrades (docs/upgrades.md): may `metasched db upgrade` apply this while replicas of the
+# version before still run? Expand only (new tables, nullable columns, ...) is; a change older
+# replicas would misread or that changes what stored data means is not.
+ONLINE_SAFE = False
+ONLINE_REASON = "attempts.secret_hash: a leader of the version before launches jobs as the daemon's user and without a secret, so jobs of the newer API would run as root and their commit/checkpoint calls be refused"
 
 
 def upgrade() -> None:

@@ -10,6 +10,11 @@ revision = "0008"
 down_revision = "0007"
 branch_labels = None
 depends_on = None
+# rolling upgrades (docs/upgrades.md): may `metasched db upgrade` apply this while replicas of the
+# version before still run? Expand only (new tables, nullable columns, ...) is; a change older
+# replicas would misread or that changes what stored data means is not.
+ONLINE_SAFE = True
+ONLINE_REASON = "an index on jobs (not CONCURRENTLY: writes to jobs wait while it builds, seconds on a large store); older replicas never notice it"
 
 
 def upgrade() -> None:

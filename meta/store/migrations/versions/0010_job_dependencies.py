@@ -11,6 +11,11 @@ revision = "0010"
 down_revision = "0009"
 branch_labels = None
 depends_on = None
+# rolling upgrades (docs/upgrades.md): may `metasched db upgrade` apply this while replicas of the
+# version before still run? Expand only (new tables, nullable columns, ...) is; a change older
+# replicas would misread or that changes what stored data means is not.
+ONLINE_SAFE = False
+ONLINE_REASON = "jobs.hold (with dependencies and begin times in the spec): a leader of the version before ignores holds, dependencies and begin times and would start such jobs at once"
 
 
 def upgrade() -> None:

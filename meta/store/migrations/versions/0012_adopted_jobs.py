@@ -11,6 +11,11 @@ revision = "0012"
 down_revision = "0011"
 branch_labels = None
 depends_on = None
+# rolling upgrades (docs/upgrades.md): may `metasched db upgrade` apply this while replicas of the
+# version before still run? Expand only (new tables, nullable columns, ...) is; a change older
+# replicas would misread or that changes what stored data means is not.
+ONLINE_SAFE = True
+ONLINE_REASON = "a new table (adopted_jobs): older replicas do not adopt, so held jobs of managed partitions only wait until a newer leader adopts them"
 
 
 def upgrade() -> None:

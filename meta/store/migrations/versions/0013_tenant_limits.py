@@ -11,6 +11,11 @@ revision = "0013"
 down_revision = "0012"
 branch_labels = None
 depends_on = None
+# rolling upgrades (docs/upgrades.md): may `metasched db upgrade` apply this while replicas of the
+# version before still run? Expand only (new tables, nullable columns, ...) is; a change older
+# replicas would misread or that changes what stored data means is not.
+ONLINE_SAFE = True
+ONLINE_REASON = "a nullable column (tenants.submit_limits); an older replica's API does not enforce those limits, as before"
 
 
 def upgrade() -> None:

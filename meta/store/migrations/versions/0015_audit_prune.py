@@ -17,6 +17,11 @@ revision = "0015"
 down_revision = "0014"
 branch_labels = None
 depends_on = None
+# rolling upgrades (docs/upgrades.md): may `metasched db upgrade` apply this while replicas of the
+# version before still run? Expand only (new tables, nullable columns, ...) is; a change older
+# replicas would misread or that changes what stored data means is not.
+ONLINE_SAFE = True
+ONLINE_REASON = "a new table (audit_prune_permits) and audit_events' trigger swapped in one transaction: older replicas only insert audit rows, still allowed"
 
 _REFUSED = "metasched: audit_events rows are write-once (an admin prunes with metasched audit prune)"
 

@@ -15,6 +15,11 @@ revision = "0016"
 down_revision = "0015"
 branch_labels = None
 depends_on = None
+# rolling upgrades (docs/upgrades.md): may `metasched db upgrade` apply this while replicas of the
+# version before still run? Expand only (new tables, nullable columns, ...) is; a change older
+# replicas would misread or that changes what stored data means is not.
+ONLINE_SAFE = True
+ONLINE_REASON = "a new table (site_identity) older replicas never read; they cannot read the newer job tags, so the lead must not go back to them once a newer replica led"
 
 
 def upgrade() -> None:
