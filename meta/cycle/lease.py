@@ -14,6 +14,12 @@ row at most ``LOCK_WAIT_S``; when the lease has been expired for a whole lease p
 transaction that began before that still holds the row, the standby ends that session
 (PostgreSQL rolls the frozen transaction back, so nothing of it is ever committed) and takes
 the lease on its next period.
+
+Every expiry is judged by the store's clock (``meta/store/clock.py``: PostgreSQL's
+``clock_timestamp()``, read in the statement that reads or writes the row), never a replica's
+own: two heads whose clocks differ by more than the lease would otherwise disagree on whether
+it ran out: the one running ahead took a healthy leader's lease, the one running behind waited
+past an expired one (issue 25, ``tests/faults/test_clock_skew.py``).
 """
 
 from __future__ import annotations
@@ -22,12 +28,12 @@ import logging
 from dataclasses import dataclass
 from datetime import timedelta
 
-from sqlalchemy import select, text, update
+from sqlalchemy import Row, select, text, update
 from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Session
 
-from meta.model.durations import utcnow
 from meta.model.errors import MetaschedError
+from meta.store.clock import store_clock
 from meta.store.db import Database
 from meta.store.models import LeaderLease
 from meta.store.upsert import insert_ignore
@@ -63,37 +69,64 @@ def try_acquire(db: Database, holder: str, lease_s: float) -> Leadership | None:
 
 def _acquire(db: Database, holder: str, lease_s: float) -> Leadership | None:
     with db.session() as session:
-        now = utcnow()
         # a standby looks before it locks: while another replica holds an unexpired lease there is
         # nothing to take, and a standby on a slow link that locked the row each period held every
         # fenced write of the leader behind its own round trips (deploy/site, 500 ms and 30% loss:
         # the healthy leader's lease ran out); a plain read of the committed row takes no lock
         seen = session.execute(
-            select(LeaderLease.holder, LeaderLease.expires_at).where(LeaderLease.name == LEASE_NAME)
+            select(LeaderLease.holder, LeaderLease.expires_at, store_clock(session).label("now")).where(
+                LeaderLease.name == LEASE_NAME
+            )
         ).first()
-        if seen is not None and seen.holder != holder and seen.expires_at > now:
+        if seen is not None and seen.holder != holder and seen.expires_at > seen.now:
             return None
-        insert_ignore(
-            session,
-            LeaderLease,
-            name=LEASE_NAME,
-            holder="",
-            epoch=0,
-            expires_at=now - timedelta(seconds=1),
-            renewed_at=now,
-        )
+        if seen is None:
+            insert_ignore(
+                session,
+                LeaderLease,
+                name=LEASE_NAME,
+                holder="",
+                epoch=0,
+                expires_at=store_clock(session, -1.0),
+                renewed_at=store_clock(session),
+            )
         if db.dialect == "postgresql":
             session.execute(text(f"SET LOCAL lock_timeout = {int(LOCK_WAIT_S * 1000)}"))
-        row = session.scalar(select(LeaderLease).where(LeaderLease.name == LEASE_NAME).with_for_update())
+        row = _locked_row(session)
         assert row is not None
+        now = row.now
         expires = now + timedelta(seconds=lease_s)
         if row.holder == holder and row.expires_at > now:
-            row.expires_at, row.renewed_at = expires, now  # renew: same epoch
+            _set(session, expires_at=expires, renewed_at=now)  # renew: same epoch
             return Leadership(holder, row.epoch)
         if row.expires_at > now:
             return None
-        row.holder, row.epoch, row.expires_at, row.renewed_at = holder, row.epoch + 1, expires, now
-        return Leadership(holder, row.epoch)
+        _set(session, holder=holder, epoch=row.epoch + 1, expires_at=expires, renewed_at=now)
+        return Leadership(holder, row.epoch + 1)
+
+
+def _locked_row(session: Session) -> Row | None:
+    """_locked_row locks the lease row and reads it with the store's time *after* the lock was granted.
+
+    The lock is taken in a subquery so that the clock is read above it: in one flat
+    ``SELECT ..., clock_timestamp() ... FOR UPDATE`` PostgreSQL evaluates the clock before it
+    waits for the lock, and a wait on a holder that then left the row unchanged would judge the
+    expiry by a time from before the wait.
+    """
+    locked = (
+        select(LeaderLease.holder, LeaderLease.epoch, LeaderLease.expires_at)
+        .where(LeaderLease.name == LEASE_NAME)
+        .with_for_update()
+        .subquery()
+    )
+    return session.execute(
+        select(locked.c.holder, locked.c.epoch, locked.c.expires_at, store_clock(session).label("now"))
+    ).first()
+
+
+def _set(session: Session, **values: object) -> None:
+    """_set writes the locked lease row."""
+    session.execute(update(LeaderLease).where(LeaderLease.name == LEASE_NAME).values(**values))
 
 
 def _lock_not_available(exc: OperationalError) -> bool:
@@ -111,9 +144,12 @@ def end_frozen_holders(db: Database, lease_s: float) -> list[int]:
     if db.dialect != "postgresql":
         return []
     with db.session() as session:
-        row = session.get(LeaderLease, LEASE_NAME)
-        stale_since = utcnow() - timedelta(seconds=lease_s)
-        if row is None or row.expires_at > stale_since:
+        row = session.execute(
+            select(LeaderLease.epoch, LeaderLease.expires_at, store_clock(session).label("now")).where(
+                LeaderLease.name == LEASE_NAME
+            )
+        ).first()
+        if row is None or row.expires_at > row.now - timedelta(seconds=lease_s):
             return []
         pids = list(
             session.scalars(
@@ -139,16 +175,15 @@ def end_frozen_holders(db: Database, lease_s: float) -> list[int]:
 def renew(db: Database, leadership: Leadership, lease_s: float) -> bool:
     """renew extends the lease if this replica still holds the same epoch; False means lost."""
     with db.session() as session:
-        now = utcnow()
         result = session.execute(
             update(LeaderLease)
             .where(
                 LeaderLease.name == LEASE_NAME,
                 LeaderLease.holder == leadership.holder,
                 LeaderLease.epoch == leadership.epoch,
-                LeaderLease.expires_at > now,
+                LeaderLease.expires_at > store_clock(session),
             )
-            .values(expires_at=now + timedelta(seconds=lease_s), renewed_at=now)
+            .values(expires_at=store_clock(session, lease_s), renewed_at=store_clock(session))
         )
         return result.rowcount == 1
 
@@ -163,12 +198,14 @@ def lock_lease_row(session: Session) -> LeaderLease | None:
 
 
 def fence(session: Session, leadership: Leadership) -> None:
-    """fence locks the lease row and raises NotLeader unless this epoch still leads, unexpired."""
-    row = lock_lease_row(session)
-    now = utcnow()
+    """fence locks the lease row and raises NotLeader unless this epoch still leads, unexpired by the store's clock.
+
+    One statement: the lock, the row and the store's time (no round trip of its own).
+    """
+    row = _locked_row(session)
     if row is None or row.epoch != leadership.epoch or row.holder != leadership.holder:
         raise NotLeader(f"epoch {leadership.epoch} was superseded (now {row.epoch if row else 'none'})")
-    if row.expires_at <= now:
+    if row.expires_at <= row.now:
         raise NotLeader(f"lease of epoch {leadership.epoch} expired at {row.expires_at.isoformat()}")
 
 
@@ -178,5 +215,5 @@ def release(db: Database, leadership: Leadership) -> None:
         session.execute(
             update(LeaderLease)
             .where(LeaderLease.name == LEASE_NAME, LeaderLease.epoch == leadership.epoch)
-            .values(expires_at=utcnow() - timedelta(seconds=1))
+            .values(expires_at=store_clock(session, -1.0))
         )

@@ -18,6 +18,7 @@ from sqlalchemy.orm import Session
 from meta.model.durations import utcnow
 from meta.model.ids import check_site_id, new_site_id
 from meta.model.states import LIVE_ATTEMPT_STATES
+from meta.store.clock import store_clock
 from meta.store.db import Database
 from meta.store.models import Attempt, LeaderLease, SiteIdentity
 from meta.store.upsert import insert_ignore
@@ -63,7 +64,10 @@ def renew_site_id(db: Database) -> str:
     read the id when it started and would go on tagging with the old one.
     """
     with db.session() as session:
-        leader = session.scalar(select(LeaderLease).where(LeaderLease.expires_at > utcnow()).limit(1))
+        # the store's clock, as the lease's own decisions (meta/store/clock.py): this host's may be skewed
+        leader = session.scalar(
+            select(LeaderLease).where(LeaderLease.expires_at > store_clock(session)).limit(1)
+        )
         if leader is not None:
             raise SiteInUse(f"metasched serve {leader.holder!r} leads this store: stop every replica first")
         live = session.scalar(select(func.count()).select_from(Attempt).where(Attempt.state.in_(_LIVE))) or 0

@@ -1,10 +1,11 @@
 """Clocks in step: this host's against slurmctld's (``sdiag``) and the store's (PostgreSQL ``clock_timestamp()``).
 
 MUNGE credentials and the API's own check (``tenants.munge.CLOCK_SKEW_S``) refuse a credential
-encoded more than a few seconds "in the future", and replicas compare leader-lease expiries across
-hosts: skewed clocks refuse clients and shift failovers. Each sample is a remote time taken between
-two local readings; the remote clock's resolution and half the round trip bound the error, so only
-a skew beyond that bound counts.
+encoded more than a few seconds "in the future", and one replica reads the times another wrote
+(attempts' leases, grace windows): skewed clocks refuse clients and shift those. The leader lease
+itself is judged by the store's clock (``meta/store/clock.py``), so skew does not move failovers.
+Each sample is a remote time taken between two local readings; the remote clock's resolution and
+half the round trip bound the error, so only a skew beyond that bound counts.
 """
 
 from __future__ import annotations
