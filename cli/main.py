@@ -9,6 +9,7 @@ they run (``LazyGroup``): they pull in SQLAlchemy, Alembic and the cycle.
 from __future__ import annotations
 
 import importlib
+from typing import ClassVar
 
 import click
 
@@ -30,27 +31,29 @@ LAZY: dict[str, tuple[str, str, str]] = {
     "serve": ("cli.serve_cmd", "serve", "Run the scheduler daemon and the API until SIGTERM or SIGINT."),
     "simulate": ("cli.simulate_cmd", "simulate", "simulate replays a job trace on a simulated cluster and reports queue delays, JCT, utilization."),
     "db": ("cli.db_cmd", "db", "Manage the metasched database schema."),
-    "plan": ("cli.plan_cmd", "plan", "Capacity planning from the site's own history (as traces the simulator replays)."),
+    "plan": ("cli.plan_group", "plan", "Capacity planning from the site's own history (as traces the simulator replays)."),
     "doctor": ("cli.doctor_cmd", "doctor", "Check the site's prerequisites for metasched serve, one line each, saying what to fix."),
 }
 
 
 class LazyGroup(click.Group):
-    """LazyGroup imports a heavy subcommand's module only when that subcommand is asked for."""
+    """LazyGroup imports a heavy subcommand's module only when that subcommand is asked for (``lazy``: which ones)."""
+
+    lazy: ClassVar[dict[str, tuple[str, str, str]]] = LAZY
 
     def list_commands(self, ctx: click.Context) -> list[str]:
         """list_commands lists eager and lazy commands, sorted."""
-        return sorted([*self.commands, *LAZY])
+        return sorted([*self.commands, *self.lazy])
 
     def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
         """get_command returns an eager command, or imports a lazy one."""
-        if cmd_name in self.commands or cmd_name not in LAZY:
+        if cmd_name in self.commands or cmd_name not in self.lazy:
             return self.commands.get(cmd_name)
-        module, attribute, _ = LAZY[cmd_name]
+        module, attribute, _ = self.lazy[cmd_name]
         try:
             loaded = importlib.import_module(module)
         except ModuleNotFoundError as exc:  # the thin CLI (deploy/install-cli) has click only
-            ctx.fail(f"`metasched {cmd_name}` needs the full install (no module {exc.name!r} here): "
+            ctx.fail(f"`{ctx.command_path} {cmd_name}` needs the full install (no module {exc.name!r} here): "
                      "run `deploy/install-cli --full`, or `pip install metasched` where it runs")
         command: click.Command = getattr(loaded, attribute)
         return command
@@ -60,8 +63,8 @@ class LazyGroup(click.Group):
         limit = formatter.width - 6 - max(len(name) for name in self.list_commands(ctx))
         rows = []
         for name in self.list_commands(ctx):
-            if name in LAZY:
-                rows.append((name, click.Command(name, help=LAZY[name][2]).get_short_help_str(limit)))
+            if name in self.lazy:
+                rows.append((name, click.Command(name, help=self.lazy[name][2]).get_short_help_str(limit)))
             else:
                 command = self.commands[name]
                 if not command.hidden:

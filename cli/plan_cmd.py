@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -10,6 +11,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
+from sqlalchemy import inspect
 from sqlalchemy.engine import make_url
 from sqlalchemy.orm import Session
 
@@ -22,7 +24,7 @@ from meta.config.policy_file import PolicyFileError, load_policy_config
 from meta.model.durations import utcnow
 from meta.model.errors import InvalidRequest
 from meta.plan.anonymize import anonymized
-from meta.plan.calibrate import MIN_JOBS, Calibration, Pair, calibrate
+from meta.plan.calibrate import MIN_JOBS, Calibration, Pair, compare, replay
 from meta.plan.history import HistoryExport, history_rows
 from meta.plan.need import need, parse_goal, parse_node_type
 from meta.plan.scenario import (
@@ -36,15 +38,18 @@ from meta.plan.scenario import (
 )
 from meta.plan.site import Site, binding_quotas, read_site, site_cluster
 from meta.plan.trace_csv import write_trace
-from meta.plan.what_if import Comparison, what_if
+from meta.plan.what_if import Comparison, figures, what_if
 from meta.plan.window import MAX_WINDOW_DAYS, parse_window
 from meta.sim import policies
 from meta.sim.cluster import ClusterError, ClusterSpec, load_cluster
 from meta.sim.engine import SimulationError
 from meta.sim.plot import PlotError
 from meta.sim.policies import PolicyFn
+from meta.store import plan_reports
 from meta.store.db import Database, redact, resolve_url
 from meta.store.migrate import current_revision
+from meta.store.models import PlanReport
+from tenants.identity import effective_user
 
 RULES = (
     "rows are tasks of jobs submitted in the window; submit_time = when the task became eligible "
@@ -60,6 +65,7 @@ DEFAULT_MAX_NODES = 64
 # a live daemon records a cycle every period: a last cycle older than this means it had stopped
 STOPPED_AFTER_S = 60.0
 AVAILABLE = "available"  # --cluster: the stored inventory without its drained or unhealthy nodes
+MAX_LAUNCH_DELAY_S = 3600.0  # --launch-delay: a launch through Slurm longer than an hour is no launch delay
 
 
 @click.group("plan")
@@ -142,6 +148,9 @@ def _summary(export: HistoryExport, path: str, anonymize: bool) -> dict[str, obj
                    "max_days": MAX_WINDOW_DAYS},
         "path": str(path),
         "anonymized": anonymize,
+        # decision → Slurm's RUNNING, the median over the window's started attempts (what the replays simulate)
+        "launch_delay_s": round(export.launch_delay_s, 3),
+        "launch_attempts": export.launch_attempts,
         "rules": RULES,
     }
 
@@ -152,7 +161,18 @@ def _summary_line(export: HistoryExport, where: str) -> str:
     return (f"{len(export.rows)} rows ({export.censored} censored: still running or waiting to retry at the cut, "
             f"run time up to it) from {export.jobs} jobs submitted {export.since:%Y-%m-%dT%H:%M:%SZ} – "
             f"{export.until:%Y-%m-%dT%H:%M:%SZ}; {skipped} tasks skipped (never started: "
-            f"{export.skipped_never_started}, unreadable spec: {export.skipped_bad_spec}) -> {where}")
+            f"{export.skipped_never_started}, unreadable spec: {export.skipped_bad_spec}); launch delay "
+            f"(decision → RUNNING) {export.launch_delay_s:.2f} s, the median of {export.launch_attempts} started "
+            f"attempts -> {where}")
+
+
+def _save_option(default: str) -> Callable[[F], F]:
+    """_save_option adds ``--save [NAME]``: store the report (and its plots) for ``plan reports`` and the web view."""
+    return click.option(
+        "--save", "save_name", is_flag=False, flag_value="", default=None, metavar="[NAME]",
+        help=f"Also store the report (the --json figures, and its plots) in the store under NAME (default: {default}; "
+             f"at most {plan_reports.MAX_NAME_CHARS} characters); `metasched plan reports` and the web view's "
+             f"Capacity page show it. The newest {plan_reports.KEEP_PER_KIND} of each kind are kept.")
 
 
 def _replay_options(func: F) -> F:
@@ -169,6 +189,10 @@ def _replay_options(func: F) -> F:
                           "'available': the stored inventory without the nodes drained or down when it was saved."),
         click.option("--min-jobs", type=int, default=MIN_JOBS, show_default=True,
                      help="Compare tenants with at least this many replayed jobs."),
+        click.option("--launch-delay", type=float, default=None, metavar="S",
+                     help="Seconds from a decision to Slurm's RUNNING in every replay (the GPUs are held from the "
+                          "decision); 0 turns the launch off. Default: measured, the median over the window's "
+                          "started attempts."),
     ]
     for option in reversed(options):
         func = option(func)
@@ -186,8 +210,9 @@ class _Replayable:
     config: Any
     period_s: float
     min_jobs: int
-    context: dict[str, Any]  # window, jobs, cluster, policy, period: the head of every report
+    context: dict[str, Any]  # window, jobs, cluster, policy, period, launch delay: the head of every report
     notes: list[str]  # what the replay leaves out: quotas it does not apply, a daemon that had stopped
+    launch_delay_s: float  # decision → start in every replay: --launch-delay, else the window's measured one
 
     def inputs(self) -> Inputs:
         """inputs is the window as a scenario's starting point."""
@@ -196,12 +221,14 @@ class _Replayable:
 
 
 def _replayable(state: CliState, since: str, until: str | None, policy_config: str | None, period: float,
-                cluster: str | None, min_jobs: int) -> _Replayable:
+                cluster: str | None, min_jobs: int, launch_delay: float | None) -> _Replayable:
     """_replayable checks the replay options and reads the window and the site (exit 2 on bad input or no rows)."""
     now = utcnow()
     start, end = parse_window(since, until, now)
     if not period > 0 or min_jobs < 1:
         raise InvalidRequest("--period must be positive and --min-jobs at least 1")
+    if launch_delay is not None and not 0 <= launch_delay <= MAX_LAUNCH_DELAY_S:  # NaN fails too
+        raise InvalidRequest(f"--launch-delay must be from 0 to {MAX_LAUNCH_DELAY_S:g} seconds")
     policy_fn, config = policies.resolve("metasched")
     try:
         config = load_policy_config(policy_config, config) if policy_config else config
@@ -217,10 +244,12 @@ def _replayable(state: CliState, since: str, until: str | None, policy_config: s
     if (min(end, now) - export.cut).total_seconds() > STOPPED_AFTER_S:
         notes.append(f"cut at the daemon's last cycle ({export.cut:%Y-%m-%dT%H:%M:%SZ}): "
                      "the store does not know what ran after it")
+    launch = export.launch_delay_s if launch_delay is None else launch_delay
     context = {"window": {"since": export.since.isoformat(), "until": export.until.isoformat(),
                           "cut": export.cut.isoformat()},
-               "jobs": export.jobs, "cluster": where, "policy": policy_config or "shipped defaults", "period_s": period}
-    return _Replayable(export, site, spec, policy_fn, config, period, min_jobs, context, notes)
+               "jobs": export.jobs, "cluster": where, "policy": policy_config or "shipped defaults", "period_s": period,
+               "launch_delay_s": round(launch, 3)}
+    return _Replayable(export, site, spec, policy_fn, config, period, min_jobs, context, notes, launch)
 
 
 def _simulated(run: Callable[[], T]) -> T:
@@ -235,15 +264,21 @@ def _simulated(run: Callable[[], T]) -> T:
 @plan.command("calibrate")
 @_replay_options
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@_save_option("calibration")
 @pass_state
 @handle_errors
 def calibrate_cmd(state: CliState, since: str, until: str | None, policy_config: str | None, period: float,
-                  cluster: str | None, min_jobs: int, as_json: bool) -> None:
+                  cluster: str | None, min_jobs: int, launch_delay: float | None, as_json: bool,
+                  save_name: str | None) -> None:
     """Replay the window in the simulator and put its queue delays beside the recorded ones."""
-    ready = _replayable(state, since, until, policy_config, period, cluster, min_jobs)
-    result = _simulated(lambda: calibrate(ready.export, ready.cluster, ready.site.weights(), ready.config, period,
-                                          min_jobs=min_jobs, policy=ready.policy))
+    ready = _replayable(state, since, until, policy_config, period, cluster, min_jobs, launch_delay)
+    run = _simulated(lambda: replay(ready.export.rows, ready.cluster, ready.site.weights(), ready.config, period,
+                                    policy=ready.policy, launch_delay_s=ready.launch_delay_s))
+    result = compare(ready.export, run, min_jobs)
     result.notes.extend(ready.notes)
+    if save_name is not None:
+        today = Comparison(result, figures("today", run, ready.cluster), run)
+        _save(state, "calibrate", save_name or "calibration", ready.context | result.as_dict(), today)
     if as_json:
         echo_json(ready.context | result.as_dict())
     else:
@@ -270,13 +305,15 @@ def calibrate_cmd(state: CliState, since: str, until: str | None, policy_config:
 @click.option("--plot", "plot_dir", type=click.Path(file_okay=False), default=None,
               help="Write PNGs here: per-tenant queue-delay CDFs, utilization over time.")
 @click.option("--json", "as_json", is_flag=True, help="Print the comparison as JSON.")
+@_save_option("the scenarios' names")
 @pass_state
 @handle_errors
 def what_if_cmd(state: CliState, since: str, until: str | None, policy_config: str | None, period: float,
-                cluster: str | None, min_jobs: int, add_nodes: tuple[str, ...], remove_nodes: tuple[str, ...],
+                cluster: str | None, min_jobs: int, launch_delay: float | None, add_nodes: tuple[str, ...],
+                remove_nodes: tuple[str, ...],
                 share: tuple[str, ...], demand: tuple[str, ...], trend: bool, horizon: str | None,
                 scenario_policy: str | None, name: str, scenario_file: str | None, plot_dir: str | None,
-                as_json: bool) -> None:
+                as_json: bool, save_name: str | None) -> None:
     """Replay the window as it was (today) and under each scenario, side by side."""
     if horizon is not None and not trend:
         raise InvalidRequest("--horizon goes with --trend")
@@ -290,13 +327,17 @@ def what_if_cmd(state: CliState, since: str, until: str | None, policy_config: s
     if scenario_file:
         found.extend(_scenario_file(Path(scenario_file)))
     check_names(found)
-    ready = _replayable(state, since, until, policy_config, period, cluster, min_jobs)
+    ready = _replayable(state, since, until, policy_config, period, cluster, min_jobs, launch_delay)
     found = [_with_policy(each, ready.config) for each in found]
     result = _simulated(lambda: what_if(ready.export, ready.inputs(), found, period, policy=ready.policy,
-                                        min_jobs=min_jobs))
+                                        min_jobs=min_jobs, launch_delay_s=ready.launch_delay_s))
     result.notes.extend(ready.notes)
     if plot_dir:
         _plots(result, plot_dir)
+    if save_name is not None:
+        default = ", ".join(outcome.scenario.name for outcome in result.outcomes) or "today"
+        _save(state, "what-if", save_name or default[:plan_reports.MAX_NAME_CHARS], ready.context | result.as_dict(),
+              result)
     if as_json:
         echo_json(ready.context | result.as_dict())
     else:
@@ -314,19 +355,23 @@ def what_if_cmd(state: CliState, since: str, until: str | None, policy_config: s
 @click.option("--max-nodes", type=int, default=DEFAULT_MAX_NODES, show_default=True,
               help="Search up to this many added nodes of a type.")
 @click.option("--json", "as_json", is_flag=True, help="Print the search as JSON.")
+@_save_option("need")
 @pass_state
 @handle_errors
 def need_cmd(state: CliState, since: str, until: str | None, policy_config: str | None, period: float,
-             cluster: str | None, min_jobs: int, p95_goals: tuple[str, ...], mean_goals: tuple[str, ...],
-             node_types: tuple[str, ...], max_nodes: int, as_json: bool) -> None:
+             cluster: str | None, min_jobs: int, launch_delay: float | None, p95_goals: tuple[str, ...],
+             mean_goals: tuple[str, ...],
+             node_types: tuple[str, ...], max_nodes: int, as_json: bool, save_name: str | None) -> None:
     """Find the fewest added nodes of an offered type whose replay of the window meets every goal."""
     goals = [parse_goal("p95", text) for text in p95_goals] + [parse_goal("mean", text) for text in mean_goals]
     offered = [parse_node_type(text) for text in node_types]
     if not goals or not offered:
         raise InvalidRequest("give at least one goal (--p95 or --mean TENANT<=DURATION) and one --node-type TYPE:GPUS")
-    ready = _replayable(state, since, until, policy_config, period, cluster, min_jobs)
+    ready = _replayable(state, since, until, policy_config, period, cluster, min_jobs, launch_delay)
     result = _simulated(lambda: need(ready.export, ready.inputs(), goals, offered, max_nodes, period,
-                                     policy=ready.policy, min_jobs=min_jobs))
+                                     policy=ready.policy, min_jobs=min_jobs, launch_delay_s=ready.launch_delay_s))
+    if save_name is not None:  # no plots: the search's replays are not kept
+        _save(state, "need", save_name or "need", ready.context | result.as_dict(), None)
     if as_json:
         echo_json(ready.context | result.as_dict())
     else:
@@ -372,6 +417,35 @@ def _plots(result: Comparison, folder: str) -> None:
     click.echo("plots written: " + ", ".join(str(path) for path in written), err=True)
 
 
+def _save(state: CliState, kind: str, name: str, report: dict[str, Any], plotted: Comparison | None) -> None:
+    """_save stores the report with its plots (rendered in memory) and says where on stderr (stdout stays the report).
+
+    The name and the sizes are checked before anything is simulated again or written; a store whose schema is behind
+    (no plan_reports table yet) is refused with what to run.
+    """
+    name = plan_reports.check_name(name)
+    plan_reports.encoded(report)
+    plots: list[plan_reports.Plot] = []
+    if plotted is not None:
+        from meta.plan.plots import AUDIENCE, render_plots  # matplotlib only when saving
+
+        try:
+            plots = [plan_reports.Plot(file, AUDIENCE[file], png) for file, png in render_plots(plotted)]
+        except PlotError as exc:
+            fail(str(exc), EXIT_ERROR)
+    actor = effective_user()  # the audit's actor is the effective user, never LOGNAME
+
+    def store(session: Session) -> plan_reports.SavedReport:
+        if not inspect(session.connection()).has_table(PlanReport.__tablename__):
+            raise InvalidRequest("the store's schema is behind this version (no plan_reports): run "
+                                 "`metasched db upgrade` first")
+        return plan_reports.save(session, kind, name, report, plots, actor=actor, uid=os.geteuid())
+
+    saved = _in_store(state.db_url, store)
+    click.echo(f"saved as plan report {saved.id} ({saved.kind} {saved.name!r}, {len(plots)} plots): "
+               f"metasched plan report {saved.id}", err=True)
+
+
 def _window_and_site(session: Session, since: datetime, until: datetime, now: datetime) -> tuple[HistoryExport, Site]:
     """_window_and_site reads the site and the window as the store stood at its last cycle (now if none is recorded).
 
@@ -401,7 +475,7 @@ def _calibration_text(result: Calibration, export: HistoryExport, context: dict[
     """_calibration_text is the report for people: a table per tenant, then overall, utilization, verdict, notes."""
     head = (f"{result.rows} rows ({result.censored} censored) of {export.jobs} jobs submitted "
             f"{export.since:%Y-%m-%dT%H:%M:%SZ} – {export.until:%Y-%m-%dT%H:%M:%SZ}; cluster: {context['cluster']}; "
-            f"policy: {context['policy']}; period {context['period_s']:g} s")
+            f"policy: {context['policy']}; period {context['period_s']:g} s; launch {context['launch_delay_s']:.2f} s")
     rows = [[fit.tenant, fit.jobs, *_pair_cells(fit.mean), *_pair_cells(fit.p95)] for fit in result.tenants]
     rows.append(["overall", result.replayed, *_pair_cells(result.mean), *_pair_cells(result.p95)])
     headers = ["tenant", "jobs", "real mean", "sim mean", "error", "real p95", "sim p95", "error"]

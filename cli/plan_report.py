@@ -128,7 +128,7 @@ def _head(calibration: Calibration, export: HistoryExport, context: dict[str, An
     """_head is the first line: the rows, the window, the cluster, the policy and the period."""
     return (f"{calibration.rows} rows ({calibration.censored} censored) of {export.jobs} jobs submitted "
             f"{export.since:%Y-%m-%dT%H:%M:%SZ} – {export.until:%Y-%m-%dT%H:%M:%SZ}; cluster: {context['cluster']}; "
-            f"policy: {context['policy']}; period {context['period_s']:g} s")
+            f"policy: {context['policy']}; period {context['period_s']:g} s; launch {context['launch_delay_s']:.2f} s")
 
 
 # --- need -----------------------------------------------------------------------------------------------------------

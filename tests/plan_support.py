@@ -26,6 +26,8 @@ from meta.service.api import Service
 from meta.sim.cluster import ClusterSpec, NodeGroup
 from meta.store.inventory import save_inventory
 from meta.store.lifecycle import attempt_event, create_attempt
+from tenants.auth import Identity
+from tenants.identity import InvalidAccount, Principal, member
 from tests.conftest import sqlite_database
 from tests.runtime.support import share, submit, training
 
@@ -60,11 +62,16 @@ def fifo_starts(submits: list[float], nodes: int = NODES, duration: float = DURA
     return starts
 
 
-def congested_rows(jobs: int = 24) -> list[HistoryRow]:
-    """congested_rows is the module's history as rows, recorded delays first come, first served."""
+def congested_rows(jobs: int = 24, launch_s: float = 0.0) -> list[HistoryRow]:
+    """congested_rows is the module's history as rows, recorded delays first come, first served.
+
+    With ``launch_s``, each job holds its node from its decision and starts ``launch_s`` later (Slurm's
+    launch): the recorded delay runs to that start.
+    """
     submits = [i * GAP_S for i in range(jobs)]
-    return [row(f"j{i:03d}", at, TENANTS[i % 2], queue=start - at)
-            for i, (at, start) in enumerate(zip(submits, fifo_starts(submits), strict=True))]
+    decisions = fifo_starts(submits, duration=DURATION_S + launch_s)
+    return [row(f"j{i:03d}", at, TENANTS[i % 2], queue=decided + launch_s - at)
+            for i, (at, decided) in enumerate(zip(submits, decisions, strict=True))]
 
 
 def export(rows: list[HistoryRow], days: float = 1.0) -> HistoryExport:
@@ -87,12 +94,13 @@ def inputs(rows: list[HistoryRow], config: Any = None, days: float = 1.0) -> Inp
     return Inputs(rows, site_cluster(), {tenant: 1.0 for tenant in TENANTS}, config, days * 86400.0)
 
 
-def congested_store(path: Path, base: datetime, jobs: int = 24, drained: int = 0) -> str:
+def congested_store(path: Path, base: datetime, jobs: int = 24, drained: int = 0, launch_s: float = 0.0) -> str:
     """congested_store writes the congested history into a SQLite store, jobs from ``base``; returns its URL.
 
-    The stored inventory is the two nodes; each job's attempt launches at its start and ends
-    ``DURATION_S`` later, so ``plan history`` reads back the rows of ``congested_rows``. ``drained``
-    more a100 nodes are in the inventory, drained (none of the history ran on them).
+    The stored inventory is the two nodes; each job's attempt is created and launched at its decision,
+    runs from ``launch_s`` later (0: at once) and ends ``DURATION_S`` after that, so ``plan history``
+    reads back the rows of ``congested_rows(jobs, launch_s)``. ``drained`` more a100 nodes are in the
+    inventory, drained (none of the history ran on them).
     """
     now = [base]
     with pytest.MonkeyPatch.context() as patch:
@@ -104,14 +112,15 @@ def congested_store(path: Path, base: datetime, jobs: int = 24, drained: int = 0
                            partitions=("gpu",), switch="leaf1", drained=i >= NODES) for i in range(NODES + drained)]
         with db.session() as session:
             save_inventory(session, nodes, 1, {"leaf1": "spine"})
-        for i, history in enumerate(congested_rows(jobs)):
+        for i, history in enumerate(congested_rows(jobs, launch_s)):
             now[0] = base + timedelta(seconds=history.submit_time)
             _, (task,) = submit(service, training(history.job_id, history.tenant, resources=NODE_RESOURCES,
                                                   time_limit="1h"))
             start = history.submit_time + history.queue_delay_s
-            path_ = [(LAUNCH, start), (RUN, start), (OK, start + DURATION_S)]
+            decided = start - launch_s
+            path_ = [(LAUNCH, decided), (RUN, start), (OK, start + DURATION_S)]
             with db.session() as session:
-                now[0] = base + timedelta(seconds=start)
+                now[0] = base + timedelta(seconds=decided)
                 attempt_id = create_attempt(session, task, f"t:{task}", placement=[share(f"a{i % NODES}", gpus=8)]).id
             for step, (state, at) in enumerate(path_):
                 with db.session() as session:
@@ -129,3 +138,34 @@ def run(db_url: str | None, *args: str) -> Result:
     assert "Traceback" not in result.output, result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
     return result
+
+
+def saved_reports(url: str) -> dict[str, int]:
+    """saved_reports saves a what-if (one added node), a calibration and a need search of the store; their ids by kind."""
+    saves = {
+        "what-if": ("what-if", "--since", "14d", "--add-nodes", "a100:8x1", "--save", "one more node", "--json"),
+        "calibrate": ("calibrate", "--since", "14d", "--save"),
+        "need": ("need", "--since", "14d", "--p95", "acme<=10m", "--p95", "beta<=10m", "--node-type", "a100:8",
+                 "--save"),
+    }
+    ids = {}
+    for kind, args in saves.items():
+        result = run(url, "plan", *args)
+        assert result.exit_code == 0, result.output
+        ids[kind] = int(result.stderr.split("saved as plan report ", 1)[1].split(" ", 1)[0])
+    return ids
+
+
+# the callers of the saved reports' tests: uid -> (user, tenants it is a member of, the ones it coordinates); 0: admin
+CALLERS = {1001: ("alice", ["acme"], []), 1002: ("bob", ["beta"], ["beta"]), 1003: ("carol", ["acme"], ["acme"])}
+ADMIN, MEMBER, BETA_COORD, ACME_COORD = 0, 1001, 1002, 1003
+
+
+def planners(identity: Identity, asked: str | None) -> Principal:
+    """planners resolves the API's callers: root is an admin; the others are members (and coordinators) as CALLERS says."""
+    if identity.uid == 0:
+        return Principal("root", asked, uid=0, gid=0, accounts=frozenset(), admin=True)
+    name, accounts, coordinates = CALLERS[identity.uid]
+    if asked not in (None, *accounts):
+        raise InvalidAccount(asked)
+    return member(name, identity.uid, accounts, coordinates=coordinates, tenant=asked)

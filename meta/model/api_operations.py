@@ -105,6 +105,10 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("audit", "GET", "/v1/audit", _query("since", "limit"), tag="audit"),
     Operation("audit_prune", "POST", "/v1/audit/prune", _body("before", "confirm"), tag="audit", tenant="none"),
     Operation("web_link", "POST", "/v1/web/link", tag="web", tenant="none"),
+    # --- saved capacity-planning reports (admins all; a tenant's coordinator its own rows)
+    Operation("plan_reports", "GET", "/v1/plan/reports", _query("kind", "limit"), tag="plan"),
+    Operation("plan_report", "GET", "/v1/plan/reports/{report_id}",
+              (Arg("report_id", "path", what="report id"), *_query("plots")), tag="plan"),
     # --- from inside a job (the attempt decides the tenant; ``as_tenant`` changes nothing there)
     # the service's commit is idempotent per attempt (checkpoint.manifest.commit): a commit whose
     # answer was lost to a restarting daemon is sent again rather than failing the job

@@ -9,9 +9,12 @@ Rules (``metasched plan calibrate`` prints the notes that apply):
 * **Estimate.** The policy's runtime estimate is the job's time limit, as the daemon's is.
 * **No preemption.** History does not record which jobs declared they could be preempted or
   checkpointed, so nothing is; a task retried or requeued for real runs once, for its summed run time.
-* **Queue delay.** Recorded: first start − eligible, which includes the launch through Slurm;
-  simulated: the time pending (a job starts at its decision). Percentiles interpolate linearly on
-  both sides. Rows the simulated cluster can never place are left out of both sides and counted.
+* **Queue delay.** Recorded: first start − eligible, which includes the launch through Slurm
+  (the daemon's decision → RUNNING); simulated: eligible → start, a job decided at t holding its
+  GPUs from t and starting at t + the launch delay: the window's measured one (the export's median,
+  ``meta.plan.history``) unless one is given (``--launch-delay``; 0: a job starts at its decision).
+  Percentiles interpolate linearly on both sides. Rows the simulated cluster can never place are
+  left out of both sides and counted.
 * **Error** = (simulated − recorded) / recorded; None when recorded is 0.
 * **Tenants** with at least ``min_jobs`` replayed rows are compared one by one; all rows are replayed.
 * **GPU utilization** = GPU-seconds run ÷ (cluster GPUs × span), span = first eligible moment →
@@ -86,6 +89,9 @@ class Calibration:
     capacity_gpus: int
     notes: list[str] = field(default_factory=list)
     waiting: WaitingSplit | None = None  # the simulated waiting by cause: shortage, fragmentation, policy
+    launch_delay_s: float = 0.0  # the launch the replay simulated (decision → start)
+    launch_measured_s: float = 0.0  # the window's measured launch (the export's median)
+    launch_attempts: int = 0  # the attempts it was measured on (0: none)
 
     def verdict(self) -> str:
         """verdict is one line: the bound on the per-tenant error of the mean, or why there is none."""
@@ -114,6 +120,8 @@ class Calibration:
             "gpu_utilization": self.utilization.as_dict(4),
             "span_s": self.span_s.as_dict(),
             "capacity_gpus": self.capacity_gpus,
+            "launch_delay": {"simulated_s": round(self.launch_delay_s, 3), "measured_s": round(self.launch_measured_s, 3),
+                             "measured_attempts": self.launch_attempts},
             "verdict": self.verdict(),
             "notes": list(self.notes),
             "waiting": None if self.waiting is None else self.waiting.as_dict(),
@@ -130,9 +138,15 @@ def trace_job(row: HistoryRow, origin: float = 0.0) -> TraceJob:
     )
 
 
-def sim_config(weights: dict[str, float], period_s: float) -> SimConfig:
-    """sim_config is the replay's settings: the daemon's period, limits as estimates, no warm-up, no preemption."""
+def launch_delay(export: HistoryExport, given: float | None = None) -> float:
+    """launch_delay is the launch a replay simulates: ``given`` (``--launch-delay``), else the window's measured one."""
+    return export.launch_delay_s if given is None else given
+
+
+def sim_config(weights: dict[str, float], period_s: float, launch_delay_s: float = 0.0) -> SimConfig:
+    """sim_config is the replay's settings: the daemon's period and launch delay, limits as estimates, no warm-up, no preemption."""
     return SimConfig(
+        launch_delay_s=launch_delay_s,
         cycle_interval_s=period_s, warmup_hours=0, estimate="limit", checkpoint_kinds=frozenset(),
         preemptible_kinds=frozenset(), tenant_weights=dict(weights),
         guarantee_fraction=0.0,  # the simulator's guarantees-by-weight are not the site's (see site.binding_quotas)
@@ -149,6 +163,7 @@ class Replay:
     raw: EngineResult
     origin: float  # the rows' time that is the engine's 0 s
     capacity_gpus: int
+    launch_delay_s: float = 0.0  # decision → start in this run
 
     @property
     def placed(self) -> list[tuple[HistoryRow, SimJob]]:
@@ -157,11 +172,13 @@ class Replay:
 
 
 def replay(rows: Sequence[HistoryRow], cluster: ClusterSpec, weights: dict[str, float], policy_config: Any,
-           period_s: float, *, policy: Callable[..., Any] | None = None, origin: float | None = None) -> Replay:
+           period_s: float, *, policy: Callable[..., Any] | None = None, origin: float | None = None,
+           launch_delay_s: float = 0.0) -> Replay:
     """replay runs the rows through the engine under the policy (metasched's by default) with the replay's settings.
 
     ``origin`` (default: the first eligible row) is the rows' time that becomes the engine's 0 s; replays that
-    are to be compared (today and a what-if) share it, so their decisions fall on the same period grid.
+    are to be compared (today and a what-if) share it, so their decisions fall on the same period grid, and
+    ``launch_delay_s`` (decision → start; see ``launch_delay``), so their jobs launch alike.
     """
     if policy is None:
         policy, default = policies.resolve("metasched")
@@ -170,16 +187,22 @@ def replay(rows: Sequence[HistoryRow], cluster: ClusterSpec, weights: dict[str, 
     # with the moment the command runs ("14d" ago), and the figures with it
     start = min((row.submit_time for row in rows), default=0.0) if origin is None else origin
     raw = Engine([trace_job(row, start) for row in rows], cluster, policy, policy_config,
-                 sim_config(weights, period_s)).run()
-    return Replay(list(rows), raw, start, cluster.total_gpus())
+                 sim_config(weights, period_s, launch_delay_s)).run()
+    return Replay(list(rows), raw, start, cluster.total_gpus(), launch_delay_s)
 
 
 def calibrate(export: HistoryExport, cluster: ClusterSpec, weights: dict[str, float], policy_config: Any,
-              period_s: float, *, min_jobs: int = MIN_JOBS, policy: Callable[..., Any] | None = None) -> Calibration:
-    """calibrate replays the export's rows under the policy (metasched's by default) and compares queue delays."""
+              period_s: float, *, min_jobs: int = MIN_JOBS, policy: Callable[..., Any] | None = None,
+              launch_delay_s: float | None = None) -> Calibration:
+    """calibrate replays the export's rows under the policy (metasched's by default) and compares queue delays.
+
+    ``launch_delay_s`` (None: the export's measured one) is decision → start in the replay.
+    """
     if not export.rows:
         raise ValueError("no row to replay: no task of the window started before the cut")
-    return compare(export, replay(export.rows, cluster, weights, policy_config, period_s, policy=policy), min_jobs)
+    run = replay(export.rows, cluster, weights, policy_config, period_s, policy=policy,
+                 launch_delay_s=launch_delay(export, launch_delay_s))
+    return compare(export, run, min_jobs)
 
 
 def compare(export: HistoryExport, run: Replay, min_jobs: int = MIN_JOBS) -> Calibration:
@@ -195,6 +218,8 @@ def compare(export: HistoryExport, run: Replay, min_jobs: int = MIN_JOBS) -> Cal
         unplaced=len(run.rows) - len(placed), min_jobs=min_jobs, tenants=fits,
         small_tenants={t: len(p) for t, p in by_tenant.items() if len(p) < min_jobs},
         mean=overall.mean, p95=overall.p95, capacity_gpus=run.capacity_gpus, **_busy(placed, run.capacity_gpus),
+        launch_delay_s=run.launch_delay_s, launch_measured_s=export.launch_delay_s,
+        launch_attempts=export.launch_attempts,
     )
     result.notes = _notes(export, result, run.raw.invalid_placements, run.raw.notes)
     result.waiting = waiting_split(run.raw)
@@ -225,12 +250,27 @@ def _busy(pairs: Sequence[tuple[HistoryRow, SimJob]], capacity: int) -> dict[str
     return {"utilization": Pair(busy(spans.real), busy(spans.sim)), "span_s": spans}
 
 
+def _launch_notes(result: Calibration) -> list[str]:
+    """_launch_notes says which launch delay the replay simulated and where it came from."""
+    used, measured, attempts = result.launch_delay_s, result.launch_measured_s, result.launch_attempts
+    head = "recorded delays include the launch through Slurm (the daemon's decision → RUNNING)"
+    found = (f"measured: {measured:.2f} s, the median over {attempts} started attempt{'s' if attempts != 1 else ''} "
+             "of the window" if attempts else "no attempt of the window recorded its start: none measured")
+    if used == 0:
+        given = "" if not attempts else " (--launch-delay 0)"
+        return [f"{head}; {found}; the replay simulates none{given}: a simulated job starts at its decision"]
+    source = "the measured one" if attempts and used == measured else "given (--launch-delay)"
+    return [f"{head}; {found}; the replay simulates {used:.2f} s, {source}: a job holds its GPUs from its decision "
+            f"and starts {used:.2f} s later, its queue delay ending there",
+            f"the simulated waiting by cause runs to each decision: the {used:.2f} s launch after it is no cause"]
+
+
 def _notes(export: HistoryExport, result: Calibration, invalid: int, engine_notes: list[str]) -> list[str]:
     """_notes says what the replay assumed and what it left out, in numbers."""
     notes = [
         "runtime estimate: each job's time limit, as the daemon's; decisions on the daemon's period grid",
         "nothing is preempted or checkpointed in the replay (history does not say which jobs allowed it)",
-        "recorded delays include the launch through Slurm; a simulated job starts at its decision",
+        *_launch_notes(result),
     ]
     if result.censored:
         notes.append(f"{result.censored} rows had not ended at the cut: replayed with their run time up to it "

@@ -27,6 +27,10 @@ Rules (``metasched plan history`` prints the same ones):
   (``skipped_never_started``), as is a job whose stored spec today's rules refuse.
 * **Shape.** What was *asked*: workers × GPUs per worker (``num_gpus`` is the product), cpus and
   memory over all workers, the GPU type, the time limit; ``queue_delay_s`` = first start − eligible.
+* **Launch delay.** The export's ``launch_delay_s`` is the median of started_at − created_at (the
+  daemon's decision → Slurm's RUNNING) over the window's attempts that started before the cut
+  (``launch_attempts`` of them; 0 s when none did). A recorded queue delay ends at RUNNING, so it
+  includes that launch; the replays (``meta.plan.calibrate``) simulate it.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from statistics import median
 from typing import Any
 
 from sqlalchemy import select
@@ -100,6 +105,9 @@ class HistoryExport:
     jobs: int = 0  # jobs submitted in the window
     skipped_never_started: int = 0  # tasks without an attempt started before the cut
     skipped_bad_spec: int = 0  # tasks of jobs whose stored spec today's rules refuse
+    # decision → Slurm's RUNNING: the median of started_at − created_at over the attempts that started (module docstring)
+    launch_delay_s: float = 0.0
+    launch_attempts: int = 0  # the attempts it was measured on (0: none started, no measure)
 
     @property
     def censored(self) -> int:
@@ -132,9 +140,12 @@ def history_rows(session: Session, since: datetime, until: datetime | None, now:
     # the jobs every dependency names, observed once for the window (the same reads, in the same transaction,
     # as per chunk of jobs, where each chunk's look-up scanned the jobs and attempts tables again)
     observed = _observed(session, [a.gates.dependency for a in asked.values() if a.gates and a.gates.dependency])
+    launches: list[float] = []
     for chunk in chunked(jobs, JOBS_PER_READ):
-        _export_chunk(session, chunk, asked, observed, releases, export)
+        _export_chunk(session, chunk, asked, observed, releases, export, launches)
     export.rows.sort(key=lambda row: (row.submit_time, row.job_id))
+    export.launch_delay_s = median(launches) if launches else 0.0
+    export.launch_attempts = len(launches)
     return export
 
 
@@ -197,8 +208,8 @@ def _read_spec(text: str) -> _Asked | None:
 
 
 def _export_chunk(session: Session, jobs: Sequence[Any], asked: dict[str, _Asked], observed: dict[str, ObservedJob],
-                  releases: dict[str, list[datetime]], export: HistoryExport) -> None:
-    """_export_chunk adds the rows of a few hundred jobs, read with a few queries."""
+                  releases: dict[str, list[datetime]], export: HistoryExport, launches: list[float]) -> None:
+    """_export_chunk adds the rows of a few hundred jobs, read with a few queries, and their attempts' launch delays."""
     ids = [job.id for job in jobs]
     tasks = session.execute(
         select(Task.id, Task.job_id, Task.index, Task.name).where(Task.job_id.in_(ids)).order_by(Task.job_id, Task.index)
@@ -206,6 +217,9 @@ def _export_chunk(session: Session, jobs: Sequence[Any], asked: dict[str, _Asked
     task_ids = [task.id for task in tasks]
     runs = _runs(session, task_ids, export.cut)
     states = _states_at(session, task_ids, export.cut)
+    cut = export.cut
+    launches.extend(max(0.0, (run.started_at - run.created_at).total_seconds())  # a clock step never goes below 0
+                    for chain in runs.values() for run in chain if run.started_at is not None and run.started_at < cut)
     by_job: dict[str, list[Any]] = defaultdict(list)
     for task in tasks:
         by_job[task.job_id].append(task)

@@ -11,6 +11,8 @@ Rules (``metasched plan need`` prints them):
   less that was simulated and does not.
 * Several offered types are searched one by one; the answer is the type needing the fewest nodes
   (the first offered on a tie).
+* Every replay, today's and each probe's, simulates the same launch delay (decision → start): the
+  window's measured one unless one is given.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from typing import Any
 
 from meta.model.durations import parse_duration_s
 from meta.model.errors import InvalidRequest
-from meta.plan.calibrate import MIN_JOBS, Calibration, compare
+from meta.plan.calibrate import MIN_JOBS, Calibration, compare, launch_delay
 from meta.plan.history import HistoryExport
 from meta.plan.scenario import (
     ALL,
@@ -136,7 +138,8 @@ class Need:
             "searches": [search.as_dict() for search in self.searches],
             "simulations": self.simulations,
             "calibration": {"verdict": self.calibration.verdict(), "mean_queue_s": self.calibration.mean.as_dict(),
-                            "p95_queue_s": self.calibration.p95.as_dict()},
+                            "p95_queue_s": self.calibration.p95.as_dict(),
+                            "launch_delay_s": round(self.calibration.launch_delay_s, 3)},
         }
 
 
@@ -168,10 +171,14 @@ def parse_node_type(text: str) -> tuple[str, int]:
 
 def need(export: HistoryExport, base: Inputs, goals: Sequence[Goal], node_types: Sequence[tuple[str, int]],
          max_nodes: int, period_s: float, *, policy: Callable[..., Any] | None = None,
-         min_jobs: int = MIN_JOBS) -> Need:
-    """need searches, per offered node type, the fewest added nodes meeting every goal (module docstring)."""
+         min_jobs: int = MIN_JOBS, launch_delay_s: float | None = None) -> Need:
+    """need searches, per offered node type, the fewest added nodes meeting every goal (module docstring).
+
+    ``launch_delay_s`` (None: the export's measured one) is decision → start in every replay.
+    """
     _check(base, goals, node_types, max_nodes)
-    today_run = run_inputs(base, period_s, policy=policy)
+    launch = launch_delay(export, launch_delay_s)
+    today_run = run_inputs(base, period_s, policy=policy, launch_delay_s=launch)
     today = figures("today", today_run, base.cluster)
     result = Need(list(goals), compare(export, today_run, min_jobs), today, [])
     for gpu_type, gpus in node_types:
@@ -186,7 +193,8 @@ def need(export: HistoryExport, base: Inputs, goals: Sequence[Goal], node_types:
                 else:
                     change = NodeChange(search.gpu_type, nodes, search.gpus)
                     applied = apply_scenario(Scenario(f"+{nodes}", add_nodes=(change,)), base)
-                    run = run_inputs(applied.inputs, period_s, policy=policy, origin=today_run.origin)
+                    run = run_inputs(applied.inputs, period_s, policy=policy, origin=today_run.origin,
+                                     launch_delay_s=launch)
                     outcome = figures(f"+{nodes}", run, applied.inputs.cluster)
                 found = Probe(nodes, all(g.met(outcome) for g in goals), tuple(g.value(outcome) for g in goals))
                 search.probes.append(found)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from meta.plan.calibrate import Replay
 from meta.plan.what_if import Comparison
@@ -14,6 +15,8 @@ from meta.sim.plot import PlotError, _pyplot
 MAX_TENANT_PANELS = 12  # the busiest tenants get a panel; more would be unreadable
 DELAYS_PNG = "queue_delay_by_tenant.png"
 UTILIZATION_PNG = "utilization.png"
+# who may see each plot of a saved report (meta/store/plan_reports.py): the delays show every tenant's panel
+AUDIENCE = {DELAYS_PNG: "admin", UTILIZATION_PNG: "cluster"}
 
 
 def write_plots(result: Comparison, folder: str | Path) -> list[Path]:
@@ -24,10 +27,23 @@ def write_plots(result: Comparison, folder: str | Path) -> list[Path]:
     except OSError as exc:
         raise PlotError(f"cannot create plot folder {where}: {exc.strerror or exc}") from exc
     runs = [("today", result.today_run)] + [(o.scenario.name, o.run) for o in result.outcomes]
-    return [_delays(runs, where / DELAYS_PNG), _utilization(runs, where / UTILIZATION_PNG)]
+    _delays(runs, where / DELAYS_PNG)
+    _utilization(runs, where / UTILIZATION_PNG)
+    return [where / DELAYS_PNG, where / UTILIZATION_PNG]
 
 
-def _delays(runs: Sequence[tuple[str, Replay]], path: Path) -> Path:
+def render_plots(result: Comparison) -> list[tuple[str, bytes]]:
+    """render_plots is both PNGs in memory, (file name, bytes) each: what ``--save`` stores beside the report."""
+    runs = [("today", result.today_run)] + [(o.scenario.name, o.run) for o in result.outcomes]
+    found = []
+    for name, draw in ((DELAYS_PNG, _delays), (UTILIZATION_PNG, _utilization)):
+        buffer = io.BytesIO()
+        draw(runs, buffer)
+        found.append((name, buffer.getvalue()))
+    return found
+
+
+def _delays(runs: Sequence[tuple[str, Replay]], path: Path | BinaryIO) -> None:
     """_delays draws one panel per tenant: the CDF of its simulated queue delays in every run."""
     plt = _pyplot()
     counts: dict[str, int] = {}
@@ -48,10 +64,10 @@ def _delays(runs: Sequence[tuple[str, Replay]], path: Path) -> Path:
     for panel in list(axes.flat)[len(tenants):]:
         panel.set_visible(False)
     fig.suptitle("Simulated queue delay per tenant")
-    return _save(plt, fig, path)
+    _save(plt, fig, path)
 
 
-def _utilization(runs: Sequence[tuple[str, Replay]], path: Path) -> Path:
+def _utilization(runs: Sequence[tuple[str, Replay]], path: Path | BinaryIO) -> None:
     """_utilization draws busy GPUs over each run's own capacity against time."""
     plt = _pyplot()
     fig, axis = plt.subplots(figsize=(10, 4.5))
@@ -64,16 +80,15 @@ def _utilization(runs: Sequence[tuple[str, Replay]], path: Path) -> Path:
              title="GPU utilization", ylim=(0, 1.05))
     axis.grid(alpha=0.3)
     axis.legend()
-    return _save(plt, fig, path)
+    _save(plt, fig, path)
 
 
-def _save(plt: Any, fig: Any, path: Path) -> Path:
-    """_save writes the figure as a PNG and closes it."""
+def _save(plt: Any, fig: Any, path: Path | BinaryIO) -> None:
+    """_save writes the figure as a PNG (to a file or a buffer) and closes it."""
     fig.tight_layout()
     try:
-        fig.savefig(path, dpi=100)
+        fig.savefig(path, dpi=100, format="png")
     except OSError as exc:
         raise PlotError(f"cannot write plot {path}: {exc.strerror or exc}") from exc
     finally:
         plt.close(fig)
-    return path

@@ -1,7 +1,7 @@
 """What-if: today's calibrated replay beside each scenario's replay of the same history, with the deltas.
 
 Every run is ``calibrate.replay`` (the same engine settings, the same origin, so the same period
-grid); "today" is the calibration's own run, so its figures are the calibration's simulated side
+grid, and the same launch delay: the window's measured one unless given); "today" is the calibration's own run, so its figures are the calibration's simulated side
 and its error against the record is shown beside them. Every figure is defined in ``DEFINITIONS``
 below, which ``--json`` prints too.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from meta.plan.calibrate import MIN_JOBS, Calibration, Replay, compare, replay
+from meta.plan.calibrate import MIN_JOBS, Calibration, Replay, compare, launch_delay, replay
 from meta.plan.history import HistoryExport, HistoryRow
 from meta.plan.scenario import Applied, Inputs, Scenario, apply_scenario, check_names
 from meta.policy.config import SchedulerConfig
@@ -29,7 +29,8 @@ WEIGHTS_IDLE = ("under this policy the share change moves nothing: with no guara
                 "whatever their weight (set fair_share_horizon_s or tenant_order: multifactor in --scenario-policy "
                 "to see weights act)")
 DEFINITIONS = {
-    "queue_delay": "simulated time from eligible to start, of the rows placed in that run (seconds)",
+    "queue_delay": "simulated time from eligible to start (decision + launch delay), of the rows placed in that "
+                   "run (seconds)",
     "gpu_utilization": "GPU-seconds run / (the run's cluster GPUs × span); span = first eligible row -> last end",
     "stranded_gpus": "time-averaged free GPUs (any type) while some job waited after a scheduling decision; "
                      "waiting_share = that time over the span",
@@ -123,18 +124,23 @@ class Comparison:
 
 
 def what_if(export: HistoryExport, base: Inputs, scenarios: Sequence[Scenario], period_s: float, *,
-            policy: Callable[..., Any] | None = None, min_jobs: int = MIN_JOBS) -> Comparison:
-    """what_if replays today (calibrated against the record) and every scenario on the same origin."""
+            policy: Callable[..., Any] | None = None, min_jobs: int = MIN_JOBS,
+            launch_delay_s: float | None = None) -> Comparison:
+    """what_if replays today (calibrated against the record) and every scenario on the same origin and launch delay.
+
+    ``launch_delay_s`` (None: the export's measured one) is decision → start in every replay.
+    """
     check_names(scenarios)
     if not base.rows:
         raise ValueError("no row to replay: no task of the window started before the cut")
     applied = [apply_scenario(found, base) for found in scenarios]  # every refusal before the first simulation
-    today_run = run_inputs(base, period_s, policy=policy)
+    launch = launch_delay(export, launch_delay_s)
+    today_run = run_inputs(base, period_s, policy=policy, launch_delay_s=launch)
     result = Comparison(compare(export, today_run, min_jobs), figures("today", today_run, base.cluster), today_run)
     for found, change in zip(scenarios, applied, strict=True):
         if found.shares and not weights_order(change.inputs.policy_config):
             change.notes.append(WEIGHTS_IDLE)
-        run = run_inputs(change.inputs, period_s, policy=policy, origin=today_run.origin)
+        run = run_inputs(change.inputs, period_s, policy=policy, origin=today_run.origin, launch_delay_s=launch)
         result.outcomes.append(Outcome(found, change, figures(found.name, run, change.inputs.cluster), run))
     return result
 
@@ -154,10 +160,10 @@ def weights_order(config: Any) -> bool:
 
 
 def run_inputs(inputs: Inputs, period_s: float, *, policy: Callable[..., Any] | None = None,
-               origin: float | None = None) -> Replay:
+               origin: float | None = None, launch_delay_s: float = 0.0) -> Replay:
     """run_inputs replays one set of inputs (calibrate's replay: the same engine settings)."""
     return replay(inputs.rows, inputs.cluster, inputs.weights, inputs.policy_config, period_s, policy=policy,
-                  origin=origin)
+                  origin=origin, launch_delay_s=launch_delay_s)
 
 
 def figures(name: str, run: Replay, cluster: ClusterSpec) -> Figures:
@@ -189,12 +195,13 @@ def stranded(raw: EngineResult) -> tuple[float, float]:
 
     Each sample is one policy call: its free GPUs are those left after the call's placements, and
     they stay free until the next call (a completion with work waiting triggers one). A job waits
-    after the call at ``t`` when it became eligible by ``t`` and had not started at ``t`` (the
-    replay preempts nothing, so a job's wait is eligible → first start). Waits that end at the next
-    decision (the period's grid) are not counted: no sample falls inside them.
+    after the call at ``t`` when it became eligible by ``t`` and had not been placed by ``t`` (the
+    replay preempts nothing, so a job's wait is eligible → its first placement; a launching job holds
+    its GPUs and waits for no decision). Waits that end at the next decision (the period's grid) are
+    not counted: no sample falls inside them.
     """
     submits = sorted(job.submit for job in raw.jobs if job.state not in (JobState.REJECTED, JobState.FUTURE))
-    starts = sorted(job.first_start for job in raw.jobs if job.first_start is not None)
+    starts = sorted(job.first_placed for job in raw.jobs if job.first_placed is not None)
     waited = free_s = 0.0
     for now, following in zip(raw.samples, raw.samples[1:], strict=False):
         if bisect_right(submits, now.time) - bisect_right(starts, now.time) > 0:

@@ -42,6 +42,7 @@ from meta.service.refusal_audit import AUTH_ACTION, RefusalAudit
 from meta.service.refusal_hooks import audit_request_refusal, auth_failure_hook, is_authorization_refusal
 from meta.service.web.auth import WebAuth, WebSettings
 from meta.service.web.routes import router as web_router
+from meta.store.plan_reports import MAX_LIST as MAX_PLAN_LIST
 from tenants.auth import Authenticator, Identity, Unauthenticated
 from tenants.identity import Principal
 from tenants.secrets import DEFAULT_ROOT
@@ -441,6 +442,24 @@ def audit(
 ) -> JSONResponse:
     """audit is the audit trail, newest first (members: their tenants' lines)."""
     return JSONResponse(ops.audit(since=since or None, limit=limit))
+
+# --- saved capacity-planning reports ----------------------------------------------------
+
+@api_route(router, "plan_reports")
+def plan_reports(
+    ops: Ops,
+    kind: Annotated[str | None, Query(max_length=16)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PLAN_LIST)] = 50,
+) -> JSONResponse:
+    """plan_reports lists the saved capacity-planning reports (admins; a tenant's coordinator sees its own rows)."""
+    return JSONResponse(ops.plan_reports(kind=kind or None, limit=limit))
+
+@api_route(router, "plan_report")
+def plan_report(
+    report_id: Annotated[int, Path(ge=1, le=2**31 - 1)], ops: Ops, plots: bool = False,
+) -> JSONResponse:
+    """plan_report is one saved report with its figures (and its PNGs, base64, with ``plots``), scoped to the caller."""
+    return JSONResponse(ops.plan_report(report_id, plots=plots))
 
 # --- from inside a job ------------------------------------------------------------------
 

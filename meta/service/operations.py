@@ -20,7 +20,7 @@ from meta.model.jobfile import JobFileError, decode_job_text
 from meta.model.limits import clip
 from meta.model.spec import SpecError, load_spec_text, spec_from_dict
 from meta.model.states import JobState
-from meta.service import artifacts, audit_prune, jobside, secret_admin, tenant_admin
+from meta.service import artifacts, audit_prune, jobside, plan_reports, secret_admin, tenant_admin
 from meta.service.api import Service
 from meta.service.array_elements import only_elements
 from meta.service.decision_history import job_history
@@ -260,6 +260,16 @@ class Operations:
     def audit_prune(self, before: str, *, confirm: bool = False) -> dict[str, Any]:
         """audit_prune deletes audit lines older than ``before`` (admins, confirmed; the prune is audited)."""
         return audit_prune.prune(self.service.db, self.principal, before, confirm=confirm)
+
+    # --- saved capacity-planning reports -------------------------------------------------------
+
+    def plan_reports(self, *, kind: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
+        """plan_reports lists the saved plan reports, newest first (admins and coordinators; others: Forbidden)."""
+        return plan_reports.listing(self.service.db, self.principal, kind=kind or None, limit=limit)
+
+    def plan_report(self, report_id: int, *, plots: bool = False) -> dict[str, Any]:
+        """plan_report is one saved report as the caller may see it: a coordinator, its tenants' rows only."""
+        return plan_reports.one(self.service.db, self.principal, report_id, plots=plots)
 
     # --- from inside a job --------------------------------------------------------------------
 

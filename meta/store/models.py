@@ -16,6 +16,7 @@ from sqlalchemy import (
     ForeignKey,
     Index,
     Integer,
+    LargeBinary,
     String,
     Text,
     UniqueConstraint,
@@ -373,6 +374,34 @@ class DecisionRow(Base):
     other_job: Mapped[str | None] = mapped_column(String(36))  # preempt: the victim's job
     record: Mapped[dict[str, Any]] = mapped_column(JSONText)  # key, reason, alternatives, detail (or context)
 
+
+
+class PlanReport(Base):
+    """PlanReport is one saved capacity-planning report (``plan calibrate|what-if|need --save``), as ``--json`` prints it.
+
+    Bounded by ``meta/store/plan_reports.py``: a name of at most 64 characters, a report of at most
+    2 MiB, and the newest 50 of each kind kept.
+    """
+
+    __tablename__ = "plan_reports"
+    __table_args__ = (Index("ix_plan_reports_kind_id", "kind", "id"),)
+    id: Mapped[int] = mapped_column(Integer, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(16))  # calibrate, what-if, need
+    name: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UTCDateTime)
+    created_by: Mapped[str] = mapped_column(String(256))
+    report: Mapped[dict[str, Any]] = mapped_column(JSONText)
+    report_bytes: Mapped[int] = mapped_column(Integer)
+
+
+class PlanReportPlot(Base):
+    """PlanReportPlot is one PNG of a saved report; ``audience`` says who may see it (cluster: coordinators too; admin)."""
+
+    __tablename__ = "plan_report_plots"
+    report_id: Mapped[int] = mapped_column(Integer, ForeignKey("plan_reports.id", ondelete="CASCADE"), primary_key=True)
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    audience: Mapped[str] = mapped_column(String(16))
+    png: Mapped[bytes] = mapped_column(LargeBinary)
 
 class ImmutableRowError(Exception):
     """ImmutableRowError is raised when code tries to change a row that is write-once."""

@@ -28,6 +28,8 @@ TABLES = (
     "jobs",
     "queues",
     "tenants",
+    "plan_report_plots",
+    "plan_reports",
 )
 
 

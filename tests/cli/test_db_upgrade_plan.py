@@ -41,7 +41,7 @@ def test_plan_lists_each_pending_migration_and_changes_nothing(tmp_path: Path) -
     url, db = _store(tmp_path, "0009", lease_s=60)
     try:
         out = ok(make_runner(url)("db", "upgrade", "--plan"))
-        assert f"at 0009, head {head_revision()}, 7 pending" in out
+        assert f"at 0009, head {head_revision()}, {int(head_revision()) - 9} pending" in out
         assert "0010  NOT online-safe" in out and "0016  online-safe" in out
         assert "metasched serve 'old-head:77' leads (epoch 3" in out
         assert "refused: 0010 is not online-safe" in out.splitlines()[-1]

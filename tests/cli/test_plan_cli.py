@@ -204,14 +204,19 @@ def test_calibrate_replays_the_window_beside_the_recorded_delays(store: tuple[st
     data = json.loads(result.stdout)
     assert (data["rows"], data["replayed"], data["censored"], data["unplaced"], data["jobs"]) == (3, 3, 1, 0, 4)
     tenants = {fit["tenant"]: fit for fit in data["tenants"]}
-    # recorded: one waited 20 s, two 60 s (acme), other 30 s (beta); 16 free GPUs start each at the next 2 s tick
+    # recorded: one waited 20 s, two 60 s (acme), other 30 s (beta); 16 free GPUs place each at the next 2 s tick,
+    # and each starts the window's measured launch later: the median of 10, 50 and 20 s (created → RUNNING)
     acme, beta = tenants["acme"], tenants["beta"]
     assert (acme["jobs"], acme["mean_queue_s"]["real"], acme["p95_queue_s"]["real"]) == (2, 40, 58)
     assert beta["jobs"] == 1 and beta["mean_queue_s"]["real"] == 30
+    assert data["launch_delay"] == {"simulated_s": 20, "measured_s": 20, "measured_attempts": 3}
     for fit in (acme, beta):
         figure = fit["mean_queue_s"]
-        assert figure["sim"] < 2.5
+        assert 20 <= figure["sim"] < 22.5
         assert figure["error"] == pytest.approx((figure["sim"] - figure["real"]) / figure["real"], abs=1e-3)
+    off = run(url, "plan", "calibrate", "--since", "14d", "--cluster", _cluster_file(tmp_path), "--min-jobs", "1",
+              "--json", "--launch-delay", "0")
+    assert all(fit["mean_queue_s"]["sim"] < 2.5 for fit in json.loads(off.stdout)["tenants"])  # starts at its decision
     assert data["cluster"].startswith(f"{tmp_path / 'site.yaml'} (2 nodes, 16 GPUs")
     assert data["policy"] == "shipped defaults" and data["period_s"] == 2.0
     assert data["verdict"].startswith("simulated mean queue delay within ") and "every tenant" in data["verdict"]

@@ -217,6 +217,22 @@ def test_the_store_is_read_as_it_stood_at_the_cut(site: Site) -> None:
     assert export.cut == T0 + timedelta(seconds=1100)
 
 
+def test_the_launch_delay_is_the_median_over_the_attempts_started_before_the_cut(site: Site) -> None:
+    # started_at − created_at of the attempts that started: plain 40, retried 10 and 100, held 60, running 100,
+    # gang 50, array 50 and 50, preempted 50 (the launching one never started): median 50 of 9
+    export = site.export()
+    assert (export.launch_delay_s, export.launch_attempts) == (50.0, 9)
+    # submitted in [350, 750), cut at 750: only "running" (created 600, started 700) had started
+    with site.db.session() as session:
+        window = history_rows(session, T0 + timedelta(seconds=350), T0 + timedelta(seconds=750),
+                              now=T0 + timedelta(seconds=5000))
+    assert (window.launch_delay_s, window.launch_attempts) == (100.0, 1)
+    # before 200 nothing had started: no measure
+    early = site.export(until=T0 + timedelta(seconds=150))
+    assert (early.launch_delay_s, early.launch_attempts, early.rows) == (0.0, 0, [])
+    assert anonymized(export).launch_delay_s == 50.0  # the measure is no name: kept
+
+
 def test_jobs_submitted_outside_the_window_are_left_out(site: Site) -> None:
     with site.db.session() as session:
         export = history_rows(session, T0 + timedelta(seconds=350), T0 + timedelta(seconds=750),

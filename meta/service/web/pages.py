@@ -216,3 +216,109 @@ def message_body(message: str, hint: str = "") -> str:
 
 SIGN_IN_HINT = ("Run <code>metasched web</code> on a login node: it prints a link, valid for 10 minutes, that signs you "
                 "in here. From another machine, forward the port first: <code>ssh -L 9465:127.0.0.1:9465 login-node</code>.")
+
+
+# --- capacity planning (saved plan reports) -------------------------------------------------------------------------
+
+CAPACITY_HINT = ("Reports are saved by an admin on the server host: <code>metasched plan calibrate --since 14d --save</code>, "
+                 "<code>metasched plan what-if --since 14d --add-nodes h100:8x2 --save</code>, "
+                 "<code>metasched plan need ... --save</code>.")
+
+
+def capacity_body(reports: Sequence[dict[str, Any]], scope: Any) -> str:
+    """capacity_body is the latest calibration, then the saved scenarios and node searches, each with figures and plots."""
+    if scope == "all" or scope is None:
+        who = "You see every tenant's rows, the overall figures, notes and every plot (an admin)."
+    else:
+        who = (f"You see the rows of {esc(', '.join(scope))} (the tenants you coordinate) and the cluster-wide figures "
+               "(GPU utilization, stranded GPUs, capacity, the utilization plot); the other tenants' delays and the "
+               "overall delays are left out.")
+    parts = [f'<p class="muted">{who} {CAPACITY_HINT}</p>']
+    sections = (("calibrate", "Latest calibration", "no calibration saved yet"),
+                ("what-if", "Saved scenarios", "no scenario saved yet"),
+                ("need", "Node searches", "no node search saved yet"))
+    for kind, heading, none in sections:
+        mine = [r for r in reports if r["kind"] == kind]
+        parts.append(f"<h2>{esc(heading)}</h2>")
+        parts += [report_block(r) for r in mine] or [f'<p class="muted">{esc(none)}</p>']
+    return "".join(parts)
+
+
+def report_block(report: dict[str, Any]) -> str:
+    """report_block is one saved report: its head, what it ran on, its figures, changes, verdict and plots."""
+    context = report.get("context") or {}
+    window = context.get("window") or {}
+    figures = report.get("figures") or {}
+    by = f" by {esc(report['saved_by'])}" if report.get("saved_by") else ""
+    number = report["id"]
+    head = (f'<h3>{link(f"/web/capacity/{number}", f"#{number}")} {esc(report["name"])} '
+            f'<span class="muted">{esc(report["kind"])}, saved {when(report["saved_at"])}{by}</span></h3>')
+    ran = kv([("window (UTC)", f"{when(window.get('since'))} – {when(window.get('until'))}"),
+              ("cluster", esc(context.get("cluster", "-"))),
+              ("period / launch", esc(f"{context.get('period_s', '-')} s / {context.get('launch_delay_s', '-')} s"))])
+    parts = [f'<div class="box">{head}{ran}', figures_html(figures)]
+    runs = list(figures.get("runs") or [])
+    for name, changes in zip(runs[1:], figures.get("changes") or [], strict=False):
+        parts.append(f"<p><strong>{esc(name)}</strong>: <code>{esc(' '.join(changes) or '(changes not shown)')}</code></p>")
+    if report.get("kind") == "need":
+        answer = figures.get("answer")
+        text = ("no count of nodes met every goal" if not answer
+                else f"add {answer.get('nodes')} node(s) of {answer.get('node_type')}")
+        parts.append(f"<p>Answer: <strong>{esc(text)}</strong></p>")
+    if figures.get("verdict"):
+        parts.append(f'<p class="muted">verdict: {esc(figures["verdict"])}</p>')
+    for plot in report.get("plots") or []:
+        if plot.get("png_base64"):
+            parts.append(f'<img class="plot" alt="{esc(plot["name"])}" '
+                         f'src="data:image/png;base64,{esc(plot["png_base64"])}">')
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def figures_html(figures: dict[str, Any]) -> str:
+    """figures_html is the figures table: per tenant mean and p95 delay per run with today's calibration error, then
+    the cluster-wide GPU utilization, stranded GPUs and capacity (a node search: its goals instead)."""
+    if figures.get("goals") is not None:
+        rows = [[esc(f"{g['tenant']} {g['stat']}"), esc(_secs(g.get("limit_s"))), esc(_secs(g.get("today_s"))),
+                 badge("met", "ok") if g.get("met") else badge("not met", "bad")] for g in figures["goals"]]
+        return table(["goal", "limit", "today", ""], rows, empty="no goal of your tenants")
+    runs = list(figures.get("runs") or [])
+    rows = []
+    for row in figures.get("tenants") or []:
+        for stat in ("mean", "p95"):
+            rows.append([esc(f"{row['tenant']} {stat} delay"), *(esc(_secs(v)) for v in row.get(f"{stat}_s") or []),
+                         esc(_error(row.get(f"{stat}_error")))])
+    overall = figures.get("overall")
+    if overall:
+        for stat in ("mean", "p95"):
+            rows.append([esc(f"overall {stat} delay"), *(esc(_secs(v)) for v in overall.get(f"{stat}_s") or []),
+                         esc(_error(overall.get(f"{stat}_error")))])
+    rows.append(["GPU utilization", *(esc(_share(v)) for v in figures.get("gpu_utilization") or []),
+                 esc(_error(figures.get("utilization_error")))])
+    rows.append(["stranded GPUs", *(esc(_count(v)) for v in figures.get("stranded_gpus") or []), ""])
+    rows.append(["GPUs", *(esc(_count(v)) for v in figures.get("capacity_gpus") or []), ""])
+    return table(["figure", *runs, "calibration error"], rows, numeric=range(1, len(runs) + 2))
+
+
+def _secs(seconds: Any) -> str:
+    """_secs prints seconds in the unit that reads best (s, min, h, d), a dash for none."""
+    if not isinstance(seconds, int | float):
+        return "-"
+    for limit, unit, size in ((120, "s", 1), (7200, "min", 60), (2 * 86400, "h", 3600)):
+        if seconds < limit:
+            return f"{seconds / size:.1f} {unit}"
+    return f"{seconds / 86400:.1f} d"
+
+
+def _error(error: Any) -> str:
+    return f"{error:+.0%}" if isinstance(error, int | float) else "n/a"
+
+
+def _share(value: Any) -> str:
+    return f"{value:.1%}" if isinstance(value, int | float) else "-"
+
+
+def _count(value: Any) -> str:
+    if not isinstance(value, int | float):
+        return "-"
+    return f"{value:g}" if float(value).is_integer() else f"{value:.1f}"

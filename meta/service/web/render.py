@@ -27,7 +27,7 @@ td strong,td code{white-space:nowrap}.muted{color:#6b7785}.grid{display:flex;fle
 .gpu.held{border-color:#0003}.gpu.stranded{background:repeating-linear-gradient(45deg,#dfe6ee,#dfe6ee 3px,#f6c0c0 3px,#f6c0c0 6px)}
 .badge{display:inline-block;padding:0 6px;border-radius:9px;font-size:12px;background:#e3e8ee}.badge.bad{background:#f8d4d4}.badge.ok{background:#d6f0dc}.badge.warn{background:#fbe9c6}
 .legend span{margin-right:12px}.swatch{display:inline-block;width:10px;height:10px;border-radius:2px;margin-right:4px;vertical-align:middle}
-table.kv td:first-child{color:#6b7785;white-space:nowrap}.box{background:#fff;padding:10px 14px;box-shadow:0 1px 2px #0001;margin-bottom:12px}
+table.kv td:first-child{color:#6b7785;white-space:nowrap}img.plot{max-width:100%;background:#fff;box-shadow:0 1px 2px #0001;margin:4px 10px 10px 0}.box{background:#fff;padding:10px 14px;box-shadow:0 1px 2px #0001;margin-bottom:12px}
 """
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f", "#bab0ac", "#ff9da7")
 NAV = (("cluster", "/web/", "Cluster"), ("queues", "/web/queues", "Queues"), ("jobs", "/web/jobs", "Jobs"))
@@ -45,9 +45,16 @@ def color_of(tenant: str, tenants: Sequence[str]) -> str:
 
 
 def page(title: str, body: str, *, user: str | None = None, active: str = "", admin: bool = False,
-         refresh_s: int | None = None) -> str:  # fmt: skip
-    """page is a whole HTML document: the header (navigation, who is signed in) and ``body`` (already markup)."""
-    links = [*NAV, ("admin", "/web/admin", "Admin")] if admin else list(NAV)
+         refresh_s: int | None = None, capacity: bool | None = None) -> str:  # fmt: skip
+    """page is a whole HTML document: the header (navigation, who is signed in) and ``body`` (already markup).
+
+    ``capacity``: link the Capacity page (admins and tenants' coordinators; None: admins only).
+    """
+    links = list(NAV)
+    if admin if capacity is None else capacity:
+        links.append(("capacity", "/web/capacity", "Capacity"))
+    if admin:
+        links.append(("admin", "/web/admin", "Admin"))
     nav = "".join(f'<a href="{esc(href)}" class="{"on" if key == active else ""}">{esc(label)}</a>'
                   for key, href, label in links) if user else ""  # fmt: skip
     who = f'<span class="who">{esc(user)} · <a href="/web/logout">sign out</a></span>' if user else ""

@@ -19,6 +19,7 @@ from sqlalchemy import select
 
 from meta.model.errors import Forbidden, InvalidRequest, MetaschedError
 from meta.model.spec import SpecError
+from meta.service import plan_reports
 from meta.service.http_errors import describe
 from meta.service.op_routes import api_route
 from meta.service.operations import Operations
@@ -44,6 +45,8 @@ MAX_REF = 128
 AUDIT_TAIL = 100
 JOBS_SHOWN = 200
 HISTORY_ROWS = 10
+# saved plan reports on the Capacity page, newest first, each with its plots (about 40-150 KiB of PNG each)
+CAPACITY_SHOWN = {"calibrate": 1, "what-if": 10, "need": 5}
 
 
 def _slurm_id(status: dict[str, Any], attempt_id: str) -> str:
@@ -101,10 +104,17 @@ def _serve(request: Request, title: str, active: str, build: Callable[[Operation
     except (MetaschedError, SpecError) as exc:
         status, answer = describe(exc)
         title, body = ("Not found" if status == 404 else "Refused"), pages.message_body(answer["message"])
-    html = page(title, body, user=identity.user, active=active, admin=ops.principal.is_admin, refresh_s=refresh_s)
+    html = page(title, body, user=identity.user, active=active, admin=ops.principal.is_admin, refresh_s=refresh_s,
+                capacity=_plans(ops))
     response = _html(html, status)
     response.headers["Server-Timing"] = f"render;dur={(time.perf_counter() - started) * 1000:.1f}"
     return response
+
+
+def _plans(ops: Operations) -> bool:
+    """_plans tells whether the caller may open the Capacity page: an admin or a coordinator of a tenant."""
+    principal = ops.principal
+    return principal.is_admin or any(principal.may_coordinate(tenant) for tenant in principal.coordinates)
 
 
 def _tenant_names(ops: Operations) -> list[str]:
@@ -214,3 +224,26 @@ def admin(request: Request) -> HTMLResponse:
         return pages.admin_body(rows, ops.audit(limit=AUDIT_TAIL))
 
     return _serve(request, "Admin", "admin", build)
+
+
+@router.get("/web/capacity", include_in_schema=False)
+def capacity(request: Request) -> HTMLResponse:
+    """capacity is the latest saved calibration, scenarios and node searches with their plots (admins whole; a
+    tenant's coordinator its own tenant's rows and the cluster-wide figures; others 403, as the API)."""
+
+    def build(ops: Operations) -> str:
+        scope = plan_reports.scope_of(ops.principal)
+        found = plan_reports.latest(ops.service.db, ops.principal, CAPACITY_SHOWN)
+        return pages.capacity_body(found, "all" if scope is None else sorted(scope))
+
+    return _serve(request, "Capacity", "capacity", build, refresh_s=None)
+
+
+@router.get("/web/capacity/{report_id}", include_in_schema=False)
+def capacity_report(request: Request, report_id: Annotated[int, Path(ge=1, le=2**31 - 1)]) -> HTMLResponse:
+    """capacity_report is one saved plan report with its plots, scoped as the Capacity page."""
+
+    def build(ops: Operations) -> str:
+        return pages.report_block(ops.plan_report(report_id, plots=True))
+
+    return _serve(request, f"Plan report {report_id}", "capacity", build, refresh_s=None)
