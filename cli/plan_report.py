@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from cli.output import table
+from cli.plan_group import duration
 from meta.plan.calibrate import Calibration, Pair
 from meta.plan.history import HistoryExport
 from meta.plan.need import Goal, Need, Search
@@ -105,17 +106,6 @@ def _delay(value: Any) -> tuple[Any, Any]:
         return f"{(after - before) / before:+.0%}"
 
     return show, compare
-
-
-def duration(seconds: float) -> str:
-    """duration prints seconds in the unit that reads best (s, min, h, d)."""
-    if seconds < 120:
-        return f"{seconds:.1f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    if seconds < 2 * 86400:
-        return f"{seconds / 3600:.1f} h"
-    return f"{seconds / 86400:.1f} d"
 
 
 def _error(pair: Pair) -> str:
