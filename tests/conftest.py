@@ -10,10 +10,12 @@ from __future__ import annotations
 import fcntl
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, text
+from sqlalchemy.engine import make_url
 
 from meta.service.api import Service
 from meta.store.db import Database
@@ -27,6 +29,23 @@ DEFAULT_PG_URL = "postgresql+psycopg://metasched:metasched@127.0.0.1:5432/metasc
 def pg_url() -> str:
     """pg_url is the PostgreSQL the tests use."""
     return os.environ.get("METASCHED_TEST_PG_URL", DEFAULT_PG_URL)
+
+
+@contextmanager
+def empty_pg_database(suffix: str) -> Iterator[str]:
+    """empty_pg_database is the URL of a new, empty database beside the test's own (``<name>_<suffix>``), dropped afterwards."""
+    source = make_url(pg_url())
+    name = f"{source.database}_{suffix}"
+    admin = create_engine(source.set(database="postgres"), isolation_level="AUTOCOMMIT")
+    with admin.connect() as connection:
+        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        connection.execute(text(f'CREATE DATABASE "{name}" OWNER "{source.username}"'))
+    try:
+        yield source.set(database=name).render_as_string(hide_password=False)
+    finally:
+        with admin.connect() as connection:
+            connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
+        admin.dispose()
 
 
 def _pg_problem(url: str) -> str | None:

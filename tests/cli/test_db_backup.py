@@ -26,8 +26,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, func, select, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import func, select, text
 
 from cli.db_backup import libpq
 from cli.db_cmd import cancel_runs_again, find_unknown_jobs
@@ -43,7 +42,7 @@ from meta.store.site import ensure_site_id
 from slurm_bridge import tags
 from slurm_bridge.fake import FakeSlurm
 from tests.cli.test_cli import as_json, make_runner
-from tests.conftest import pg_url
+from tests.conftest import empty_pg_database, pg_url
 
 EVAL = {"kind": "evaluation", "tenant": "tenant-a", "resources": {"cpus": 1, "memory": "1G"}, "command": "true"}
 
@@ -137,16 +136,8 @@ def test_the_password_goes_to_the_environment_never_to_argv() -> None:
 @pytest.fixture
 def second_database() -> Iterator[str]:
     """second_database is a new, empty PostgreSQL database beside the test's own, dropped afterwards."""
-    source = make_url(pg_url())
-    name = f"{source.database}_cli_restore"
-    admin = create_engine(source.set(database="postgres"), isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        connection.execute(text(f'CREATE DATABASE "{name}" OWNER "{source.username}"'))
-    yield source.set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    with empty_pg_database("cli_restore") as url:
+        yield url
 
 
 @pytest.mark.postgres

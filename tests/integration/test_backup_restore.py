@@ -43,8 +43,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, select, text
-from sqlalchemy.engine import make_url
+from sqlalchemy import select
 
 from meta.cycle.invariants import check_invariants
 from meta.model.durations import utcnow
@@ -59,7 +58,7 @@ from slurm_bridge import tags
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.inventory import build_inventory
 from tenants.identity import Principal
-from tests.conftest import pg_url
+from tests.conftest import empty_pg_database, pg_url
 from tests.harness import REPO, ServeProcess, wait_for, wait_jobs, wait_leading
 
 pytestmark = pytest.mark.slurm
@@ -179,16 +178,8 @@ def job_attempts(db: Database, short_id: str) -> list[tuple[str, str, str | None
 @pytest.fixture
 def restore_url() -> Iterator[str]:
     """restore_url is a new, empty database beside the test's own (``<name>_restore``), dropped afterwards."""
-    source = make_url(pg_url())
-    name = f"{source.database}_restore"
-    admin = create_engine(source.set(database="postgres"), isolation_level="AUTOCOMMIT")
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-        connection.execute(text(f'CREATE DATABASE "{name}" OWNER "{source.username}"'))
-    yield source.set(database=name).render_as_string(hide_password=False)
-    with admin.connect() as connection:
-        connection.execute(text(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)'))
-    admin.dispose()
+    with empty_pg_database("restore") as url:
+        yield url
 
 
 @pytest.fixture
