@@ -35,28 +35,12 @@ LIMIT_S = 120.0  # the run takes under a second; before the fix it never ends
 
 # The case of the report, as test_waiting_causes.py::test_the_flag_changes_no_decision runs it.
 CHILD = """
-import json, random
-from meta.model.kinds import Topology
+import json
 from meta.sim import policies
-from meta.sim.cluster import load_cluster
-from meta.sim.config import SimConfig
 from meta.sim.engine import Engine
-from meta.sim.trace import TraceJob
-
-def random_trace(seed, jobs=160):  # test_waiting_causes.py's _random_trace
-    rng = random.Random(seed)
-    out, now = [], 0.0
-    for i in range(jobs):
-        now += rng.expovariate(1 / 40)
-        out.append(TraceJob(f"j{i}", now, rng.choice([60, 300, 900, 3600]), rng.choice([1, 2, 3, 4, 8, 12, 16, 24]),
-                            tenant=rng.choice(["x", "y", "z"])))
-    return out
-
+from tests.sim.contended import random_trace, switched_config, weighted_cluster
 function, config = policies.resolve("metasched")
-cluster = load_cluster("8x8").model_copy(update={"tenants": {"x": 2.0, "y": 1.0, "z": 1.0}})
-cluster.node_groups[0] = cluster.node_groups[0].model_copy(update={"switch_size": 4})
-sim = SimConfig(warmup_hours=0.2, gang_topology=Topology.REQUIRE_SAME_SWITCH, strict=True)
-result = Engine(random_trace(7), cluster, function, config, sim).run()
+result = Engine(random_trace(7), weighted_cluster(), function, config, switched_config()).run()
 print(json.dumps({"jobs": len(result.jobs), "done": sum(j.state.value == "done" for j in result.jobs),
                   "ended": sum(j.end_time is not None for j in result.jobs),
                   "preemptions": [j.preemptions for j in result.jobs], "cycles": result.cycles}))

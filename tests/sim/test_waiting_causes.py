@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import random
 from dataclasses import replace
 
 import pytest
@@ -19,6 +18,7 @@ from meta.sim.config import SimConfig
 from meta.sim.engine import Engine, EngineResult
 from meta.sim.trace import TraceJob
 from meta.sim.waiting_causes import CAUSES, FRAGMENTATION, POLICY, SHORTAGE, classify, waiting_split
+from tests.sim.contended import random_trace, switched_config, weighted_cluster
 
 MEM = 512 * 1024
 EXACT = SimConfig(estimate="noise", noise_factor=1.0, warmup_hours=0.0, cycle_interval_s=0.0, idle_cycle_s=0.0,
@@ -181,25 +181,11 @@ def test_time_refused_by_submit_limits_is_policy() -> None:
     assert split.overall.gpu_s[POLICY] > 0  # c's client was refused while b was pending
 
 
-def _random_trace(seed: int, jobs: int = 160) -> list[TraceJob]:
-    """_random_trace is a contended mix of small training jobs and gangs over three tenants."""
-    rng = random.Random(seed)
-    out, now = [], 0.0
-    for i in range(jobs):
-        now += rng.expovariate(1 / 40)
-        out.append(TraceJob(f"j{i}", now, rng.choice([60, 300, 900, 3600]), rng.choice([1, 2, 3, 4, 8, 12, 16, 24]),
-                            tenant=rng.choice(["x", "y", "z"])))
-    return out
-
-
 @pytest.mark.parametrize("policy", ["fifo", "slurmlike", "metasched"])
 def test_the_flag_changes_no_decision(policy: str) -> None:
     function, config = policies.resolve(policy)
-    trace = _random_trace(7)
-    # two leaf switches of 4 nodes; guarantees by weight, so metasched also preempts
-    cluster = load_cluster("8x8").model_copy(update={"tenants": {"x": 2.0, "y": 1.0, "z": 1.0}})
-    cluster.node_groups[0] = cluster.node_groups[0].model_copy(update={"switch_size": 4})
-    base = SimConfig(warmup_hours=0.2, gang_topology=Topology.REQUIRE_SAME_SWITCH, strict=True)
+    trace = random_trace(7)
+    cluster, base = weighted_cluster(), switched_config()  # guarantees by weight, so metasched also preempts
     runs = [Engine(trace, cluster, function, config, replace(base, waiting_causes=flag)).run() for flag in (False, True)]
     plain, judged = runs
 
