@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -202,6 +203,18 @@ def sacct_has(slurm_job_id: str, timeout_s: float = 30) -> None:
 
 
 # --- the daemon in-process --------------------------------------------------------------------
+
+
+def accounting_slurm_bin(folder: Path) -> Path:
+    """accounting_slurm_bin is ``folder/slurm-bin`` with the real sacctmgr and scontrol only: a serve given it
+    reads associations and SlurmUser but its cycle cannot touch jobs (no squeue, sbatch or scancel)."""
+    bin_dir = folder / "slurm-bin"
+    bin_dir.mkdir()
+    for name in ("sacctmgr", "scontrol"):
+        found = shutil.which(name)
+        assert found, f"{name} is not installed"
+        (bin_dir / name).symlink_to(found)
+    return bin_dir
 
 
 def serve_api(service: Service, socket_path: Path, secrets_root: Path) -> ApiServer:

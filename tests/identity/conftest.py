@@ -27,6 +27,7 @@ import pytest
 from meta.service.api import Service
 from meta.store.db import Database
 from meta.store.reset import truncate_all
+from tests.harness import accounting_slurm_bin
 from tests.identity.users import BIN_DIR, request
 
 REPO = Path(__file__).resolve().parents[2]
@@ -66,17 +67,6 @@ def shared_folder() -> Iterator[Path]:
     shutil.rmtree(folder, ignore_errors=True)
 
 
-def _slurm_bin(folder: Path) -> Path:
-    """_slurm_bin is a folder with the real sacctmgr and scontrol only (associations, SlurmUser)."""
-    bin_dir = folder / "slurm-bin"
-    bin_dir.mkdir()
-    for name in ("sacctmgr", "scontrol"):
-        found = shutil.which(name)
-        assert found, f"{name} is not installed"
-        (bin_dir / name).symlink_to(found)
-    return bin_dir
-
-
 @pytest.fixture
 def served(installed_cli: Path, pg_database: Database, shared_folder: Path) -> Iterator[Served]:
     """served runs ``metasched serve`` on PostgreSQL with the production authentication until the test ends."""
@@ -88,7 +78,7 @@ def served(installed_cli: Path, pg_database: Database, shared_folder: Path) -> I
     argv = [
         sys.executable, "-c", "from cli.main import main; main()", "--db", pg_database.url, "serve",
         "--state-dir", str(shared_folder / "state"), "--metrics-port", "0", "--period", "2",
-        "--slurm-bin-dir", str(_slurm_bin(shared_folder)), "--api-socket", str(sock), "--api-listen", "off",
+        "--slurm-bin-dir", str(accounting_slurm_bin(shared_folder)), "--api-socket", str(sock), "--api-listen", "off",
         "--secrets-root", str(secrets), "--munge-socket", str(MUNGE_SOCKET), "--log-level", "WARNING",
     ]  # fmt: skip
     proc = subprocess.Popen(argv, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

@@ -30,6 +30,7 @@ import pytest
 
 from meta.store.db import Database
 from tests.conftest import sqlite_database
+from tests.harness import accounting_slurm_bin
 
 pytestmark = pytest.mark.slurm
 REPO = Path(__file__).resolve().parents[2]
@@ -73,17 +74,6 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(("METASCHED_", "SLURM_"))}
 
 
-def _slurm_bin(folder: Path) -> Path:
-    """_slurm_bin is a folder with the real sacctmgr and scontrol only: serve's cycle cannot touch jobs."""
-    bin_dir = folder / "slurm-bin"
-    bin_dir.mkdir()
-    for name in ("sacctmgr", "scontrol"):
-        found = shutil.which(name)
-        assert found, f"{name} is not installed"
-        (bin_dir / name).symlink_to(found)
-    return bin_dir
-
-
 @pytest.fixture
 def folder() -> Iterator[Path]:
     """folder is a 0755 folder under /tmp (alice must reach the socket in it)."""
@@ -98,7 +88,7 @@ def _serve(config: Path, db_url: str, folder: Path) -> Iterator[Path]:
     """_serve runs ``metasched serve --config`` until the test ends; yields its API socket."""
     sock = folder / "run" / "api.sock"
     argv = [sys.executable, "-c", "from cli.main import main; main()", "--db", db_url, "serve", "--config", str(config),
-            "--metrics-port", "0", "--slurm-bin-dir", str(_slurm_bin(folder)), "--log-level", "WARNING"]  # fmt: skip
+            "--metrics-port", "0", "--slurm-bin-dir", str(accounting_slurm_bin(folder)), "--log-level", "WARNING"]  # fmt: skip
     log = folder / "serve.log"
     with log.open("w") as out:
         proc = subprocess.Popen(argv, cwd=REPO, stdout=out, stderr=subprocess.STDOUT, env=_clean_env())
