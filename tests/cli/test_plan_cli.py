@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import csv
-import gc
 import io
 import json
 from collections.abc import Iterator
@@ -12,9 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
 
-from cli.main import cli
 from meta.model.durations import utcnow
 from meta.model.nodes import NodeState
 from meta.model.resources import ResourceVector
@@ -26,6 +23,7 @@ from meta.store.inventory import save_inventory
 from meta.store.lifecycle import attempt_event, create_attempt
 from meta.store.models import CycleRecord, Job
 from tests.conftest import sqlite_database
+from tests.plan_support import run
 from tests.runtime.support import evaluation, share, submit, training
 
 CLOCKED = ("meta.service.api", "meta.store.lifecycle", "meta.store.transitions", "meta.store.audit")
@@ -85,16 +83,6 @@ def _attempt(db: Database, task_id: str, created: float, path: list[tuple[Attemp
         with db.session() as session:
             at(when)
             attempt_event(session, attempt_id, state, f"t:{attempt_id}:{i}", actor="test")
-
-
-def run(db_url: str | None, *args: str) -> Result:
-    """run invokes ``metasched`` with the store named by METASCHED_DB and checks it never shows a traceback."""
-    env = {"METASCHED_DB": db_url, "METASCHED_DB_FILE": None, "METASCHED_DEBUG": None}
-    result = CliRunner().invoke(cli, list(args), env=env, prog_name="metasched")
-    gc.collect()  # close the command's engine now
-    assert "Traceback" not in result.output, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit), repr(result.exception)
-    return result
 
 
 def test_history_writes_the_csv_to_stdout_and_the_summary_to_stderr(store: tuple[str, dict[str, str]], base: datetime) -> None:
