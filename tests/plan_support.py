@@ -140,6 +140,14 @@ def run(db_url: str | None, *args: str) -> Result:
     return result
 
 
+def assert_usage_error(result: Result, message: str) -> None:
+    """assert_usage_error: the command exited 2 with one ``metasched: error:`` line naming ``message``, nothing on stdout."""
+    assert result.exit_code == 2, result.output
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("metasched: error: ") and message in lines[0], result.stderr
+    assert result.stdout == ""
+
+
 def saved_reports(url: str) -> dict[str, int]:
     """saved_reports saves a what-if (one added node), a calibration and a need search of the store; their ids by kind."""
     saves = {

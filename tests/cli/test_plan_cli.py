@@ -23,7 +23,7 @@ from meta.store.inventory import save_inventory
 from meta.store.lifecycle import attempt_event, create_attempt
 from meta.store.models import CycleRecord, Job
 from tests.conftest import sqlite_database
-from tests.plan_support import run
+from tests.plan_support import assert_usage_error, run
 from tests.runtime.support import evaluation, share, submit, training
 
 CLOCKED = ("meta.service.api", "meta.store.lifecycle", "meta.store.transitions", "meta.store.audit")
@@ -252,10 +252,7 @@ def test_calibrate_bad_input_is_one_line_and_exit_2(store: tuple[str, dict[str, 
                                                     message: str) -> None:
     url, _ = store
     result = run(url, "plan", "calibrate", "--since", "14d", *args)
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("metasched: error: ") and message in lines[0], result.stderr
-    assert result.stdout == ""
+    assert_usage_error(result, message)
 
 
 def test_calibrate_an_empty_window_is_refused(store: tuple[str, dict[str, str]], base: datetime) -> None:

@@ -13,7 +13,7 @@ from meta.model.errors import InvalidRequest
 from meta.plan.need import Goal, fewest, need, parse_goal, parse_node_type
 from meta.plan.scenario import scenario
 from meta.plan.what_if import what_if
-from tests.plan_support import congested_rows, congested_store, export, inputs, run
+from tests.plan_support import assert_usage_error, congested_rows, congested_store, export, inputs, run
 
 PERIOD = 2.0
 
@@ -176,7 +176,4 @@ def test_need_exits_1_in_one_line_when_none_meets_the_goal(store: str) -> None:
 )
 def test_need_bad_input_is_one_line_and_exit_2(store: str, args: list[str], message: str) -> None:
     result = run(store, "plan", "need", "--since", "14d", *args)
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("metasched: error: ") and message in lines[0], result.stderr
-    assert result.stdout == ""
+    assert_usage_error(result, message)

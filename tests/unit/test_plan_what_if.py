@@ -31,7 +31,7 @@ from meta.plan.scenario import (
 from meta.plan.what_if import WEIGHTS_IDLE, largest_gang, stranded, what_if
 from meta.sim.cluster import ClusterSpec, NodeGroup
 from meta.sim.tuning import metasched_config
-from tests.plan_support import congested_rows, congested_store, export, inputs, row, run
+from tests.plan_support import assert_usage_error, congested_rows, congested_store, export, inputs, row, run
 
 PERIOD = 2.0
 
@@ -377,10 +377,7 @@ def test_what_if_plots_are_png_files(store: str, tmp_path: Path) -> None:
 )
 def test_what_if_bad_input_is_one_line_and_exit_2(store: str, args: list[str], message: str) -> None:
     result = run(store, "plan", "what-if", "--since", "14d", *args)
-    assert result.exit_code == 2, result.output
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("metasched: error: ") and message in lines[0], result.stderr
-    assert result.stdout == ""
+    assert_usage_error(result, message)
 
 
 def test_what_if_with_no_change_of_a_scenario_changes_nothing(store: str) -> None:
