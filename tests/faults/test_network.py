@@ -249,6 +249,25 @@ def figures(counts: dict[str, object]) -> dict[str, object]:
     return {k: len(v) if isinstance(v, list) else v for k, v in counts.items()}
 
 
+class TimedCall:
+    """TimedCall runs one ``metasched list`` as the user against an API in the background and records how it went."""
+
+    def __init__(self, api: str, folder: Path) -> None:
+        self.outcome: dict[str, object] = {}
+        self._thread = threading.Thread(target=self._call, args=(api, folder), daemon=True)
+        self._thread.start()
+
+    def _call(self, api: str, folder: Path) -> None:
+        started = time.monotonic()
+        outcome = login(USER, api, folder, "list", "--json", timeout_s=150)
+        self.outcome.update(s=time.monotonic() - started, code=outcome.code, error=outcome.stderr.strip()[:160])
+
+    def join(self, timeout_s: float) -> dict[str, object]:
+        """join waits for the call (at most ``timeout_s``) and returns what it recorded (empty if unfinished)."""
+        self._thread.join(timeout_s)
+        return self.outcome
+
+
 def running_attempts(service: Service, n: int) -> bool:
     """running_attempts tells whether at least ``n`` attempts run in Slurm."""
     with service.db.session() as session:
@@ -291,16 +310,7 @@ def test_leader_partitioned_from_postgres(
     cut_at = time.monotonic()
     PG_CUTS[direction](network, leader.ns)
     # what a user whose API address is the cut head sees: one call, timed (it ends after the heal, or times out)
-    probe: dict[str, object] = {}
-
-    def call_cut_head() -> None:
-        """call_cut_head runs one ``list`` against the cut head's API and records how it went."""
-        started = time.monotonic()
-        outcome = login(USER, head_api(leader.ns), work.folder, "list", "--json", timeout_s=150)
-        probe.update(s=time.monotonic() - started, code=outcome.code, error=outcome.stderr.strip()[:160])
-
-    prober = threading.Thread(target=call_cut_head, daemon=True)
-    prober.start()
+    prober = TimedCall(head_api(leader.ns), work.folder)
     # the login host goes on through the healthy head: every replica serves the API
     work.evals(head_api(standby.ns), "a-during", 3, seconds=2)
 
@@ -336,7 +346,7 @@ def test_leader_partitioned_from_postgres(
     assert after is not None and after.holder == standby.holder and after.epoch == new_epoch, after
     assert leader.alive(), f"the old leader died instead of rejoining as a standby:\n{leader.tail()}"
 
-    prober.join(160)
+    probe = prober.join(160)
     counts = settle(service, database, work, replicas)
     stale = rows_after(database, old_epoch, last_expiry)
     epochs = [c for c in lease_changes(database) if c.epoch > 0]  # the first row is the empty lease
@@ -475,16 +485,7 @@ def test_lossy_slow_leader_link(
     work.inference(head_api(standby.ns), "c-infer", 3, tries=2)
     submitted_s = time.monotonic() - faulted
     # meanwhile, what a user whose API address is the degraded head sees: one call, timed
-    probe: dict[str, object] = {}
-
-    def call_degraded() -> None:
-        """call_degraded runs one ``list`` against the degraded head's API and records how it went."""
-        started = time.monotonic()
-        outcome = login(USER, head_api(leader.ns), work.folder, "list", "--json", timeout_s=150)
-        probe.update(s=time.monotonic() - started, code=outcome.code, error=outcome.stderr.strip()[:160])
-
-    prober = threading.Thread(target=call_degraded, daemon=True)
-    prober.start()
+    prober = TimedCall(head_api(leader.ns), work.folder)
     most_live = 0
 
     def done() -> bool:
@@ -495,7 +496,7 @@ def test_lossy_slow_leader_link(
         return all(s in (JobState.SUCCEEDED, JobState.FAILED, JobState.CANCELLED) for s in states)
 
     completed = wait_until(done, 240, 0.5)  # under the faults
-    prober.join(160)
+    probe = prober.join(160)
     network.heal()
     counts = settle(service, database, work, replicas)
     epochs = [c for c in lease_changes(database) if c.epoch > 0]  # the first row is the empty lease
