@@ -11,6 +11,7 @@ from __future__ import annotations
 import http.client
 import json
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
@@ -124,6 +125,9 @@ class ApiClient:
         # ``transport``: requests go to it instead of a socket (local mode runs the service's app in process)
         self._transport = transport
         self._connect = _connector(address, timeout) if transport is None else None
+        # once connected, sending and every read of the answer end by this long together: a socket
+        # timeout bounds each read alone, and a lossy link that trickles the answer resets it
+        self.timeout = timeout
         self._credential = credential
         # how long to keep trying while nothing listens (a daemon restarting on its socket): only
         # the connection is retried, never a request that was sent
@@ -209,6 +213,7 @@ class ApiClient:
         if self._transport is not None:
             return self._transport(method, target, data, headers)
         connection = self._connected()
+        deadline = _Deadline(self.timeout, connection)
         try:
             try:
                 connection.request(method, target, body=data, headers=headers)
@@ -220,16 +225,43 @@ class ApiClient:
                 ) from None
             response = connection.getresponse()
             raw = response.read(MAX_RESPONSE_BYTES + 1)
+            if deadline.expired:  # cut mid-answer: what was read may end early without an error
+                raise TimeoutError("the deadline cut the answer short")
         except (OSError, http.client.HTTPException) as exc:
             # the request went out: the service may have acted on it (a network that loses answers),
             # so say so rather than suggest nothing is running
-            raise Unanswered(f"cannot reach the metasched API at {self.address}: {_reason(exc)} after the request "
+            reason = f"no whole answer within {self.timeout:g} s" if deadline.expired else _reason(exc)
+            raise Unanswered(f"cannot reach the metasched API at {self.address}: {reason} after the request "
                              f"was sent, so it may have been done (a submit with the same --key is safe to repeat)") from None
         finally:
+            deadline.cancel()
             connection.close()
         if len(raw) > MAX_RESPONSE_BYTES:
             raise ApiUnreachable(f"the answer of {self.address} is larger than {MAX_RESPONSE_BYTES >> 20} MiB")
         return response.status, raw
+
+
+class _Deadline:
+    """_Deadline shuts a connection's socket once ``seconds`` have passed, so a blocked send or read ends then."""
+
+    def __init__(self, seconds: float, connection: http.client.HTTPConnection):
+        self.expired = False
+        self._timer = threading.Timer(seconds, self._cut, [connection])
+        self._timer.daemon = True
+        self._timer.start()
+
+    def cancel(self) -> None:
+        """cancel disarms the cut (the exchange ended in time, or failed on its own)."""
+        self._timer.cancel()
+
+    def _cut(self, connection: http.client.HTTPConnection) -> None:
+        self.expired = True
+        sock = connection.sock
+        if sock is not None:
+            try:
+                sock.shutdown(socket.SHUT_RDWR)  # wakes the thread blocked in recv or send on it
+            except OSError:
+                pass  # already closed: the exchange ended meanwhile
 
 
 def _backoff(wait_s: float) -> Iterator[float]:

@@ -100,3 +100,43 @@ def test_a_request_that_is_not_idempotent_is_never_sent_twice(tmp_path: Path) ->
     with pytest.raises(Unanswered, match="cannot reach the metasched API"):
         client.call("POST", "/v1/jobs", body={"name": "x"})
     assert len(seen) == 1
+
+
+def _trickle_answer(path: Path, stop: threading.Event) -> threading.Thread:
+    """_trickle_answer answers one request with a body that arrives a byte every 0.2 s (a lossy link's pace)."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(str(path))
+    listener.listen(1)
+
+    def serve() -> None:
+        with listener:
+            connection, _ = listener.accept()
+            with connection:
+                _read_request(connection)
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 200\r\n\r\n")
+                for _ in range(200):
+                    if stop.wait(0.2):
+                        return
+                    try:
+                        connection.sendall(b" ")
+                    except OSError:
+                        return
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    return thread
+
+
+def test_an_answer_that_trickles_in_ends_at_the_whole_call_timeout(tmp_path: Path) -> None:
+    # each read gets a byte within the socket timeout, so only a deadline on the whole exchange ends it
+    stop = threading.Event()
+    thread = _trickle_answer(tmp_path / "api.sock", stop)
+    client = ApiClient(f"unix://{tmp_path}/api.sock", credential=lambda *_: "uid=0", timeout=1.5)
+    started = time.monotonic()
+    try:
+        with pytest.raises(Unanswered, match=r"no whole answer within 1.5 s after the request was sent"):
+            client.call("POST", "/v1/jobs/j/cancel", body={})
+        assert time.monotonic() - started < 5  # the body alone would take 40 s
+    finally:
+        stop.set()
+        thread.join(5)
