@@ -3,7 +3,7 @@
 A job file's ``sbatch:`` section (msbatch fills it from ``#SBATCH`` lines and the command line).
 Everything here is either handed to Slurm in the attempt's ``#SBATCH`` lines (so it must be a
 plain token: no spaces, quotes or newlines) or read by the policy as a hard placement filter
-(``constraint``, ``nodelist``, ``exclude``, ``exclusive``). Values are checked here, once, at
+(``constraint``, ``nodelist``, ``exclude``, ``exclusive``, ``clusters``). Values are checked here, once, at
 submit: a rendered script never meets a value it cannot pass on.
 """
 
@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, Strict, field_validator
 
+from meta.model.clusters import check_cluster_name, split_qualified
 from meta.model.limits import MAX_PATH_BYTES, is_slurm_name, printable
 
 # the same alphabet slurm_bridge.launch accepts unquoted in an #SBATCH line
@@ -75,15 +76,34 @@ def _constraint(value: str) -> str:
     return value
 
 
+def _is_node_name(name: str) -> bool:
+    """_is_node_name: a Slurm node name, or ``cluster/node`` on a site of several clusters."""
+    cluster, bare = split_qualified(name)
+    if cluster:
+        try:
+            check_cluster_name(cluster)
+        except ValueError:
+            return False
+    return is_slurm_name(bare)
+
+
 def _node_names(value: tuple[str, ...]) -> tuple[str, ...]:
-    bad = [name for name in value if not is_slurm_name(name)]
+    bad = [name for name in value if not _is_node_name(name)]
     if bad:
         raise ValueError(f"'{printable(bad[0])[:80]}' is not a node name")
     return tuple(sorted(set(value)))
 
 
+def _cluster_names(value: tuple[str, ...]) -> tuple[str, ...]:
+    for name in value:
+        check_cluster_name(name)
+    return tuple(sorted(set(value)))
+
+
 Token = Annotated[str, AfterValidator(_token)]
 NodeNames = Annotated[tuple[str, ...], Field(max_length=MAX_NODE_NAMES), AfterValidator(_node_names)]
+MAX_CLUSTERS = 64
+ClusterNames = Annotated[tuple[str, ...], Field(max_length=MAX_CLUSTERS), AfterValidator(_cluster_names)]
 
 
 class SbatchFields(BaseModel):
@@ -111,6 +131,8 @@ class SbatchFields(BaseModel):
     nodelist: NodeNames = ()
     exclude: NodeNames = ()
     exclusive: bool = False
+    # -M/--clusters: the Slurm clusters the job may run on (empty: any the site has)
+    clusters: ClusterNames = ()
 
     @field_validator("mail_user")
     @classmethod
@@ -136,5 +158,6 @@ def placement_filters(fields: SbatchFields | None) -> dict[str, Any]:
         "nodelist": frozenset(fields.nodelist),
         "exclude": frozenset(fields.exclude),
         "exclusive": fields.exclusive,
+        "clusters": frozenset(fields.clusters),
         "one_per_node": True,
     }

@@ -97,7 +97,7 @@ def _pick(
     enough = max(leaf_total.values(), default=0) >= shape.workers if need_leaf else total >= shape.workers
     if not enough:
         return None
-    picks = select([(i, n) for i, n in slots.items() if n], shape.workers, shape.topology, cap.leaf, cap.spine)
+    picks = select([(i, n) for i, n in slots.items() if n], shape.workers, shape.topology, cap.leaf, cap.spine, cap.cluster)
     if not picks:
         return None
     spare = {}
@@ -115,4 +115,4 @@ def nodes_when_all_end(cap: Capacity, shape: Shape, classes: Sequence[NodeClass]
         per_node = shape.slots(c.gpus, c.cpus, c.mem, c.sto, shape.workers)
         if per_node:
             cands.extend((i, per_node) for i in _candidates(cap, shape, [c]))
-    return select(cands, shape.workers, shape.topology, cap.leaf, cap.spine)
+    return select(cands, shape.workers, shape.topology, cap.leaf, cap.spine, cap.cluster)

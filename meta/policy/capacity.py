@@ -106,7 +106,7 @@ class Capacity:
     def __init__(self, inv: Inventory, reservations: Iterable[Reservation]) -> None:
         self.inv = inv
         self.names, self.index, self.cls, self.classes = inv.names, inv.index, inv.node_class, inv.classes
-        self.gpu_type, self.leaf, self.spine = inv.gpu_type, inv.leaf, inv.spine
+        self.gpu_type, self.leaf, self.spine, self.cluster = inv.gpu_type, inv.leaf, inv.spine, inv.cluster
         ledger = self.ledger = ledger_for(inv, reservations)
         self.gpu, self.cpu, self.mem, self.sto = (list(a) for a in ledger.free)
         self.usage: TenantUsage = {t: [dict(u[0]), u[1], u[2]] for t, u in ledger.tenants.items()}

@@ -13,6 +13,7 @@ from collections import defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from meta.model.clusters import cluster_of
 from meta.model.kinds import Topology
 from meta.model.nodes import NodeState
 from meta.policy.equivalence import NodeClass, build_classes
@@ -162,6 +163,7 @@ def gang_reason(
     """gang_reason checks avoid_nodes, gang size and required topology on configured capacity."""
     # avoid_nodes: a node-level filter, so it runs after the class-level chain.
     slots_by_leaf: dict[str, int] = defaultdict(int)
+    slots_by_cluster: dict[str, int] = defaultdict(int)
     usable = 0
     allowed = 0
     for c in classes:
@@ -174,8 +176,10 @@ def gang_reason(
                 continue
             usable += 1
             slots_by_leaf[leaf_of[i]] += per_node
+            slots_by_cluster[cluster_of(names[i])] += per_node
     if not allowed:
-        return PendingReason(code, "no matching node is left by --nodelist/--exclude", "name other nodes")
+        return PendingReason(code, "no matching node is left by --nodelist/--exclude/--clusters",
+                             "name other nodes or clusters")
     if not usable:
         return PendingReason(code, "every matching node is in avoid_nodes", "remove some nodes from avoid_nodes")
     total = sum(slots_by_leaf.values())
@@ -185,6 +189,15 @@ def gang_reason(
             code,
             f"even an empty cluster fits only {total} of {shape.workers} workers of {shape.describe_worker()}",
             f"reduce workers to {total}" if total else "use a smaller worker shape",
+        )
+    # A gang never spans two Slurm clusters: all workers must fit on one of them.
+    one_cluster = max(slots_by_cluster.values())
+    if one_cluster < shape.workers:
+        return PendingReason(
+            code,
+            f"no single Slurm cluster fits {shape.workers} workers of {shape.describe_worker()} (best: {one_cluster}); "
+            "a gang never spans clusters",
+            f"reduce workers to {one_cluster}",
         )
     # Required topology: all workers under one leaf switch.
     if shape.topology is Topology.REQUIRE_SAME_SWITCH and shape.workers > 1:
@@ -232,5 +245,5 @@ def never_feasible(task: PendingTask, nodes: Sequence[NodeState]) -> PendingReas
     if reason is not None:
         return reason
     names = [n.name for n in node_tuple]
-    leaves = [leaf_name(n.switch) for n in node_tuple]
+    leaves = [leaf_name(n.switch, cluster_of(n.name)) for n in node_tuple]
     return gang_reason(shape, static_ok, names, leaves, ReasonCode.UNSCHEDULABLE_AND_UNRESOLVABLE)

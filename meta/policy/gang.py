@@ -49,8 +49,13 @@ def select(
     topology: Topology,
     leaf_of: Sequence[str],
     spine_of: Sequence[str],
+    cluster_of: Sequence[str] = (),
 ) -> list[Pick]:
-    """select chooses nodes for a gang from (node, slots) candidates, or returns [] if it cannot fit."""
+    """select chooses nodes for a gang from (node, slots) candidates, or returns [] if it cannot fit.
+
+    Leaf switches first, then spines, then a cluster: a gang never spans two Slurm clusters
+    (``cluster_of`` per node; empty: one cluster).
+    """
     if sum(s for _, s in cands) < workers:
         return []
     by_leaf: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -72,4 +77,18 @@ def select(
     if fitting_spines:
         best = min(fitting_spines, key=lambda sp: (spine_total[sp], sp))
         return _take_groups(by_spine[best], workers)
-    return _take_groups(list(by_leaf.values()), workers)
+    return _one_cluster(list(by_leaf.values()), workers, cluster_of)
+
+
+def _one_cluster(groups: list[list[tuple[int, int]]], workers: int, cluster_of: Sequence[str]) -> list[Pick]:
+    """_one_cluster takes the gang's switches from the fullest cluster that still fits it ([] when none does)."""
+    if not cluster_of:
+        return _take_groups(groups, workers)
+    by_cluster: dict[str, list[list[tuple[int, int]]]] = defaultdict(list)
+    for group in groups:
+        by_cluster[cluster_of[group[0][0]]].append(group)
+    total = {c: sum(s for g in gs for _, s in g) for c, gs in by_cluster.items()}
+    fitting = [c for c, have in total.items() if have >= workers]
+    if not fitting:
+        return []
+    return _take_groups(by_cluster[min(fitting, key=lambda c: (total[c], c))], workers)

@@ -11,13 +11,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from meta.model.clusters import cluster_of, qualify
 from meta.model.nodes import NodeState
 from meta.policy.equivalence import NodeClass, build_classes
 
 
-def leaf_name(switch: str | None) -> str:
-    """leaf_name maps nodes without topology information onto one flat switch."""
-    return switch or ""
+def leaf_name(switch: str | None, cluster: str = "") -> str:
+    """leaf_name maps nodes without topology information onto one flat switch per cluster."""
+    return switch or _cluster_root(cluster)
+
+
+def _cluster_root(cluster: str) -> str:
+    """_cluster_root is the top of a cluster's switch tree ('' on a single-cluster site): nothing spans two."""
+    return qualify(cluster, "") if cluster else ""
 
 
 @dataclass(slots=True)
@@ -32,6 +38,7 @@ class Inventory:
     index: dict[str, int]
     leaf: list[str]
     spine: list[str]
+    cluster: list[str]  # the cluster each node is on ('' on a single-cluster site): a gang never spans two
     gpu_type: list[str | None]
     gpu: list[int]
     cpu: list[float]
@@ -44,7 +51,8 @@ class Inventory:
 def build_inventory(nodes: tuple[NodeState, ...], parents: Mapping[str, str]) -> Inventory:
     """build_inventory indexes a node tuple (without memoising)."""
     classes, node_class = build_classes(nodes)
-    leaf = [leaf_name(n.switch) for n in nodes]
+    cluster = [cluster_of(n.name) for n in nodes]
+    leaf = [leaf_name(n.switch, c) for n, c in zip(nodes, cluster, strict=True)]
     return Inventory(
         nodes=nodes,
         parents=dict(parents),
@@ -53,7 +61,8 @@ def build_inventory(nodes: tuple[NodeState, ...], parents: Mapping[str, str]) ->
         names=[n.name for n in nodes],
         index={n.name: i for i, n in enumerate(nodes)},
         leaf=leaf,
-        spine=[parents.get(x, "") for x in leaf],
+        spine=[parents.get(x) or _cluster_root(c) for x, c in zip(leaf, cluster, strict=True)],
+        cluster=cluster,
         gpu_type=[classes[c].gpu_type for c in node_class],
         gpu=[classes[c].gpus for c in node_class],
         cpu=[classes[c].cpus for c in node_class],

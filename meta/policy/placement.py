@@ -115,7 +115,7 @@ def fit(
     topo = shape.topology if topology is None else topology
     for group in type_groups(shape, classes, cost):
         cands = gang_candidates(cap, shape, group, end, ignore_holds)
-        picks = select(cands, shape.workers, topo, cap.leaf, cap.spine)
+        picks = select(cands, shape.workers, topo, cap.leaf, cap.spine, cap.cluster)
         if picks:
             return picks
     return []

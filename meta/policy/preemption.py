@@ -195,7 +195,7 @@ class _Trial:
     def picks(self) -> list[Pick]:
         """picks chooses nodes on free plus freed capacity."""
         cands = [(i, n) for i, n in self.slots.items() if n]
-        return select(cands, self.shape.workers, self.shape.topology, self.cap.leaf, self.cap.spine)
+        return select(cands, self.shape.workers, self.shape.topology, self.cap.leaf, self.cap.spine, self.cap.cluster)
 
 
 def choose(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from meta.model.clusters import cluster_of
 from meta.model.kinds import Topology
 from meta.policy.snapshot import PendingTask
 
@@ -30,6 +31,7 @@ class Shape(NamedTuple):
     barred: frozenset[str] = frozenset()
     exclusive: bool = False
     per_node: int = 0  # at most this many workers on one node (0: no limit)
+    clusters: frozenset[str] = frozenset()  # -M: only nodes of these clusters (empty: any)
 
     @property
     def static_key(self) -> tuple:
@@ -42,8 +44,9 @@ class Shape(NamedTuple):
         return self.gpus * self.workers
 
     def bars(self, node: str) -> bool:
-        """bars tells whether a hard node filter (-w, -x) keeps the task off ``node``."""
-        return node in self.barred or (bool(self.only) and node not in self.only)
+        """bars tells whether a hard node filter (-w, -x, -M) keeps the task off ``node``."""
+        return (node in self.barred or (bool(self.only) and node not in self.only)
+                or (bool(self.clusters) and cluster_of(node) not in self.clusters))
 
     def slots(self, gpu: int, cpu: float, mem: int, sto: int, cap: int) -> int:
         """slots is how many workers fit into the given free amounts, at most ``cap`` (and ``per_node``)."""
@@ -92,4 +95,5 @@ def shape_of(task: PendingTask) -> Shape:
         barred=task.exclude,
         exclusive=task.exclusive,
         per_node=1 if task.one_per_node or task.exclusive else 0,
+        clusters=task.clusters,
     )

@@ -85,6 +85,7 @@ class PendingTask:
     nodelist: frozenset[str] = frozenset()
     exclude: frozenset[str] = frozenset()
     exclusive: bool = False
+    clusters: frozenset[str] = frozenset()  # -M: only nodes of these Slurm clusters (empty: any)
     one_per_node: bool = False
     max_parallel: int | None = None  # the job's throttle: at most this many of its tasks at once
 
