@@ -41,6 +41,7 @@ from cli.db_backup import (
 )
 from cli.errors import EXIT_ERROR, EXIT_USAGE, fail, handle_errors
 from cli.output import echo_json, echo_table
+from meta.model.clusters import job_ref, job_ref_order
 from meta.model.states import LIVE_ATTEMPT_STATES, TERMINAL_TASK_STATES
 from meta.store.chunks import chunked
 from meta.store.db import Database, redact, resolve_url
@@ -362,7 +363,7 @@ def find_unknown_jobs(
         tag = parse_tag(row.name, row.comment)
         if tag is None or tag.site != site or map_state(row.state, row.exit_code, row.signal).terminal:
             continue
-        active[str(row.job_id)] = (row, tag.attempt_id)
+        active[job_ref(row.job_id, row.cluster)] = (row, tag.attempt_id)
     if not active:
         return []
     found = []
@@ -370,7 +371,7 @@ def find_unknown_jobs(
         stored: set[str] = set()
         for chunk in chunked(sorted({attempt for _, attempt in active.values()})):
             stored.update(session.scalars(select(Attempt.id).where(Attempt.id.in_(chunk))))
-        for slurm_id, (row, attempt) in sorted(active.items(), key=lambda item: int(item[0])):
+        for slurm_id, (row, attempt) in sorted(active.items(), key=lambda item: job_ref_order(item[0])):
             if attempt in stored:
                 continue
             found.append(_judge(session, slurm_id, row, attempt, read_script, daemon))

@@ -136,6 +136,9 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)  # a default
 @click.option("--site-name", default=DEFAULTS.site_name, envvar="METASCHED_SITE_NAME",
               help="A human name for this site (e.g. production), shown in the log only; Slurm job tags carry "
               "the store's site id (`metasched db current`).")
+@click.option("--clusters", envvar="METASCHED_CLUSTERS", default=",".join(DEFAULTS.clusters),
+              help="Comma-separated Slurm clusters to schedule on, each NAME or NAME=/path/slurm.conf "
+              "(default: the one cluster of the daemon's slurm.conf; README: Several Slurm clusters).")
 @click.option("--log-level", type=click.Choice(CHOICES["log_level"]), default=DEFAULTS.log_level)
 @pass_state
 @handle_errors
@@ -160,6 +163,8 @@ def given_flags(ctx: click.Context, flags: dict[str, Any]) -> dict[str, Any]:
     given = {name: value for name, value in flags.items() if ctx.get_parameter_source(name) in _GIVEN}
     if "managed_partitions" in given:
         given["managed_partitions"] = split_partitions(given["managed_partitions"])
+    if "clusters" in given:
+        given["clusters"] = split_partitions(given["clusters"])
     return given
 
 

@@ -21,8 +21,13 @@ from slurm_bridge.reservations import ReservationSpec
 class SlurmClient(Protocol):
     """SlurmClient submits, cancels and observes Slurm jobs, nodes and reservations."""
 
-    def submit(self, script: str, *, timeout_s: float | None = None, run_as: RunAs | None = None) -> int:
-        """submit runs sbatch on the script text (as ``run_as``'s user when given) and returns the Slurm job id."""
+    def submit(
+        self, script: str, *, timeout_s: float | None = None, run_as: RunAs | None = None
+    ) -> int | str:
+        """submit runs sbatch on the script text (as ``run_as``'s user when given) and returns the Slurm job id.
+
+        One cluster: the numeric id. Several (``slurm_bridge.clusters.ClusterSet``): the ref ``<cluster>/<id>``.
+        """
         ...
 
     def cancel(self, job_ids: Sequence[int | str], signal: str | None = None) -> None:

@@ -15,8 +15,9 @@ from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from meta.model.clusters import cluster_of, qualify, split_qualified
 from slurm_bridge import hostlist
-from slurm_bridge.errors import ReservationInUse, SlurmParseError, SlurmRejected
+from slurm_bridge.errors import ReservationInUse, SlurmError, SlurmParseError, SlurmRejected
 from slurm_bridge.launch import check_token
 from slurm_bridge.parse.scontrol import SlurmReservation
 
@@ -160,14 +161,15 @@ def plan_reservations(
 ) -> list[ReservationAction]:
     """plan_reservations: create what is absent, change what moved, delete our holds the plan dropped."""
     have = {reservation.name: reservation for reservation in existing}
-    wanted = {spec.name: spec for spec in desired}
+    # on a site of several clusters Slurm's names read cluster/ms-hold-<task>: a hold is on its nodes' cluster
+    wanted = {qualify(cluster_of(spec.nodes[0]), spec.name): spec for spec in desired}
     actions = []
     for name, spec in sorted(wanted.items()):
         kind = ActionKind.CREATE if name not in have else change_for(spec, have[name], now)
         if kind is not None:
             actions.append(ReservationAction(kind, name, spec))
     for name in sorted(have):
-        if name.startswith(prefix) and name not in wanted:
+        if split_qualified(name)[1].startswith(prefix) and name not in wanted:
             actions.append(ReservationAction(ActionKind.DELETE, name))
     return actions
 
@@ -187,12 +189,13 @@ def apply_reservations(
             # The held gang already runs inside it: the reservation ends at its EndTime, or a
             # later cycle deletes it once the jobs are gone. Nothing else is blocked by this.
             log.info("reservation %s still in use; will delete it later", action.name)
-        except SlurmRejected as error:
-            # one refused hold must not keep the others from being applied
-            log.warning("reservation %s: %s refused: %s", action.name, action.kind.value, error)
+        except SlurmError as error:
+            # one refused hold (or one on a cluster that does not answer) must not keep the others
+            # from being applied
+            log.warning("reservation %s: %s failed: %s", action.name, action.kind.value, error)
             failed.append(action)
     if failed:
-        raise SlurmRejected(f"{len(failed)} reservation action(s) refused: {', '.join(a.name for a in failed)}")
+        raise SlurmRejected(f"{len(failed)} reservation action(s) failed: {', '.join(a.name for a in failed)}")
     return actions
 
 

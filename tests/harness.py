@@ -34,6 +34,7 @@ from meta.service.api import Service
 from meta.service.http import create_app
 from meta.service.server import ApiServer, Listen
 from meta.store.models import Attempt, CycleRecord, LeaderLease
+from slurm_bridge.client import SlurmClient
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.inventory import build_inventory
 from slurm_bridge.runner import CommandRunner
@@ -229,10 +230,11 @@ def serve_api(service: Service, socket_path: Path, secrets_root: Path) -> ApiSer
 class DaemonHarness:
     """DaemonHarness owns a service, an in-process daemon with test-sized timeouts and the API its jobs call."""
 
-    def __init__(self, service: Service, tmp_path: Path, bin_dir: str | None = None, **config: object):
+    def __init__(self, service: Service, tmp_path: Path, bin_dir: str | None = None,
+                 client: SlurmClient | None = None, **config: object):  # fmt: skip
         self.service = service
         self.tmp_path = tmp_path
-        self.client = CliSlurmClient(CommandRunner(bin_dir=bin_dir))
+        self.client = client or CliSlurmClient(CommandRunner(bin_dir=bin_dir))
         # the jobs' `metasched commit` / `checkpoint report` reach the service here, as the daemon's would
         self.api = serve_api(service, Path(str(config.get("api_socket", tmp_path / "api.sock"))), tmp_path / "secrets")
         self.config = DaemonConfig(

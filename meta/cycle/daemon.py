@@ -76,6 +76,7 @@ from meta.cycle.snapshot.gates import GateResult, apply_gates, cancel_doomed, ca
 from meta.cycle.snapshot.live_view import LiveView
 from meta.cycle.snapshot.pending_view import PendingView
 from meta.cycle.usage import accrue
+from meta.model.clusters import cluster_of
 from meta.model.durations import utcnow
 from meta.model.errors import invalid_spec_reason
 from meta.model.nodes import NodeState
@@ -91,6 +92,7 @@ from meta.store.schema_plan import head as schema_head
 from meta.store.schema_plan import newer_schema
 from meta.store.site import ensure_site_id
 from slurm_bridge.client import SlurmClient
+from slurm_bridge.clusters import unreachable_clusters
 from slurm_bridge.errors import SlurmError
 from slurm_bridge.inventory import Inventory
 
@@ -156,6 +158,17 @@ class _Cycle:
     plan: Plan | None = None
     duration_s: float = 0.0
     skipped: set[str] = field(default_factory=set)
+
+
+def without_dark_clusters(nodes: tuple[NodeState, ...], dark: frozenset[str]) -> tuple[NodeState, ...]:
+    """without_dark_clusters drains, for the policy only, the nodes of clusters that did not answer.
+
+    Their work is still held there (its reservations stay) and step 6 does not evict it: the
+    nodes are last seen healthy, and a cluster that is only cut off from metasched runs on.
+    """
+    if not dark:
+        return nodes
+    return tuple(replace(node, drained=True) if cluster_of(node.name) in dark else node for node in nodes)
 
 
 def limit_idle_transactions(db: Database, seconds: float) -> None:
@@ -466,7 +479,8 @@ class Daemon:
                 view=self.pending_view,
                 live=self.live_view,
             )
-        cycle.nodes = tuple(effective_nodes(inventory, self.live_view.held_per_node()))
+        cycle.nodes = without_dark_clusters(tuple(effective_nodes(inventory, self.live_view.held_per_node())),
+                                            unreachable_clusters(self.client))  # fmt: skip
         cycle.snapshot = replace(snapshot, nodes=cycle.nodes)
         if poison:
             self._quarantine(poison)

@@ -34,12 +34,11 @@ from meta.serve.api_start import is_socket, listen_for, start_api
 from meta.serve.collector import tune_collector
 from meta.serve.settings import ServeSettings, check_site_name
 from meta.serve.settings_file import retention_s
+from meta.serve.slurm_access import parse_clusters, slurm_client
 from meta.serve.state_dir import prepare_daemon_files
 from meta.service.api import Service
 from meta.service.server import ApiServer, ApiStartError
 from meta.store.schema_plan import SchemaBehind, SchemaNewer
-from slurm_bridge.commands import CliSlurmClient
-from slurm_bridge.runner import CommandRunner
 
 EXIT_ERROR, EXIT_USAGE = 1, 2
 _LOG = logging.getLogger("metasched.serve")
@@ -69,7 +68,19 @@ def check_settings(settings: ServeSettings) -> SchedulerConfig:
         check_site_name(settings.site_name)
     except ValueError as exc:
         raise ServeError(f"bad --site-name: {exc}") from None
+    check_clusters(settings)
     return scheduler_config(settings.policy_config)
+
+
+def check_clusters(settings: ServeSettings) -> None:
+    """check_clusters refuses a bad ``clusters`` list, and adoption on several clusters (not built yet)."""
+    try:
+        clusters = parse_clusters(settings.clusters)
+    except ValueError as exc:
+        raise ServeError(f"bad --clusters: {exc}") from None
+    if len(clusters) > 1 and settings.managed_partitions:
+        raise ServeError("--managed-partitions works on a single cluster only: adopting plain sbatch jobs "
+                         "across several clusters is not supported yet")
 
 
 def serve(
@@ -96,7 +107,7 @@ def serve(
         return None  # stopped while waiting for `metasched db upgrade`
     files = prepare_daemon_files(settings.state_dir or default_state_dir(), service.db.url, settings.log_dir)
     metrics = Metrics()
-    client = CliSlurmClient(CommandRunner(bin_dir=settings.slurm_bin_dir, observer=metrics))
+    client = slurm_client(settings.clusters, bin_dir=settings.slurm_bin_dir, observer=metrics)
     api = None if mode.no_api or mode.once else start_api_for(settings, service.db.url, files.state_dir,
                                                               metrics, str(files.log_dir), scheduler)  # fmt: skip
     config = daemon_config(settings, scheduler, str(files.log_dir),

@@ -71,6 +71,9 @@ class ServeSettings:
     # a human name for this site (e.g. "production"), for display only: Slurm job tags carry the
     # store's site id (``metasched db current`` shows it), never this name
     site_name: str | None = None
+    # the Slurm clusters this site schedules on, each NAME or NAME=/path/slurm.conf (meta/serve/slurm_access.py);
+    # none: the one cluster the daemon's own slurm.conf names
+    clusters: tuple[str, ...] = ()
 
 
 NAMES = tuple(f.name for f in fields(ServeSettings))

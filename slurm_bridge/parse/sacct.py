@@ -66,6 +66,7 @@ class SacctJob:
     end: datetime | None = None
     elapsed_s: int | None = None
     uid: int | None = None  # the uid the job ran as (None: not read, e.g. older captures)
+    cluster: str = ""  # the cluster a multi-cluster site read it from ('' : the only one)
 
     @property
     def observed(self) -> Observed:

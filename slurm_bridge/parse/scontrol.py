@@ -158,6 +158,7 @@ class ScontrolJob:
     restarts: int
     raw: dict[str, str] = field(default_factory=dict)
     duplicated: frozenset[str] = frozenset()  # keys the line held twice: injected free text
+    cluster: str = ""  # the cluster a multi-cluster site read it from ('' : the only one)
 
     @property
     def observed(self) -> Observed:

@@ -56,6 +56,7 @@ class SqueueJob:
     user_name: str = ""
     priority: int | None = None
     user_id: int | None = None  # the uid the job runs as (None: not read, e.g. older captures)
+    cluster: str = ""  # the cluster a multi-cluster site read it from ('' : the only one)
 
     @property
     def observed(self) -> Observed:

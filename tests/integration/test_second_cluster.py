@@ -8,8 +8,6 @@ clients and /etc/slurm/slurm.conf: `-M` finds dev2's slurmctld through slurmdbd.
 
 from __future__ import annotations
 
-import functools
-import os
 import re
 import subprocess
 import time
@@ -18,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.integration.second_cluster import SECOND, require_second_cluster
+
 REPO = Path(__file__).resolve().parents[2]
-DEVCLUSTER = REPO / "deploy" / "devcluster"
-SECOND = "dev2"
 SECOND_NODE = re.compile(r"b-(a100|h100|t4)n\d+")
 FINAL = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED", "BOOT_FAIL")
 SACCT_FIELDS = ("JobID", "JobName", "Cluster", "User", "State", "ExitCode", "NodeList")
@@ -35,29 +33,10 @@ def _first_cluster() -> str:
     return m[1]
 
 
-@functools.cache
-def _second_problem() -> str:
-    """Say why the second cluster cannot be used ('' when `deploy/devcluster status --second` exits 0)."""
-    if os.geteuid() != 0:
-        return "deploy/devcluster needs root"
-    try:
-        status = subprocess.run([str(DEVCLUSTER), "status", "--second"], capture_output=True, text=True, timeout=60,
-                                stdin=subprocess.DEVNULL)  # fmt: skip
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return f"`deploy/devcluster status --second` failed: {exc}"
-    return "" if status.returncode == 0 else f"`deploy/devcluster status --second` exited {status.returncode}"
-
-
 @pytest.fixture(scope="module", autouse=True)
 def second_cluster(slurm_cluster: None) -> None:
     """Gate every test here on the second cluster: skip with the reason, or fail when it is required."""
-    problem = _second_problem()
-    if not problem:
-        return
-    message = f"the second dev cluster {SECOND} is not up ({problem}); run `deploy/devcluster up --second`"
-    if os.environ.get("METASCHED_REQUIRE_SECOND_CLUSTER") == "1":
-        pytest.fail(f"METASCHED_REQUIRE_SECOND_CLUSTER=1 but {message}", pytrace=False)
-    pytest.skip(message)
+    require_second_cluster()
 
 
 def _as(user: str, *argv: str) -> subprocess.CompletedProcess[str]:

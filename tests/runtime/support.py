@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Sequence
 from typing import Any
 
@@ -110,7 +111,9 @@ def place(
 ) -> str:
     """place creates an attempt for a pending task and walks it to ``state``; returns its id."""
     with db.session() as session:
-        attempt = create_attempt(session, task_id, f"test:place:{task_id}", placement=list(shares or [share("node1")]))
+        # one stimulus per placement: a task placed again (after a retry) is a new event, not a replay of the first
+        stimulus = f"test:place:{task_id}:{uuid.uuid4().hex}"
+        attempt = create_attempt(session, task_id, stimulus, placement=list(shares or [share("node1")]))
         attempt_id = attempt.id
         for i, target in enumerate(_PATH[state]):
             extra: dict[str, Any] = {}

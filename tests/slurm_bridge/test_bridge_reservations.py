@@ -124,3 +124,13 @@ def test_plan_against_captured_reservations(captured):
     wanted = ReservationSpec("ms-resv-gang", gang.nodes, 3600, start=gang.start)
     actions = plan_reservations([wanted], have, gang.start - timedelta(hours=1), prefix="ms-resv-")
     assert [(a.kind, a.name) for a in actions] == [(ActionKind.DELETE, "ms-resv-now")]
+
+
+def test_plan_on_several_clusters_matches_holds_by_their_clusters_names():
+    # Slurm's names come back qualified (dev2/ms-hold-t1) through the cluster set; the plan's hold is
+    # the same reservation, not a new one, and a dropped hold on another cluster is deleted by its full name
+    have = [existing("dev2/ms-hold-t1", nodes=("dev2/b1", "dev2/b2")), existing("emu/ms-hold-t9", nodes=("emu/a1",)),
+            existing("emu/maintenance", nodes=("emu/a2",))]
+    wanted = [spec("ms-hold-t1", nodes=("dev2/b1", "dev2/b2"))]
+    actions = plan_reservations(wanted, have, NOW)
+    assert [(a.kind, a.name) for a in actions] == [(ActionKind.DELETE, "emu/ms-hold-t9")]

@@ -20,8 +20,10 @@ from dataclasses import dataclass, field
 from datetime import datetime
 
 from meta.cycle.reconcile.ownership import Claims
+from meta.model.clusters import job_ref
 from meta.model.durations import utcnow
 from slurm_bridge.client import SlurmClient
+from slurm_bridge.clusters import unreachable_clusters
 from slurm_bridge.parse.sacct import SacctJob
 from slurm_bridge.parse.squeue import SqueueJob
 from slurm_bridge.states import Observed, Outcome, map_state
@@ -62,6 +64,8 @@ class Observation:
     # jobs (squeue rows and sacct records) whose tag names another site, and those sites
     foreign: int = 0
     foreign_sites: set[str] = field(default_factory=set)
+    # clusters that did not answer (several clusters): their attempts are not judged from this read
+    dark: frozenset[str] = frozenset()
 
     def screen(self, claims: Claims, only: Collection[str] | None = None) -> None:
         """screen sets aside the sightings that are not their attempt's job (of the attempts in ``only``, or all)."""
@@ -113,7 +117,7 @@ def _index_squeue(jobs: Iterable[SqueueJob], site: str, observation: Observation
             continue
         assert tag is not None
         observed = map_state(job.state, job.exit_code, job.signal)
-        sighting = Sighting(str(job.job_id), observed, job.nodes, "squeue", uid=job.user_id, user=job.user_name,
+        sighting = Sighting(job_ref(job.job_id, job.cluster), observed, job.nodes, "squeue", uid=job.user_id, user=job.user_name,
                             legacy=tag.site is None)  # fmt: skip
         index.setdefault(tag.attempt_id, []).append(sighting)
     return index
@@ -129,7 +133,7 @@ def _index_sacct(records: Iterable[SacctJob], site: str, observation: Observatio
             continue
         assert tag is not None
         index.setdefault(tag.attempt_id, []).append(
-            Sighting(str(record.base_job_id), record.observed, record.nodes, "sacct", record.state_by_uid, record.uid,
+            Sighting(job_ref(record.base_job_id, record.cluster), record.observed, record.nodes, "sacct", record.state_by_uid, record.uid,
                      legacy=tag.site is None)  # fmt: skip
         )
     return index
@@ -153,6 +157,7 @@ def observe(
     now = utcnow()
     observation = Observation(at=now, calls=1)
     observation.squeue = _index_squeue(client.squeue(), site, observation)
+    observation.dark = unreachable_clusters(client)
     if claims is not None:  # the live attempts' claims: the others are screened by the reconciler
         observation.screen(claims, only=claims.claims)
     # a cancel seen in squeue is read in accounting too: only sacct says who cancelled
@@ -163,6 +168,7 @@ def observe(
         return observation
     start = since() if callable(since) else since
     observation.sacct = _index_sacct(client.sacct(start), site, observation)
+    observation.dark |= unreachable_clusters(client)
     observation.calls += 1
     return observation
 

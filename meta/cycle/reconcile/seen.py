@@ -15,6 +15,7 @@ from meta.cycle.reconcile.settings import ReconcileResult, SuccessHook
 from meta.cycle.reconcile.sightings import Sightings
 from meta.cycle.reconcile.signal_kills import killed_by_our_signal, signal_kill_end
 from meta.cycle.reconcile.target import RETRIED_ENDS, committed_its_output, stimulus, target_of
+from meta.model.clusters import job_ref_order
 from meta.model.kinds import FailureCategory
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState
 from meta.store.lifecycle import attempt_event, cancel_job
@@ -29,7 +30,7 @@ def choose(
 ) -> Sighting:
     """choose picks the attempt's own job; any other active job for the same attempt is a duplicate."""
     own = [s for s in sightings if s.slurm_job_id == attempt.slurm_job_id] or sorted(
-        sightings, key=lambda s: int(s.slurm_job_id)
+        sightings, key=lambda s: job_ref_order(s.slurm_job_id)
     )
     chosen = own[0]
     for other in sightings:
