@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import textwrap
 from dataclasses import dataclass, replace
 from importlib import metadata
 from typing import NoReturn
@@ -27,6 +28,7 @@ from cli.context import DB_FILE_ENV
 from cli.errors import EXIT_USAGE, SUBMISSION_FAILED, fail, handle_errors, loaded_class, refuse_submission
 from cli.remote import ApiBackend
 from cli.sbatch.options import (
+    ENVIRONMENT,
     SUPPORTED,
     CommandLine,
     Options,
@@ -107,8 +109,9 @@ def help_text() -> str:
         f"       {PROG} [OPTIONS] --wrap=COMMAND",
         "",
         "Submit an sbatch script to metasched. #SBATCH directives in the script's leading comment",
-        "block are read as sbatch does; command-line options win over SBATCH_ACCOUNT, SBATCH_JOB_NAME,",
-        "SBATCH_PARTITION, SBATCH_QOS and SBATCH_TIMELIMIT, which win over directives.",
+        "block are read as sbatch does; command-line options win over these variables, which win",
+        "over directives:",
+        *textwrap.wrap(", ".join(ENVIRONMENT) + ".", 92, initial_indent="  ", subsequent_indent="  "),
         "Any other sbatch option is refused by name (exit 2).",
         "",
         "Options:",
@@ -121,6 +124,8 @@ def help_text() -> str:
         "",
         "Kind: --kind, default training (workers = --nodes). --array: one job of that kind, one task",
         "per index (%N at most N at once; --kind=inference: the indexes are its partitions).",
+        "Several clusters: -M a,b keeps the job on those clusters; with one, bare -w/-x names are its",
+        'nodes (docs/sbatch.md, "Several clusters (-M)").',
         "Translation rules: pydoc cli.sbatch.translate.",
     ]
     return "\n".join(lines)

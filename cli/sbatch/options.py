@@ -89,6 +89,7 @@ SUPPORTED: dict[str, OptionDef] = {
         OptionDef("constraint", "C", help="node features: a&b, a|b (no counts or brackets)"),
         OptionDef("nodelist", "w", help="run on exactly these nodes (a hostlist; -N defaults to their count)"),
         OptionDef("exclude", "x", help="never run on these nodes (a hostlist)"),
+        OptionDef("clusters", "M", help="only these Slurm clusters: a,b or all (-w/-x: cluster/node)"),
         OptionDef("requeue", takes_value=False, help="retry after node failure or preemption (the default)"),
         OptionDef("no-requeue", takes_value=False, help="never retry: one attempt only"),
         OptionDef("mail-type", help="NONE, BEGIN, END, FAIL, ALL, ... passed to Slurm"),
@@ -116,7 +117,7 @@ SUPPORTED: dict[str, OptionDef] = {
 # sbatch's other options (Slurm 22.05 man page), so that an abbreviation or a short letter is
 # refused under its real name instead of as a mystery.
 _SBATCH_UNSUPPORTED_LONG = (
-    "acctg-freq batch bb bbf cluster-constraint clusters container "
+    "acctg-freq batch bb bbf cluster-constraint container "
     "contiguous core-spec cores-per-socket cpu-freq cpus-per-gpu deadline delay-boot "
     "distribution export-file extra-node-info get-user-env gid gpu-bind "
     "gpu-freq gpus-per-socket gres-flags hint ignore-pbs input "
@@ -128,11 +129,13 @@ _SBATCH_UNSUPPORTED_LONG = (
 ).split()
 _SBATCH_UNSUPPORTED_SHORT = {
     "B": "extra-node-info", "F": "nodefile", "i": "input", "k": "no-kill", "L": "licenses", "m": "distribution",
-    "M": "clusters", "O": "overcommit", "s": "oversubscribe", "S": "core-spec", "v": "verbose",
+    "O": "overcommit", "s": "oversubscribe", "S": "core-spec", "v": "verbose",
     "W": "wait",
 }  # fmt: skip
+# sbatch's other spellings of a supported option (getopt_long takes them whole, like any name)
+ALIASES = {"cluster": "clusters"}
 _SHORT = {d.short: d.name for d in SUPPORTED.values() if d.short}
-_ALL_LONG = sorted(set(SUPPORTED) | set(_SBATCH_UNSUPPORTED_LONG))
+_ALL_LONG = sorted(set(SUPPORTED) | set(ALIASES) | set(_SBATCH_UNSUPPORTED_LONG))
 
 # The SBATCH_* input variables msbatch honours (the trivial, string-valued ones).
 ENVIRONMENT = {
@@ -144,6 +147,9 @@ ENVIRONMENT = {
     "SBATCH_EXPORT": "export",
     "SBATCH_CONSTRAINT": "constraint",
     "SBATCH_OPEN_MODE": "open-mode",
+    # both are sbatch's; SLURM_CLUSTERS comes later in its table, so it wins when both are set
+    "SBATCH_CLUSTERS": "clusters",
+    "SLURM_CLUSTERS": "clusters",
 }
 
 # Each group is set by one source only; see the module docstring.
@@ -245,6 +251,8 @@ def _resolve_long(name: str, origin: Origin) -> OptionDef:
     """_resolve_long maps a long name or an unambiguous prefix to its definition, as getopt_long."""
     if name in SUPPORTED:
         return SUPPORTED[name]
+    if name in ALIASES:
+        return SUPPORTED[ALIASES[name]]
     if name in _SBATCH_UNSUPPORTED_LONG:
         # an exact name wins even when it is also a prefix of others (--export, --export-file),
         # as in getopt_long: refused by its name, not called ambiguous
@@ -253,7 +261,7 @@ def _resolve_long(name: str, origin: Origin) -> OptionDef:
     if len(candidates) > 1:
         choices = ", ".join(f"--{c}" for c in candidates)
         raise SbatchError([f"ambiguous option --{name} ({origin.describe()}): could be {choices}"])
-    full = candidates[0] if candidates else name
+    full = ALIASES.get(candidates[0], candidates[0]) if candidates else name
     if full in SUPPORTED:
         return SUPPORTED[full]
     raise _unsupported(full, origin)

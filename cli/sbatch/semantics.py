@@ -12,7 +12,8 @@
 - ``--requeue``/``--no-requeue``: metasched's retry (``--no-requeue``: one attempt only).
 - the task layout (``-n``, ``--ntasks-per-node``, ``-c``) as the user gave it, for Slurm.
 - ``-C/--constraint``, ``-w/--nodelist``, ``-x/--exclude``, ``--exclusive``: placement filters
-  for the policy (and ``--exclusive``/``--constraint`` for Slurm too).
+  for the policy (and ``--exclusive``/``--constraint`` for Slurm too); ``-M/--clusters``: the
+  clusters the job may run on, which also places bare ``-w``/``-x`` names (``cli.sbatch.clusters``).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from cli.sbatch.clusters import parse_clusters, place_nodes
 from cli.sbatch.options import Options, SbatchError, parsed
 from cli.sbatch.values import parse_count
 
@@ -33,7 +35,8 @@ _DATABASE_URL = re.compile(r"\s*(postgres(ql)?|sqlite|mysql|mariadb|oracle|mssql
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,127}")
 MAX_EXPORTED = 240  # the spec holds at most 256 variables; leave room for the job's own
 MAX_VALUE_BYTES = 32 * 1024  # the spec's bound on one value: a longer one stays behind
-_HOSTLIST = re.compile(r"(?P<prefix>[A-Za-z0-9._-]*)\[(?P<ranges>[0-9,-]+)\](?P<suffix>[A-Za-z0-9._-]*)")
+# a prefix may name the cluster: dev2/b-a100n[1-2] (issue 26)
+_HOSTLIST = re.compile(r"(?P<prefix>[A-Za-z0-9._/-]*)\[(?P<ranges>[0-9,-]+)\](?P<suffix>[A-Za-z0-9._-]*)")
 
 
 def _exportable(name: str, value: str) -> bool:
@@ -101,6 +104,20 @@ def _open_mode(options: Options) -> str | None:
     raise SbatchError([f"invalid {option.where()}: expected append or truncate"])
 
 
+def placement_fields(options: Options) -> dict[str, Any]:
+    """placement_fields are ``clusters`` (-M) and the ``-w``/``-x`` node names placed on them (``cli.sbatch.clusters``)."""
+    fields: dict[str, Any] = {}
+    clusters_option = options.get("clusters")
+    clusters = parsed(clusters_option, parse_clusters) or ()
+    if clusters:
+        fields["clusters"] = list(clusters)
+    for name in ("nodelist", "exclude"):
+        option = options.get(name)
+        if option is not None and option.value:
+            fields[name] = place_nodes(option, expand_hostlist(option.value), clusters, clusters_option)
+    return fields
+
+
 def sbatch_section(options: Options, cwd: str, environ: Mapping[str, str]) -> tuple[dict[str, Any], dict[str, str]]:
     """sbatch_section is the spec's ``sbatch:`` fields and the env that --export sends."""
     section: dict[str, Any] = {}
@@ -119,9 +136,7 @@ def sbatch_section(options: Options, cwd: str, environ: Mapping[str, str]) -> tu
             section[key] = count
     if options.value("constraint"):
         section["constraint"] = options.value("constraint")
-    for name in ("nodelist", "exclude"):
-        if options.value(name):
-            section[name] = expand_hostlist(options.value(name) or "")
+    section.update(placement_fields(options))
     if options.flag("exclusive"):
         section["exclusive"] = True
     env, export = export_env(options.value("export"), environ)

@@ -4,7 +4,8 @@
 value longer than its width is cut, as squeue does. Fields: ``%i`` job id, ``%j`` name, ``%u``
 user, ``%a`` account, ``%P`` partition, ``%T`` state, ``%t`` compact state, ``%M`` run time,
 ``%l`` time limit, ``%D`` nodes, ``%R`` reason (waiting) or node list, ``%N`` node list, ``%V``
-submit time, ``%%`` a percent sign. Anything else is refused with squeue's wording.
+submit time, ``%%`` a percent sign. Anything else is refused with squeue's wording. squeue's
+Cluster has no letter: only ``-O Cluster`` shows it (``cli.sbatch.squeue_long_format``).
 """
 
 from __future__ import annotations
@@ -87,6 +88,11 @@ FIELDS: dict[str, tuple[str, Callable[[Mapping[str, Any]], str]]] = {
     "F": ("ARRAY_JOB_ID", lambda r: r.get("array_job_id") or r["job_id"]),
     "K": ("ARRAY_TASK_ID", _array_task),
 }
+# fields squeue has in -O only (no %-letter): keyed by their -O name
+LONG_ONLY: dict[str, tuple[str, Callable[[Mapping[str, Any]], str]]] = {
+    "cluster": ("CLUSTER", lambda r: r.get("cluster") or ""),
+}
+COLUMNS = {**FIELDS, **LONG_ONLY}
 
 
 @dataclass(frozen=True)
@@ -133,6 +139,6 @@ def render_line(parts: list[Part], row: Mapping[str, Any] | None) -> str:
         if not part.field:
             out.append(part.text)
             continue
-        header, value = FIELDS[part.field]
+        header, value = COLUMNS[part.field]
         out.append(part.render(header if row is None else value(row)))
     return "".join(out).rstrip()

@@ -3,7 +3,8 @@
 A field is 20 columns wide unless a size is given (``Name:`` alone: as wide as its value), left-justified (``.`` right-justifies), with
 nothing between fields but the suffix after each, as squeue prints them. Field names are
 squeue's, case-insensitive: JobID, Name, UserName, Account, Partition, State, StateCompact,
-TimeUsed, TimeLimit, NumNodes, ReasonList, NodeList, SubmitTime, ArrayJobID, ArrayTaskID.
+TimeUsed, TimeLimit, NumNodes, ReasonList, NodeList, SubmitTime, ArrayJobID, ArrayTaskID and
+Cluster (the cluster a job is on: ``msqueue -M``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ DEFAULT_WIDTH = 20  # squeue's
 LONG_FIELDS = {
     "jobid": "i", "name": "j", "username": "u", "account": "a", "partition": "P", "state": "T",
     "statecompact": "t", "timeused": "M", "timelimit": "l", "numnodes": "D", "reasonlist": "R",
-    "nodelist": "N", "submittime": "V", "arrayjobid": "F", "arraytaskid": "K",
+    "nodelist": "N", "submittime": "V", "arrayjobid": "F", "arraytaskid": "K", "cluster": "cluster",
 }  # fmt: skip
 _ITEM = re.compile(r"(?P<name>[A-Za-z]+)(?::(?P<dot>\.?)(?P<size>\d*)(?P<suffix>.*))?", re.S)
 

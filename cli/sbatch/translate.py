@@ -46,7 +46,8 @@ variables and would change the executor's own sbatch call, so msbatch uses ``MSB
 sbatch's own settings
   ``-D``, ``-o/-e``, ``--open-mode``, mail, ``--export``, the task layout and the placement
   filters go to the spec's ``sbatch:`` section (``cli.sbatch.semantics``); ``-w`` without
-  ``-N`` asks for as many nodes as it names.
+  ``-N`` asks for as many nodes as it names; ``-M`` gives ``sbatch.clusters`` and qualifies bare
+  ``-w``/``-x`` names (``cli.sbatch.clusters``).
 """
 
 from __future__ import annotations

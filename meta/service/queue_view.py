@@ -2,8 +2,9 @@
 
 One row per job: its metasched short id (the id users give metasched's commands), the user's job
 name, owner, account (tenant), partition, squeue's compact state, time limit, run time, node
-count and node list, the Slurm ids of its live attempts, and for a waiting job the last cycle's
-typed reason (``WaitingForQuota``, ``LowerFairShare``, ...). A page costs four queries however
+count and node list, the Slurm ids of its live attempts, the clusters it may run on (``-M``;
+msqueue tells which cluster a job is on from its nodes' names) and for a waiting job the last
+cycle's typed reason (``WaitingForQuota``, ``LowerFairShare``, ...). A page costs four queries however
 many jobs it holds: the jobs (with their specs), their task states, their live attempts and
 their waiting reasons.
 """
@@ -87,6 +88,7 @@ class QueueRow:
     tasks: dict[str, int] = field(default_factory=dict)
     array_job_id: str | None = None  # an array element's row: its job's id (job_id is ``JOB_3`` or ``JOB_[2-7%2]``)
     array_task_ids: list[int] = field(default_factory=list)  # the indexes the row stands for
+    clusters: list[str] = field(default_factory=list)  # the clusters it may run on (sbatch -M; empty: any)
 
     def to_dict(self) -> dict[str, Any]:
         """to_dict is the row as JSON."""
@@ -194,6 +196,7 @@ def _row(job: Job, spec_json: str, counts: dict[str, int], attempts: list[Attemp
         reason=(reason or "None") if code == "PD" else "None",
         submitted_at=job.submitted_at.isoformat(),
         tasks=dict(counts),
+        clusters=list((spec.get("sbatch") or {}).get("clusters") or ()),
     )
 
 
