@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -158,7 +159,7 @@ class Reachability:
         self.probe = probe
         self.every_s = every_s
         self.background = background
-        self._down: dict[str, str] = {}  # cluster -> what failed
+        self._down: dict[str, tuple[float, str]] = {}  # cluster -> (dark since, monotonic; what failed)
         self._lock = threading.Lock()
         self._prober: threading.Thread | None = None
         self._stop = threading.Event()
@@ -166,7 +167,8 @@ class Reachability:
     def failed(self, cluster: str, error: SlurmError) -> None:
         """failed marks the cluster dark (and starts the prober)."""
         with self._lock:
-            self._down[cluster] = (str(error).splitlines() or [""])[0][:200] or "no answer"
+            since = self._down[cluster][0] if cluster in self._down else time.monotonic()
+            self._down[cluster] = (since, (str(error).splitlines() or [""])[0][:200] or "no answer")
             if self.background and (self._prober is None or not self._prober.is_alive()):
                 self._prober = threading.Thread(target=self._probe_loop, name="cluster-prober", daemon=True)
                 self._prober.start()
@@ -179,19 +181,20 @@ class Reachability:
     def resting(self, cluster: str) -> str:
         """resting is why the cluster is not asked now ('' when it may be asked)."""
         with self._lock:
-            return self._down.get(cluster, "")
+            return self._down[cluster][1] if cluster in self._down else ""
 
-    def dark(self) -> frozenset[str]:
-        """dark are the clusters whose last call failed and no probe has answered since."""
+    def dark(self) -> dict[str, float]:
+        """dark are the clusters whose last call failed and no probe has answered since, with seconds dark."""
+        now = time.monotonic()
         with self._lock:
-            return frozenset(self._down)
+            return {cluster: now - since for cluster, (since, _) in self._down.items()}
 
     def probe_dark(self) -> None:
         """probe_dark asks every dark cluster's controller once; those that answer are reachable again."""
         for cluster in sorted(self.dark()):
             try:
                 self.probe(cluster)
-            except SlurmError:
+            except Exception:  # noqa: BLE001 - any failure of the probe: still dark, asked again later
                 continue
             self.answered(cluster)
 
@@ -205,10 +208,10 @@ class Reachability:
             self.probe_dark()
 
 
-def unreachable_clusters(client: object) -> frozenset[str]:
-    """unreachable_clusters are the dark clusters of a ClusterSet (none for a single cluster's client)."""
+def unreachable_clusters(client: object) -> dict[str, float]:
+    """unreachable_clusters are the dark clusters of a ClusterSet and how long each has been dark (none for one cluster)."""
     unreachable = getattr(client, "unreachable", None)
-    return unreachable() if callable(unreachable) else frozenset()
+    return dict(unreachable()) if callable(unreachable) else {}
 
 
 class ClusterSet:
@@ -224,8 +227,8 @@ class ClusterSet:
         self._reach = Reachability(lambda cluster: self._clients[cluster].sdiag(), probe_every_s, background)
         self._last: dict[tuple[str, str], list[Any]] = {}  # (read, cluster) -> its last good answer
 
-    def unreachable(self) -> frozenset[str]:
-        """unreachable are the clusters whose last read failed: their jobs are not judged, their nodes not used."""
+    def unreachable(self) -> dict[str, float]:
+        """unreachable are the clusters whose last read failed (with seconds dark): their jobs are not judged, their nodes not used."""
         return self._reach.dark()
 
     def probe_dark(self) -> None:

@@ -250,6 +250,7 @@ class DaemonHarness:
             reconcile=ReconcileSettings(
                 unknown_window_s=float(config.get("unknown_window_s", 4.0)),
                 lost_grace_s=float(config.get("lost_grace_s", 60.0)),
+                dark_grace_s=float(config.get("dark_grace_s", 600.0)),
             ),
         )
         self.daemon = Daemon(service.db, self.client, self.config)

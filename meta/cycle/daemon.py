@@ -45,6 +45,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Collection
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 
@@ -160,7 +161,7 @@ class _Cycle:
     skipped: set[str] = field(default_factory=set)
 
 
-def without_dark_clusters(nodes: tuple[NodeState, ...], dark: frozenset[str]) -> tuple[NodeState, ...]:
+def without_dark_clusters(nodes: tuple[NodeState, ...], dark: Collection[str]) -> tuple[NodeState, ...]:
     """without_dark_clusters drains, for the policy only, the nodes of clusters that did not answer.
 
     Their work is still held there (its reservations stay) and step 6 does not evict it: the

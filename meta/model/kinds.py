@@ -31,6 +31,7 @@ class FailureCategory(StrEnum):
     OOM = "oom"
     LAUNCH_FAILURE = "launch_failure"  # Slurm rejected the submission
     LOST = "lost"  # Slurm has no record past the grace period
+    CLUSTER_DARK = "cluster_dark"  # its cluster stopped answering past the grace: replayed elsewhere
     CANCELLED = "cancelled"
     INVALID_SPEC = "invalid_spec"  # the job's own data cannot be run (quarantined, never retried)
     UNKNOWN = "unknown"

@@ -281,8 +281,9 @@ def _fail_or_retry(
         transition_task(session, task.id, TaskState.FAILED, stimulus_id, reason=reason, actor=actor)
         return
     budget_used = task.attempts_made - task.retry_base
-    # an eviction is the scheduler's own doing: it never spends the user's retry budget
-    retry = category == FailureCategory.PREEMPTED or spec.retry.retries(category, budget_used)
+    # an eviction (or a replay off a dark cluster) is the scheduler's own doing: it never spends the user's retry budget
+    scheduler_own = category in (FailureCategory.PREEMPTED, FailureCategory.CLUSTER_DARK)
+    retry = scheduler_own or spec.retry.retries(category, budget_used)
     if job.cancel_requested:
         # the user cancelled while the attempt was stopping for another reason: the task is cancelled
         transition_task(session, task.id, TaskState.CANCELLED, stimulus_id, reason="cancelled by user", actor=actor)
@@ -291,7 +292,7 @@ def _fail_or_retry(
         transition_task(session, task.id, TaskState.FAILED, stimulus_id, reason=reason or category.value, actor=actor)
         return
     values: dict[str, Any] = {}
-    if category == FailureCategory.PREEMPTED:
+    if scheduler_own:
         values["retry_base"] = task.retry_base + 1
     else:
         # clamped as well as validated: a backoff stored under older rules must not overflow

@@ -171,3 +171,32 @@ def test_the_site_name_comes_from_the_file_or_its_flag_and_a_bad_one_refuses_the
     assert seen[-1][0].site_name == "prod"
     with pytest.raises(ServeError, match="bad --site-name"):
         check_settings(dataclasses.replace(DEFAULTS, site_name="a\tb"))
+
+
+@pytest.mark.parametrize(
+    ("clusters", "want"),
+    [
+        (("emu", "emu=/etc/slurm-dev2/slurm.conf"), "listed twice"),
+        (("emu", "dev2"), "only one cluster may use the daemon's own slurm.conf"),
+        (("dev/2=/etc/x.conf",), "not a cluster name"),
+        (("dev2=relative.conf",), "absolute path"),
+        (("x" * 21,), "not a cluster name"),
+    ],
+)
+def test_a_bad_clusters_list_refuses_the_start(clusters: tuple[str, ...], want: str) -> None:
+    with pytest.raises(ServeError, match=f"bad --clusters: .*{re.escape(want)}") as info:
+        check_settings(dataclasses.replace(DEFAULTS, clusters=clusters))
+    assert info.value.code == 2
+
+
+def test_clusters_come_from_the_file_or_the_flag_and_adoption_needs_one_cluster(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    assert settings_from({"clusters": ["emu", "dev2=/etc/slurm-dev2/slurm.conf"]}).clusters == (
+        "emu", "dev2=/etc/slurm-dev2/slurm.conf")  # fmt: skip
+    seen = _capture(monkeypatch)
+    assert _serve("--once", "--clusters", "emu, dev2=/etc/slurm-dev2/slurm.conf").exit_code == 0
+    assert seen[-1][0].clusters == ("emu", "dev2=/etc/slurm-dev2/slurm.conf")
+    check_settings(dataclasses.replace(DEFAULTS, clusters=("emu",), managed_partitions=("managed",)))  # one: fine
+    with pytest.raises(ServeError, match="single cluster only"):
+        check_settings(dataclasses.replace(DEFAULTS, clusters=("emu", "dev2=/x.conf"), managed_partitions=("managed",)))

@@ -15,6 +15,7 @@ it, on a PostgreSQL store. Checked on the real pair:
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -50,6 +51,7 @@ WHOLE_A100 = {"cpus": 1, "memory": "1G", "gpus": 8, "gpu_type": "a100"}
 
 
 LOST_GRACE_S = 15.0  # short, so that the outage below outlasts it
+DARK_GRACE_S = 20.0  # how long dev2 may be dark before its inference partitions are replayed
 
 
 @pytest.fixture
@@ -57,7 +59,8 @@ def two_clusters(slurm_exclusive: None, pg_service, tmp_path: Path) -> Iterator[
     """two_clusters is an in-process daemon over emu and dev2; whatever the test leaves in dev2 is cancelled."""
     require_second_cluster()
     client = slurm_client([FIRST, f"{SECOND}={SECOND_CONF}"], bin_dir=None, observer=None)
-    harness = DaemonHarness(pg_service, tmp_path, client=client, lost_grace_s=LOST_GRACE_S)
+    harness = DaemonHarness(pg_service, tmp_path, client=client, lost_grace_s=LOST_GRACE_S,
+                             dark_grace_s=DARK_GRACE_S)
     yield harness
     harness.close()
     client.close()  # type: ignore[attr-defined] - a ClusterSet: stops its prober
@@ -128,9 +131,9 @@ def test_one_metasched_places_on_both_clusters_and_follows_their_jobs(two_cluste
     assert code == ReasonCode.UNSCHEDULABLE_AND_UNRESOLVABLE.value and "no single Slurm cluster fits 3 workers" in message
 
     victim = wide[0]
-    victim_ref = _attempts(h, victim)[0].slurm_job_id
     h.service.cancel(victim)
     h.run_until(h.all_finished([*wide, pair, pinned]), timeout_s=180)
+    victim_ref = _attempts(h, victim)[0].slurm_job_id or ""  # recorded behind the period: read once it all ended
 
     assert h.state(victim) == JobState.CANCELLED
     assert all(h.state(job) == JobState.SUCCEEDED for job in [*wide[1:], pair, pinned])
@@ -191,3 +194,54 @@ def test_a_dark_cluster_stops_nothing_elsewhere_and_loses_nothing(two_clusters: 
           f"{during_sorted[len(during) // 2]:.2f} s, max {during_sorted[-1]:.2f} s")
     # only the read that finds dev2 dark waits out Slurm's connect retries (~9 s); the rest keep their length
     assert sum(length > 3.0 for length in during) <= 1, during
+
+
+FIRST_T4 = ("t4n1", "t4n2")
+
+
+def _first_t4s(state: str) -> None:
+    """_first_t4s drains or resumes the first cluster's T4 nodes (so that a T4 job starts on dev2)."""
+    for node in FIRST_T4:
+        args = ["scontrol", "update", f"nodename={node}", f"state={state}"]
+        subprocess.run(args + (["reason=metasched-test"] if state == "drain" else []), capture_output=True, timeout=30)
+
+
+# the copy on dev2 outlives the outage; the replay elsewhere writes at once
+INFER_COMMAND = ('if [ "$SLURM_CLUSTER_NAME" = dev2 ]; then sleep 120; fi; '
+                 'echo "partition $METASCHED_PARTITION on $SLURM_CLUSTER_NAME" > "$METASCHED_OUTPUT_DIR/part.txt"')
+
+
+def test_an_inference_partition_on_a_dark_cluster_is_replayed_once(two_clusters: DaemonHarness, tmp_path: Path) -> None:
+    h = two_clusters
+    spec = _spec("infer", kind="inference", partitions=1, output=str(tmp_path / "out"), command=INFER_COMMAND,
+                 resources={"cpus": 1, "memory": "1G", "gpus": 1, "gpu_type": "t4"})  # fmt: skip
+    _first_t4s("drain")
+    try:
+        job = h.submit(spec)
+        h.run_until(lambda: h.state(job) == JobState.RUNNING, timeout_s=60)
+    finally:
+        _first_t4s("resume")
+    (first,) = _attempts(h, job)
+    assert {cluster_of(node) for node in first.nodes} == {SECOND}, first.nodes
+
+    _stop_dev2_controller()
+    started = time.monotonic()
+    h.run_until(lambda: h.state(job) == JobState.SUCCEEDED, timeout_s=120)
+    replayed_after = time.monotonic() - started
+    attempts = _attempts(h, job)
+    assert [a.state for a in attempts] == [AttemptState.LOST.value, AttemptState.SUCCEEDED.value], attempts
+    assert {cluster_of(node) for node in attempts[1].nodes} == {FIRST}
+    assert replayed_after >= DARK_GRACE_S  # never before the grace
+
+    _start_dev2()  # the copy that ran on is an orphan now: cancelled, and it never commits
+    copy_cluster, copy_id = split_qualified(attempts[0].slurm_job_id or "")
+    assert copy_cluster == SECOND and copy_id.isdigit(), attempts[0].slurm_job_id
+    h.run_until(lambda: _slurm_state(copy_cluster, copy_id).startswith("CANCELLED"), timeout_s=90)
+    written = tmp_path / "out" / job / "_manifest.json"
+    h.run_until(written.exists, timeout_s=30)
+    manifest = json.loads(written.read_text())
+    assert manifest["complete"] and len(manifest["partitions"]) == 1
+    (partition,) = manifest["partitions"]
+    assert [f["path"] for f in partition["manifest"]["files"]] == ["part.txt"]
+    assert (Path(partition["manifest"]["root"]) / "part.txt").read_text() == f"partition {partition['name']} on {FIRST}\n"
+    print(f"\nthe partition was replayed on {FIRST} {replayed_after:.1f} s after dev2 went dark (grace {DARK_GRACE_S:g} s)")

@@ -64,8 +64,8 @@ class Observation:
     # jobs (squeue rows and sacct records) whose tag names another site, and those sites
     foreign: int = 0
     foreign_sites: set[str] = field(default_factory=set)
-    # clusters that did not answer (several clusters): their attempts are not judged from this read
-    dark: frozenset[str] = frozenset()
+    # clusters that did not answer (several clusters), with seconds dark: their attempts are not judged from this read
+    dark: dict[str, float] = field(default_factory=dict)
 
     def screen(self, claims: Claims, only: Collection[str] | None = None) -> None:
         """screen sets aside the sightings that are not their attempt's job (of the attempts in ``only``, or all)."""
@@ -168,7 +168,7 @@ def observe(
         return observation
     start = since() if callable(since) else since
     observation.sacct = _index_sacct(client.sacct(start), site, observation)
-    observation.dark |= unreachable_clusters(client)
+    observation.dark.update(unreachable_clusters(client))
     observation.calls += 1
     return observation
 

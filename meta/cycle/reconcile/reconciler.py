@@ -12,6 +12,7 @@ from sqlalchemy.orm import Session
 from meta.cycle.lease import Leadership, fence
 from meta.cycle.reconcile.attribution import CancelAttribution
 from meta.cycle.reconcile.cancellers import Canceller
+from meta.cycle.reconcile.dark import on_dark_cluster, replay_if_dark_too_long
 from meta.cycle.reconcile.not_ours import NotOurs
 from meta.cycle.reconcile.observe import Observation, observe
 from meta.cycle.reconcile.orphans import cancel_orphans, scancel
@@ -22,7 +23,6 @@ from meta.cycle.reconcile.sightings import Sightings
 from meta.cycle.reconcile.spoofed import SpoofReports
 from meta.cycle.reconcile.steady import classify, move_together
 from meta.cycle.reconcile.unseen import unseen
-from meta.model.clusters import cluster_of
 from meta.model.durations import utcnow
 from meta.model.errors import JOB_FAULTS, ConcurrentModification, StaleFencingToken, invalid_spec_reason
 from meta.model.states import IllegalTransition
@@ -156,8 +156,12 @@ class Reconciler:
         try:
             with session.begin_nested():
                 attempt = session.get(Attempt, attempt_id, populate_existing=True)
-                if attempt is None or attempt.state not in LIVE or on_dark_cluster(attempt, observation.dark):
-                    return  # a dark cluster's attempt is unknown, never lost nor launched again, until it answers
+                if attempt is None or attempt.state not in LIVE:
+                    return
+                if on_dark_cluster(attempt, observation.dark):
+                    # unknown, never lost, until its cluster answers: only a replayable one moves on
+                    replay_if_dark_too_long(session, attempt, observation.dark, self.settings, result)
+                    return
                 sightings = observation.sightings(attempt_id)
                 if sightings:
                     chosen = choose(attempt, sightings, result, self._scancel)
@@ -181,14 +185,6 @@ class Reconciler:
     def _scancel(self, slurm_job_id: str) -> None:
         """_scancel cancels one Slurm job (a duplicate or an orphan); a failure is only logged."""
         scancel(self.client, slurm_job_id)
-
-
-def on_dark_cluster(attempt: Attempt, dark: frozenset[str]) -> bool:
-    """on_dark_cluster: the attempt's Slurm job (or, before it has one, its nodes) is on a cluster that did not answer."""
-    if not dark:
-        return False
-    where = attempt.slurm_job_id or next(iter(attempt.nodes()), "")
-    return cluster_of(where) in dark
 
 
 def _named(observation: Observation) -> set[str]:

@@ -44,6 +44,9 @@ class ReconcileSettings:
     cancel_attribution_s: float = 30.0
     # the uid jobs without an owner run as (sbatch's own user): their tagged jobs are the daemon's
     daemon_uid: int = field(default_factory=os.geteuid)
+    # an inference partition on a cluster dark this long is replayed elsewhere (None: never; its
+    # output commit is fenced, so the copy that may run on there never commits)
+    dark_grace_s: float | None = 600.0
 
 
 @dataclass
