@@ -423,9 +423,10 @@ class Daemon:
         report.launched += len(progress.launched)
 
     def _inventory(self, report: PeriodReport) -> Inventory:
-        """_inventory runs step 2: sinfo (topology and QOS when due), stored."""
+        """_inventory runs step 2: sinfo (topology and QOS when due), stored; each cluster's reachability gauged."""
         inventory = self.inventory.read()
         report.slurm_reads += 1
+        self.metrics.clusters_seen(getattr(self.client, "clusters", ()), unreachable_clusters(self.client))
         return inventory
 
     def _shares(self) -> None:

@@ -155,10 +155,18 @@ class Metrics:
             "metasched_largest_placeable_gang_gpus", "GPUs of the largest gang that could start now, by type",
             ["gpu_type"], registry=r,
         )  # fmt: skip
+        self.slurm_cluster_up = Gauge(
+            "metasched_slurm_cluster_up", "1 while the Slurm cluster answers, 0 while it is dark (several clusters)",
+            ["cluster"], registry=r,
+        )  # fmt: skip
+        self.slurm_cluster_dark = Gauge(
+            "metasched_slurm_cluster_dark_seconds", "How long the Slurm cluster has not answered (0: it answers)",
+            ["cluster"], registry=r,
+        )  # fmt: skip
         self._cycle_gauges = (
             self.attempts, self.queue_depth, self.pending_tasks, self.oldest_pending, self.overdue, self.allocated,
             self.guaranteed, self.limit, self.borrowed, self.weight, self.usage, self.usage_ratio, self.cluster_gpus,
-            self.free_gpus, self.largest_gang,
+            self.free_gpus, self.largest_gang, self.slurm_cluster_up, self.slurm_cluster_dark,
         )  # fmt: skip
         # --- Slurm calls (every replica that calls Slurm)
         self.slurm_calls = Counter(
@@ -196,6 +204,12 @@ class Metrics:
                 forget_all(gauge)
         elif self._last_reconcile is None:
             self._last_reconcile = time.monotonic()  # a new leader's lag counts from when it took over
+
+    def clusters_seen(self, clusters: Iterable[str], dark: Mapping[str, float]) -> None:
+        """clusters_seen sets each Slurm cluster's reachability (a site of several clusters; one exports none)."""
+        for cluster in clusters:
+            self.slurm_cluster_up.labels(cluster).set(0 if cluster in dark else 1)
+            self.slurm_cluster_dark.labels(cluster).set(dark.get(cluster, 0.0))
 
     def reconciled(self) -> None:
         """reconciled records that the leader has just reconciled with Slurm."""

@@ -177,6 +177,8 @@ def test_a_dark_cluster_stops_nothing_elsewhere_and_loses_nothing(two_clusters: 
     elsewhere = [h.submit(_spec(f"elsewhere-{i}", command="sleep 2")) for i in range(3)]
     during = _timed_periods(h, 60, h.all_finished(elsewhere))
     assert all(h.state(job) == JobState.SUCCEEDED for job in elsewhere), [h.state(job) for job in elsewhere]
+    up = {c: h.daemon.metrics.registry.get_sample_value("metasched_slurm_cluster_up", {"cluster": c}) for c in (FIRST, SECOND)}
+    assert up == {FIRST: 1.0, SECOND: 0.0}  # the operator sees which cluster is dark
     assert all(cluster_of(node) == FIRST for job in elsewhere for node in _nodes(h, job))
     # past the lost grace: dev2's attempts are unknown, not lost, and nothing was launched again
     during += _timed_periods(h, LOST_GRACE_S + 3)

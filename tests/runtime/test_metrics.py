@@ -58,6 +58,8 @@ FAMILIES = {
     "metasched_free_gpus": "Free GPUs on schedulable nodes after this period's placements",
     "metasched_stranded_gpus": "Free GPUs no waiting task's shape can use",
     "metasched_largest_placeable_gang_gpus": "GPUs of the largest gang that could start now, by type",
+    "metasched_slurm_cluster_up": "1 while the Slurm cluster answers, 0 while it is dark (several clusters)",
+    "metasched_slurm_cluster_dark_seconds": "How long the Slurm cluster has not answered (0: it answers)",
     "metasched_slurm_calls_total": "Slurm command calls by command and outcome",
     "metasched_slurm_errors_total": "Slurm command calls that failed, by command and outcome",
     "metasched_slurm_call_seconds": "Slurm command latency",
@@ -70,7 +72,8 @@ FAMILIES = {
     "(rate, tenant_pending, user_pending)",
 }
 # label names stay bounded: tenants are Slurm accounts, the rest are fixed vocabularies
-BOUNDED_LABELS = {"tenant", "gpu_type", "state", "reason", "kind", "outcome", "command", "method", "route", "status", "le"}
+BOUNDED_LABELS = {"tenant", "gpu_type", "state", "reason", "kind", "outcome", "command", "method", "route", "status", "le",
+                  "cluster"}  # fmt: skip
 
 
 def _registry() -> tuple[CollectorRegistry, Metrics]:
