@@ -15,13 +15,20 @@ On such a site metasched names nodes and Slurm jobs ``cluster/name`` (``dev2/b-a
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
+
+import click
 
 from cli.sbatch.options import OptionValue, SbatchError
 from meta.model.clusters import check_cluster_name, cluster_of, qualify, split_qualified
 
 ALL = "all"
+
+
+def clusters_option(help_text: str) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """clusters_option is msqueue's and mscancel's ``-M/--clusters`` (repeatable, or $SLURM_CLUSTERS as Slurm reads it)."""
+    return click.option("-M", "--clusters", "clusters", multiple=True, envvar="SLURM_CLUSTERS", help=help_text)
 
 
 def parse_clusters(text: str) -> tuple[str, ...]:

@@ -26,7 +26,7 @@ import click
 
 from cli.errors import handle_errors
 from cli.remote import ApiBackend
-from cli.sbatch.clusters import cluster_choice, on_cluster
+from cli.sbatch.clusters import cluster_choice, clusters_option, on_cluster
 from cli.sbatch.slurm_views import error, my_name, split_list, view_backend
 from cli.sbatch.squeue_format import FormatError, check_states
 from meta.model.arrays import collapsed_id, parse_element_ref
@@ -162,14 +162,7 @@ def _by_cluster(slurm_ids: list[str]) -> dict[str, list[str]]:
 @click.option("-A", "--account", "accounts", multiple=True, help="Only this account's (tenant's) jobs.")
 @click.option("--me", is_flag=True, help="Only my jobs (as -u $USER).")
 @click.option("-s", "--signal", "signal", default=None, help="Send this signal to running jobs instead of cancelling.")
-@click.option(
-    "-M",
-    "--clusters",
-    "clusters",
-    multiple=True,
-    envvar="SLURM_CLUSTERS",
-    help="Only jobs on these clusters (a,b or all); a job id elsewhere is an invalid id.",
-)
+@clusters_option("Only jobs on these clusters (a,b or all); a job id elsewhere is an invalid id.")
 @click.option("--api", default=None, help="metasched API address (default: METASCHED_API or the local socket).")
 @handle_errors
 def main(ids, names, users, states, accounts, me, signal, clusters, api) -> None:  # type: ignore[no-untyped-def]

@@ -21,7 +21,14 @@ import click
 
 from cli.errors import handle_errors
 from cli.output import echo_json
-from cli.sbatch.clusters import cluster_choice, in_section, on_cluster, row_cluster, seen_clusters
+from cli.sbatch.clusters import (
+    cluster_choice,
+    clusters_option,
+    in_section,
+    on_cluster,
+    row_cluster,
+    seen_clusters,
+)
 from cli.sbatch.slurm_views import default_partition, error, my_name, split_list, view_backend
 from cli.sbatch.squeue_format import (
     DEFAULT_FORMAT,
@@ -111,14 +118,7 @@ def show(
 @click.option("-h", "--noheader", is_flag=True, help="Print no header line.")
 @click.option("-o", "--format", "fmt", default=None, help=f"Output format (default {DEFAULT_FORMAT!r}).")
 @click.option("-O", "--Format", "long_fmt", default=None, help="squeue's -O: Field[:[.][size][suffix]],...")
-@click.option(
-    "-M",
-    "--clusters",
-    "clusters",
-    multiple=True,
-    envvar="SLURM_CLUSTERS",
-    help="Only jobs on these clusters (a,b or all), each cluster's under a 'CLUSTER: name' line.",
-)
+@clusters_option("Only jobs on these clusters (a,b or all), each cluster's under a 'CLUSTER: name' line.")
 @click.option("--json", "as_json", is_flag=True, help="Print the rows as JSON (the API's fields, cluster).")
 @click.option("--api", default=None, help="metasched API address (default: METASCHED_API or the local socket).")
 @handle_errors

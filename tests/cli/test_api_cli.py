@@ -31,7 +31,6 @@ from tests.api_support import (
     client_env,
     credential,
     payload_digest,
-    running_api,
     sqlite_running_api,
 )
 from tests.conftest import pg_url
@@ -44,13 +43,6 @@ HEAVY = ("sqlalchemy", "alembic", "pydantic", "fastapi", "starlette", "uvicorn",
          "meta.cycle", "psycopg", "yaml")
 
 Run = Callable[..., Result]
-
-
-@pytest.fixture
-def api(service: Service, tmp_path: Path) -> Iterator[RunningApi]:
-    """api serves the store (SQLite and PostgreSQL) on a socket in tmp_path."""
-    with running_api(service, tmp_path, secrets_root=tmp_path / "secrets") as running:
-        yield running
 
 
 @pytest.fixture

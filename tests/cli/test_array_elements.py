@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,18 +16,12 @@ from meta.service.api import Service
 from meta.service.operations import Operations
 from meta.store.models import Task
 from tenants.identity import member
-from tests.api_support import RunningApi, running_api
+from tests.api_support import RunningApi
 from tests.cli.test_msqueue_mscancel import _running, _waiting
 from tests.runtime.support import training
 
 ALICE = 1001
 ALICES = member("alice", ALICE, ["tenant-a"])
-
-
-@pytest.fixture
-def api(service: Service, tmp_path: Path) -> Iterator[RunningApi]:
-    with running_api(service, tmp_path, secrets_root=tmp_path / "secrets") as running:
-        yield running
 
 
 def _cli(api: RunningApi, tmp_path: Path, prog: Any, *args: str) -> Result:

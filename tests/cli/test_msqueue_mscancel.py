@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,7 +21,7 @@ from meta.service.api import Service
 from meta.service.operations import Operations
 from meta.store.models import Task, TaskReason
 from tenants.identity import member
-from tests.api_support import RunningApi, running_api
+from tests.api_support import RunningApi
 from tests.runtime.support import place, share, training
 
 ALICE, BOB, CAROL = 1001, 1002, 1003
@@ -29,12 +29,6 @@ USERS = {ALICE: ("alice", "tenant-a"), BOB: ("bob", "tenant-b"), CAROL: ("carol"
 HEADER = ["JOBID", "PARTITION", "NAME", "USER", "ST", "TIME", "NODES", "NODELIST(REASON)"]
 
 Run = Callable[..., Result]
-
-
-@pytest.fixture
-def api(service: Service, tmp_path: Path) -> Iterator[RunningApi]:
-    with running_api(service, tmp_path, secrets_root=tmp_path / "secrets") as running:
-        yield running
 
 
 @pytest.fixture

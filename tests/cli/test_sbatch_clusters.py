@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +22,7 @@ from cli.sbatch.squeue_long_format import parse_long_format
 from meta.service.api import Service
 from meta.store.models import Task
 from tenants.identity import member
-from tests.api_support import RunningApi, running_api
+from tests.api_support import RunningApi
 from tests.cli.test_msqueue_mscancel import ALICE, BOB, USERS, _job, _running
 from tests.runtime.support import training
 
@@ -210,12 +210,6 @@ def test_msbatch_help_lists_the_option() -> None:
 # --- msqueue and mscancel on two clusters -----------------------------------------------------
 
 Run = Callable[..., Result]
-
-
-@pytest.fixture
-def api(service: Service, tmp_path: Path) -> Iterator[RunningApi]:
-    with running_api(service, tmp_path, secrets_root=tmp_path / "secrets") as running:
-        yield running
 
 
 @pytest.fixture
