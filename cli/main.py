@@ -15,6 +15,7 @@ import click
 
 from cli.audit_cmd import audit_cmd
 from cli.checkpoint_cmd import checkpoint_group
+from cli.cluster_cmd import cluster_group
 from cli.context import CliState
 from cli.explain_cmd import explain
 from cli.hold_cmd import hold, release
@@ -115,6 +116,7 @@ for command in (
     checkpoint_group,
     job_group,
     tenant_group,
+    cluster_group,
     secret_group,
     audit_cmd,
     whoami,

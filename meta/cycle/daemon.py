@@ -86,6 +86,7 @@ from meta.policy.config import SchedulerConfig
 from meta.policy.plan import Plan
 from meta.policy.scheduler import schedule
 from meta.policy.snapshot import Snapshot
+from meta.store.cluster_drains import drained_clusters
 from meta.store.db import Database
 from meta.store.lifecycle import quarantine_task
 from meta.store.models import Attempt, Job, Task
@@ -481,8 +482,10 @@ class Daemon:
                 view=self.pending_view,
                 live=self.live_view,
             )
+            # an admin's drain (metasched cluster drain) is a dark cluster's treatment: no new work, none evicted
+            drained = drained_clusters(session)
         cycle.nodes = without_dark_clusters(tuple(effective_nodes(inventory, self.live_view.held_per_node())),
-                                            unreachable_clusters(self.client))  # fmt: skip
+                                            drained | set(unreachable_clusters(self.client)))  # fmt: skip
         cycle.snapshot = replace(snapshot, nodes=cycle.nodes)
         if poison:
             self._quarantine(poison)

@@ -69,6 +69,7 @@ def _body(*names: str) -> tuple[Arg, ...]:
 _SUBMIT_COMMON = _body("key", "submit_dir")
 _TENANT = Arg("name", "path", what="tenant name")
 _SECRET = (Arg("tenant", "path", what="tenant name"), Arg("name", "path", what="secret name"))
+_CLUSTER = Arg("cluster", "path", what="cluster name")
 
 OPERATIONS: tuple[Operation, ...] = (
     Operation("whoami", "GET", "/v1/whoami", tag="service"),
@@ -109,6 +110,11 @@ OPERATIONS: tuple[Operation, ...] = (
     Operation("plan_reports", "GET", "/v1/plan/reports", _query("kind", "limit"), tag="plan"),
     Operation("plan_report", "GET", "/v1/plan/reports/{report_id}",
               (Arg("report_id", "path", what="report id"), *_query("plots")), tag="plan"),
+    # --- clusters drained from metasched's point of view (admins only; no tenant is involved)
+    Operation("cluster_drains", "GET", "/v1/clusters/drains", tag="clusters", tenant="none"),
+    Operation("drain_cluster", "POST", "/v1/clusters/{cluster}/drain", (_CLUSTER, *_body("reason")), tag="clusters",
+              tenant="none"),
+    Operation("resume_cluster", "POST", "/v1/clusters/{cluster}/resume", (_CLUSTER,), tag="clusters", tenant="none"),
     # --- from inside a job (the attempt decides the tenant; ``as_tenant`` changes nothing there)
     # the service's commit is idempotent per attempt (checkpoint.manifest.commit): a commit whose
     # answer was lost to a restarting daemon is sent again rather than failing the job

@@ -170,6 +170,12 @@ class AuditPruneRequest(_Body):
     confirm: bool = Field(default=False, description="must be true: the lines are deleted for good")
 
 
+class DrainRequest(_Body):
+    """DrainRequest is an admin's drain of a cluster: why (optional; the store bounds it to 200 printable characters)."""
+
+    reason: str | None = Field(default=None, max_length=MAX_TEXT, description="why the cluster is drained")
+
+
 class ErrorBody(BaseModel):
     """ErrorBody is every error answer: the error's type and a one-line message."""
 
@@ -460,6 +466,23 @@ def plan_report(
 ) -> JSONResponse:
     """plan_report is one saved report with its figures (and its PNGs, base64, with ``plots``), scoped to the caller."""
     return JSONResponse(ops.plan_report(report_id, plots=plots))
+
+# --- clusters drained from metasched's point of view -----------------------------------
+
+@api_route(router, "cluster_drains")
+def cluster_drains(ops: Ops) -> JSONResponse:
+    """cluster_drains lists the drained clusters: reason, who drained each and since when (admins)."""
+    return JSONResponse(ops.cluster_drains())
+
+@api_route(router, "drain_cluster")
+def drain_cluster(cluster: Name, ops: Ops, body: DrainRequest | None = None) -> JSONResponse:
+    """drain_cluster gives a cluster no new placements, work running there finishing (admins; idempotent; audited)."""
+    return JSONResponse(ops.drain_cluster(cluster, body.reason if body else None))
+
+@api_route(router, "resume_cluster")
+def resume_cluster(cluster: Name, ops: Ops) -> JSONResponse:
+    """resume_cluster lets a drained cluster take new work again (admins; idempotent; audited)."""
+    return JSONResponse(ops.resume_cluster(cluster))
 
 # --- from inside a job ------------------------------------------------------------------
 

@@ -20,7 +20,15 @@ from meta.model.jobfile import JobFileError, decode_job_text
 from meta.model.limits import clip
 from meta.model.spec import SpecError, load_spec_text, spec_from_dict
 from meta.model.states import JobState
-from meta.service import artifacts, audit_prune, jobside, plan_reports, secret_admin, tenant_admin
+from meta.service import (
+    artifacts,
+    audit_prune,
+    cluster_drains,
+    jobside,
+    plan_reports,
+    secret_admin,
+    tenant_admin,
+)
 from meta.service.api import Service
 from meta.service.array_elements import only_elements
 from meta.service.decision_history import job_history
@@ -270,6 +278,20 @@ class Operations:
     def plan_report(self, report_id: int, *, plots: bool = False) -> dict[str, Any]:
         """plan_report is one saved report as the caller may see it: a coordinator, its tenants' rows only."""
         return plan_reports.one(self.service.db, self.principal, report_id, plots=plots)
+
+    # --- clusters drained from metasched's point of view ----------------------------------------
+
+    def cluster_drains(self) -> list[dict[str, Any]]:
+        """cluster_drains lists the drained clusters with their reasons, who drained them and when (admins)."""
+        return cluster_drains.listing(self.service.db, self.principal)
+
+    def drain_cluster(self, cluster: str, reason: str | None = None) -> dict[str, Any]:
+        """drain_cluster stops new placements on ``cluster``, running work finishing (admins; idempotent; audited)."""
+        return cluster_drains.drain(self.service.db, self.principal, cluster, reason)
+
+    def resume_cluster(self, cluster: str) -> dict[str, Any]:
+        """resume_cluster lets ``cluster`` take new work again (admins; idempotent; audited)."""
+        return cluster_drains.resume(self.service.db, self.principal, cluster)
 
     # --- from inside a job --------------------------------------------------------------------
 

@@ -403,6 +403,21 @@ class PlanReportPlot(Base):
     audience: Mapped[str] = mapped_column(String(16))
     png: Mapped[bytes] = mapped_column(LargeBinary)
 
+
+class ClusterDrain(Base):
+    """ClusterDrain is a Slurm cluster an admin drained from metasched's point of view: no new placements there.
+
+    Written by ``meta/store/cluster_drains.py`` (``metasched cluster drain|resume``); the daemon's
+    step 7 drains the cluster's nodes for the policy only, so work running there finishes.
+    """
+
+    __tablename__ = "cluster_drains"
+    cluster: Mapped[str] = mapped_column(String(20), primary_key=True)  # meta.model.clusters' names: 1-20 characters
+    reason: Mapped[str] = mapped_column(Text)  # the admin's words, at most 200 printable characters ("" when none)
+    drained_by: Mapped[str] = mapped_column(String(256))
+    drained_at: Mapped[datetime] = mapped_column(UTCDateTime)
+
+
 class ImmutableRowError(Exception):
     """ImmutableRowError is raised when code tries to change a row that is write-once."""
 

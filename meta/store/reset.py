@@ -30,6 +30,7 @@ TABLES = (
     "tenants",
     "plan_report_plots",
     "plan_reports",
+    "cluster_drains",
 )
 
 

@@ -15,6 +15,15 @@ def insert_ignore(session: Session, model: type[Any], **values: Any) -> None:
     session.execute(insert(model).values(**values).on_conflict_do_nothing())
 
 
+def insert_new(session: Session, model: type[Any], **values: Any) -> bool:
+    """insert_new is insert_ignore telling whether the row went in (False: one with the same key was there)."""
+    dialect = session.get_bind().dialect.name
+    insert = postgresql.insert if dialect == "postgresql" else sqlite.insert
+    # RETURNING the key tells (psycopg's rowcount is -1 here); DO NOTHING returns no row
+    key = [getattr(model, column.name) for column in model.__table__.primary_key.columns]
+    return session.execute(insert(model).values(**values).on_conflict_do_nothing().returning(*key)).first() is not None
+
+
 def upsert_rows(session: Session, model: type[Any], rows: list[dict[str, Any]], key: tuple[str, ...]) -> None:
     """upsert_rows inserts rows, replacing every non-key column of rows whose key exists (one executemany).
 

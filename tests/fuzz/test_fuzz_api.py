@@ -102,6 +102,7 @@ TEMPLATES: dict[str, dict[str, Any]] = {
                    "submit": {"max_pending": 10, "max_pending_per_user": 5, "rate": 1.0, "burst": 5},
                    "priority_classes": ["training"]},
     "retry": {"task": 0},
+    "drain_cluster": {"reason": "switch firmware"},
     "report_checkpoint": {"token": 1, "step": 10, "path": "/ckpt/1", "size_bytes": 1024, "duration_s": 2.0,
                           "secret": "x"},
     "commit": {"token": 1, "manifest": {"files": [{"path": "a", "size": 1, "sha256": "0" * 64}]}, "secret": "x"},

@@ -38,7 +38,9 @@ RULES: dict[str, set[str]] = {
     "list secret names of tenant-a": {"owner", "member", "coordinator", "operator"},
     "set or delete a secret of tenant-a": {"coordinator", "operator"},
     "read tenant-a's audit lines": {"owner", "member", "coordinator", "operator"},
+    "drain, resume or list a cluster": {"operator"},  # meta/service/cluster_drains.py (issue 26)
 }
+ADMIN_ONLY = ("tenant set", "drain, resume or list a cluster")  # not a tenant's business: --tenant narrows nothing
 
 
 def _allowed(principal: Principal, operation: str) -> bool:
@@ -55,6 +57,7 @@ def _allowed(principal: Principal, operation: str) -> bool:
         "list secret names of tenant-a": lambda: principal.may_view_secret_names(tenant),
         "set or delete a secret of tenant-a": lambda: principal.may_manage_secrets(tenant),
         "read tenant-a's audit lines": lambda: audit_tenants is None or tenant in audit_tenants,
+        "drain, resume or list a cluster": lambda: principal.is_admin,
     }[operation]()
 
 
@@ -67,8 +70,8 @@ def test_the_rules_table(operation: str, caller: str) -> None:
 @pytest.mark.parametrize("operation", list(RULES))
 def test_acting_for_another_tenant_narrows_never_widens(operation: str) -> None:
     # carol acting for tenant-b sees nothing of tenant-a; oscar acting for research neither
-    assert not _allowed(CAROL.scoped("tenant-b"), operation) or operation == "tenant set"
-    assert _allowed(OSCAR.scoped("research"), operation) is (operation == "tenant set")
+    assert not _allowed(CAROL.scoped("tenant-b"), operation) or operation in ADMIN_ONLY
+    assert _allowed(OSCAR.scoped("research"), operation) is (operation in ADMIN_ONLY)
     assert _allowed(DAVE.scoped("tenant-a"), operation) is ("coordinator" in RULES[operation])
 
 
