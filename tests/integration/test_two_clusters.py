@@ -96,6 +96,16 @@ def _attempts(harness: DaemonHarness, job: str) -> list:
     return [a for t in harness.service.status(job).tasks for a in t.attempts]
 
 
+def _running_in_slurm(harness: DaemonHarness, job: str) -> Callable[[], bool]:
+    """_running_in_slurm is true once the job's latest attempt runs in Slurm (launched, with a Slurm job id)."""
+
+    def check() -> bool:
+        attempts = _attempts(harness, job)
+        return bool(attempts) and attempts[-1].state == AttemptState.RUNNING.value and bool(attempts[-1].slurm_job_id)
+
+    return check
+
+
 def _nodes(harness: DaemonHarness, job: str) -> set[str]:
     return {node for a in _attempts(harness, job) for node in (a.nodes or [])}
 
@@ -170,7 +180,7 @@ def _timed_periods(h: DaemonHarness, seconds: float, done: Callable[[], bool] = 
 def test_a_dark_cluster_stops_nothing_elsewhere_and_loses_nothing(two_clusters: DaemonHarness) -> None:
     h = two_clusters
     on_dev2 = [h.submit(_spec(f"dev2-{i}", sbatch={"clusters": [SECOND]}, command="sleep 45")) for i in range(2)]
-    h.run_until(lambda: all(h.state(job) == JobState.RUNNING for job in on_dev2), timeout_s=60)
+    h.run_until(lambda: all(_running_in_slurm(h, job)() for job in on_dev2), timeout_s=60)
     before = _timed_periods(h, 5)
 
     _stop_dev2_controller()  # dev2's jobs run on in its slurmds; metasched cannot see them
@@ -220,7 +230,8 @@ def test_an_inference_partition_on_a_dark_cluster_is_replayed_once(two_clusters:
     _first_t4s("drain")
     try:
         job = h.submit(spec)
-        h.run_until(lambda: h.state(job) == JobState.RUNNING, timeout_s=60)
+        # the job counts as running once placed; the outage must come after dev2 has the Slurm job
+        h.run_until(_running_in_slurm(h, job), timeout_s=60)
     finally:
         _first_t4s("resume")
     (first,) = _attempts(h, job)
