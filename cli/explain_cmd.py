@@ -1,4 +1,7 @@
-"""``metasched explain JOB``: why each of a job's tasks waits, from the last cycle; ``--history``: what ran before it."""
+"""``metasched explain JOB``: why each of a job's tasks waits, from the last cycle; ``--history``: what ran before it.
+
+On a site of several Slurm clusters a ``clusters:`` block follows: each cluster, its verdict and why.
+"""
 
 from __future__ import annotations
 
@@ -20,7 +23,7 @@ from cli.output import echo_json, echo_table, short_time
 @pass_state
 @handle_errors
 def explain(state: CliState, job: str, history: bool, limit: int, as_json: bool) -> None:
-    """Explain why JOB's tasks wait: one typed reason each, and what would make them run."""
+    """Explain why JOB's tasks wait: one typed reason each, what would make them run, and (several clusters) why each cluster or not."""
     if history:
         result = state.backend().explain_history(job, limit)
         if as_json:
@@ -40,6 +43,36 @@ def explain(state: CliState, job: str, history: bool, limit: int, as_json: bool)
             for i in result["tasks"]
         ],
     )
+    _print_clusters(result["tasks"])
+
+
+def _print_clusters(tasks: list[dict[str, Any]]) -> None:
+    """_print_clusters prints each task's per-cluster verdicts once per distinct block (several clusters only)."""
+    blocks: dict[tuple, list[int]] = {}
+    for item in tasks:
+        if item.get("clusters"):
+            key = tuple((c["cluster"], c["verdict"], c["message"]) for c in item["clusters"])
+            blocks.setdefault(key, []).append(item["task"])
+    for block, indices in blocks.items():
+        # one block shared by every task is printed once, unlabelled
+        which = "" if len(blocks) == 1 and len(indices) == len(tasks) else f" of {_tasks(indices)}"
+        click.echo(f"clusters{which}:")
+        width = max(len(cluster) for cluster, _, _ in block)
+        verdicts = max(len(verdict) for _, verdict, _ in block)
+        for cluster, verdict, message in block:
+            click.echo(f"  {cluster:<{width}}  {verdict:<{verdicts}}  {message}")
+
+
+def _tasks(indices: list[int]) -> str:
+    """_tasks names task indices compactly: ``task 3``, ``tasks 0-2, 5``."""
+    spans: list[list[int]] = []
+    for i in sorted(indices):
+        if spans and i == spans[-1][1] + 1:
+            spans[-1][1] = i
+        else:
+            spans.append([i, i])
+    text = ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
+    return f"task {text}" if len(indices) == 1 else f"tasks {text}"
 
 
 def _key(key: dict[str, Any] | None) -> str:

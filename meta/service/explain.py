@@ -2,6 +2,10 @@
 
 The leader stores a reason only when it changes, so a row's ``cycle`` and ``at`` say since when
 the reason has held (the SINCE column), not when it was last confirmed.
+
+On a site of several Slurm clusters (qualified node names in the stored inventory) each task also
+gets ``clusters``: one verdict per cluster, where it runs or why not there. The judgement is
+``meta/policy/cluster_fit.py``'s; this module only loads the inventory, drains, spec and attempts.
 """
 
 from __future__ import annotations
@@ -12,7 +16,14 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from meta.model.errors import INVALID_SPEC
-from meta.store.models import Job, Task, TaskReason
+from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
+from meta.policy.cluster_fit import ClusterFit, site_clusters, static_fit, task_fit
+from meta.policy.shape import shape_of
+from meta.service.feasibility import spec_as_task
+from meta.store.cluster_drains import drains
+from meta.store.inventory import load_nodes
+from meta.store.lifecycle import job_spec
+from meta.store.models import Attempt, Job, Task, TaskReason, Tenant
 
 
 def explain_job(session: Session, job_id: str, short_id: str, state: str) -> dict[str, Any]:
@@ -31,7 +42,54 @@ def explain_job(session: Session, job_id: str, short_id: str, state: str) -> dic
     }
     items = [_item(index, name, task_state, task_reason, reason, blocking)
              for index, name, task_state, task_reason, reason in rows]
+    static = _static_fit(session, job_id)
+    if static is not None:
+        last = _last_attempts(session, job_id)
+        for item in items:
+            item["clusters"] = [fit.to_dict() for fit in _task_fit(static, item, last.get(item["task"]))]
     return {"job": short_id, "state": state, "tasks": items}
+
+
+def _static_fit(session: Session, job_id: str) -> list[ClusterFit] | None:
+    """_static_fit is the job's verdict per cluster, or None on a single-cluster site (or with no inventory or spec)."""
+    nodes = load_nodes(session)
+    if not nodes or not site_clusters(nodes):
+        return None
+    try:
+        spec = job_spec(session, job_id)
+    except Exception:  # noqa: BLE001 - a quarantined spec the current rules refuse: its reason says it all
+        return None
+    # every task of a job shares the spec's shape (avoid_nodes, per task, are no hard filter)
+    shape = shape_of(spec_as_task(spec))
+    drained = {d.cluster: d.reason for d in drains(session)}
+    return static_fit(shape, nodes, drained, _tenant_clusters(session, spec.tenant))
+
+
+def _tenant_clusters(session: Session, tenant: str) -> frozenset[str]:
+    """_tenant_clusters is where an admin confined the tenant (empty: any cluster, or a store without the setting)."""
+    row = session.get(Tenant, tenant)
+    return frozenset(getattr(row, "clusters", None) or ())
+
+
+def _last_attempts(session: Session, job_id: str) -> dict[int, Attempt]:
+    """_last_attempts maps a task's index to its newest attempt."""
+    rows = session.execute(
+        select(Task.index, Attempt).join(Attempt, Attempt.task_id == Task.id)
+        .where(Task.job_id == job_id).order_by(Attempt.number)
+    ).all()
+    return {index: attempt for index, attempt in rows}  # the newest number wins
+
+
+def _task_fit(static: list[ClusterFit], item: dict[str, Any], attempt: Attempt | None) -> list[ClusterFit]:
+    """_task_fit is one task's verdicts: the static ones with where its attempt runs or ran and why it waits."""
+    waiting = (item["code"] or "") if item["state"] == TaskState.PENDING.value else None
+    if attempt is None:
+        return task_fit(static, waiting=waiting)
+    state = AttemptState(attempt.state)
+    how = f"ran (attempt {attempt.number}: {state.value})"
+    if state in LIVE_ATTEMPT_STATES:
+        how = "runs" if state in (AttemptState.RUNNING, AttemptState.STOPPING) else f"is placed ({state.value})"
+    return task_fit(static, placed=attempt.nodes(), attempt=how, waiting=waiting)
 
 
 def _item(

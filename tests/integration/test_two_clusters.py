@@ -258,3 +258,30 @@ def test_an_inference_partition_on_a_dark_cluster_is_replayed_once(two_clusters:
     assert [f["path"] for f in partition["manifest"]["files"]] == ["part.txt"]
     assert (Path(partition["manifest"]["root"]) / "part.txt").read_text() == f"partition {partition['name']} on {FIRST}\n"
     print(f"\nthe partition was replayed on {FIRST} {replayed_after:.1f} s after dev2 went dark (grace {DARK_GRACE_S:g} s)")
+
+
+def _clusters_verdicts(h: DaemonHarness, job: str) -> dict[str, tuple[str, str]]:
+    """_clusters_verdicts is explain's per-cluster block of the job's first task: cluster -> (verdict, message)."""
+    from meta.service.explain import explain_job  # issue 26's per-cluster explain
+
+    status = h.service.status(job)
+    with h.service.db.session() as session:
+        item = explain_job(session, status.summary.id, job, status.state.value)["tasks"][0]
+    return {c["cluster"]: (c["verdict"], c["message"]) for c in item["clusters"]}
+
+
+def test_explain_says_where_a_job_runs_and_why_not_the_other_cluster(two_clusters: DaemonHarness) -> None:
+    h = two_clusters
+    pinned = h.submit(_spec("h100-on-dev2", resources=WHOLE_H100, sbatch={"clusters": [SECOND]}, command="sleep 20"))
+    triple = h.submit(_spec("gang-3", kind="training", workers=3, resources=WHOLE_A100, command="sleep 3"))
+    h.run_until(_running_in_slurm(h, pinned), timeout_s=90)
+
+    placed = _clusters_verdicts(h, pinned)
+    assert placed[FIRST] == ("not_listed", f"not in the job's --clusters ({SECOND})")
+    assert placed[SECOND][0] == "placed" and placed[SECOND][1].startswith(f"runs here on {SECOND}/b-h100n"), placed
+    gang = _clusters_verdicts(h, triple)
+    assert {name: verdict for name, (verdict, _) in gang.items()} == {FIRST: "too_few_nodes", SECOND: "too_few_nodes"}
+    assert all("fits only 2 of 3 workers" in message for _, message in gang.values()), gang
+    h.service.cancel(triple)
+    h.service.cancel(pinned)
+    h.run_until(h.all_finished([pinned, triple]), timeout_s=90)
