@@ -13,6 +13,19 @@ def _quota_text(quotas: dict[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(quotas.items())) or "-"
 
 
+def _clusters_text(clusters: list[str] | None) -> str:
+    """_clusters_text is where a tenant may run, for people: its clusters, or ``any``."""
+    return ",".join(clusters) if clusters else "any"
+
+
+def parse_clusters(value: str | None) -> list[str] | None:
+    """parse_clusters reads ``--clusters a,b`` (None: unchanged; ``any`` or empty: [], any cluster again)."""
+    if value is None:
+        return None
+    names = [name.strip() for name in value.split(",") if name.strip()]
+    return [] if names in ([], ["any"]) else names
+
+
 @click.group(name="tenant")
 def tenant_group() -> None:
     """Manage tenants: fair-share weight, guaranteed GPUs and GPU limits per type."""
@@ -34,6 +47,9 @@ def tenant_group() -> None:
 @click.option("--allow-class", "allow_classes", multiple=True,
               help="A priority class above their job kind's that members may ask for, e.g. inference-deadline "
                    "(repeat; replaces the list; 'none' clears it). A Slurm QOS of the class's name does the same per user.")
+@click.option("--clusters", "clusters", default=None, metavar="NAME[,NAME...]",
+              help="The only Slurm clusters the tenant's jobs may run on (replaces the list; 'any' clears it). "
+                   "A job's -M list is narrowed to them; one naming none of them is refused.")
 @click.option("--json", "as_json", is_flag=True)
 @pass_state
 @handle_errors
@@ -49,6 +65,7 @@ def set_cmd(
     submit_rate: float | None,
     submit_burst: int | None,
     allow_classes: tuple[str, ...],
+    clusters: str | None,
     as_json: bool,
 ) -> None:
     """Create or update a tenant (admins only)."""
@@ -58,7 +75,7 @@ def set_cmd(
     classes = [c for c in allow_classes if c != "none"] if allow_classes else None
     view = state.backend().set_tenant(
         name, weight=weight, guaranteed=list(guaranteed) or None, limits=list(limits) or None, submit=submit or None,
-        priority_classes=classes,
+        priority_classes=classes, clusters=parse_clusters(clusters),
     )
     if as_json:
         echo_json(view)
@@ -67,6 +84,7 @@ def set_cmd(
         f"tenant {view['name']}: weight {view['weight']:g}, guaranteed {_quota_text(view['guaranteed'])}, "
         f"limit {_quota_text(view['limits'])}" + _submit_text(view.get("submit_limits") or {})
         + (f", classes allowed {','.join(view['priority_classes'])}" if view.get("priority_classes") else "")
+        + (f", clusters {_clusters_text(view.get('clusters'))}" if view.get("clusters") or clusters is not None else "")
     )
 
 
@@ -88,13 +106,14 @@ def list_cmd(state: CliState, as_json: bool) -> None:
         echo_json(views)
         return
     echo_table(
-        ["TENANT", "WEIGHT", "GUARANTEED", "LIMIT", "USAGE (GPU-h, decayed)"],
+        ["TENANT", "WEIGHT", "GUARANTEED", "LIMIT", "CLUSTERS", "USAGE (GPU-h, decayed)"],
         [
             [
                 v["name"],
                 f"{v['weight']:g}",
                 _quota_text(v["guaranteed"]),
                 _quota_text(v["limits"]),
+                _clusters_text(v.get("clusters")),
                 f"{v['decayed_gpu_seconds'] / 3600:.1f}",
             ]
             for v in views

@@ -16,6 +16,7 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from meta.model.clusters import check_cluster_name
 from meta.model.durations import utcnow
 from meta.model.errors import Forbidden, InvalidRequest, NotFound
 from meta.model.kinds import PriorityClass
@@ -32,6 +33,9 @@ MAX_QUOTA_GPUS = 1_000_000  # GPUs of one type in a quota: more than any cluster
 MAX_SUBMIT_COUNT = 10**9  # pending tasks or a burst: a whole number up to this
 MAX_SUBMIT_RATE = 1e6  # tasks per second
 MAX_WEIGHT = 1e6  # a fair-share weight (Slurm's Fairshare is a 32-bit count)
+MAX_TENANT_CLUSTERS = 32  # clusters a tenant may be confined to: more than a site has
+# words the CLI and msqueue use for "every cluster": never a cluster a tenant is confined to
+_NOT_CLUSTER_NAMES = frozenset({"any", "all"})
 
 
 @dataclass(frozen=True)
@@ -49,6 +53,8 @@ class TenantView:
     # priority classes above their job kind's that members may ask for (an admin's setting; the QOS of a
     # member's Slurm association allows a class of its name too)
     priority_classes: list[str] = field(default_factory=list)
+    # the Slurm clusters its work may run on (an admin's setting, issue 26); None: any cluster
+    clusters: list[str] | None = None
 
 
 class SlurmOwnedSetting(InvalidRequest):
@@ -77,10 +83,12 @@ def set_tenant(
     limits: dict[str, int] | None = None,
     submit: dict[str, float | None] | None = None,
     priority_classes: list[str] | None = None,
+    clusters: list[str] | None = None,
 ) -> TenantView:
     """set_tenant creates or updates a tenant; given quota maps and class lists replace the old ones, ``submit`` items merge.
 
-    A ``submit`` item of None unsets it; ``priority_classes=[]`` allows no class beyond the kinds' own.
+    A ``submit`` item of None unsets it; ``priority_classes=[]`` allows no class beyond the kinds' own;
+    ``clusters=[]`` lets the tenant run on any cluster again.
     """
     check_tenant_name(name)
     if weight is not None and not (math.isfinite(weight) and 0 < weight <= MAX_WEIGHT):
@@ -113,6 +121,8 @@ def set_tenant(
         tenant.submit_limits = merged or None
     if priority_classes is not None:
         tenant.priority_classes = check_priority_classes(priority_classes) or None
+    if clusters is not None:
+        tenant.clusters = check_tenant_clusters(clusters) or None
     if sources != (tenant.sources or {}):
         tenant.sources = sources or None
     session.flush()
@@ -121,6 +131,7 @@ def set_tenant(
         session, actor, "tenant.set", name, tenant=name, weight=view.weight, guaranteed=view.guaranteed, limits=view.limits,
         **({"submit_limits": dict(tenant.submit_limits or {})} if submit else {}),
         **({"priority_classes": view.priority_classes} if priority_classes is not None else {}),
+        **({"clusters": view.clusters} if clusters is not None else {}),
     )
     return view
 
@@ -135,8 +146,9 @@ def admin_set_tenant(
     limits: dict[str, int] | None = None,
     submit: dict[str, float | None] | None = None,
     priority_classes: list[str] | None = None,
+    clusters: list[str] | None = None,
 ) -> TenantView:
-    """admin_set_tenant is ``tenant set`` for a caller: admins only; guarantees, allowed classes, the submit limits Slurm does not set."""
+    """admin_set_tenant is ``tenant set`` for a caller: admins only; guarantees, classes, clusters, the submit limits Slurm does not set."""
     if not principal.may_admin():
         raise Forbidden("only an admin (Slurm AdminLevel Operator or Administrator, or root) may change tenants")
     check_tenant_name(name)
@@ -144,6 +156,8 @@ def admin_set_tenant(
         raise InvalidRequest("a fair-share weight is a finite number, more than 0 and at most 1,000,000")
     if weight is not None or limits is not None:
         raise SlurmOwnedSetting(slurm_command_hint(name, weight, limits))
+    if clusters is not None:
+        check_tenant_clusters(clusters)  # refused before anything is written
     current = session.get(Tenant, name)
     check_submit_limits(name, submit or {}, (current.sources or {}) if current is not None else {})
     for gpu_type, amount in (guaranteed or {}).items():
@@ -151,7 +165,8 @@ def admin_set_tenant(
         if limit is not None and limit < amount:
             raise InvalidRequest(f"{gpu_type}: the guarantee {amount} is above Slurm's limit {limit} (GrpTRES)")
     return set_tenant(
-        session, name, actor=principal.name, guaranteed=guaranteed, submit=submit, priority_classes=priority_classes
+        session, name, actor=principal.name, guaranteed=guaranteed, submit=submit, priority_classes=priority_classes,
+        clusters=clusters,
     )
 
 
@@ -161,6 +176,21 @@ def check_priority_classes(names: list[str]) -> list[str]:
     odd = [name for name in names if name not in known]
     if odd:
         raise InvalidRequest(f"unknown priority class {str(odd[0])[:64]!r}: use {', '.join(sorted(known))}")
+    return sorted(set(names))
+
+
+def check_tenant_clusters(names: list[str]) -> list[str]:
+    """check_tenant_clusters is the sorted, unique list of valid cluster names (InvalidRequest otherwise; []: any)."""
+    if len(names) > MAX_TENANT_CLUSTERS:
+        raise InvalidRequest(f"a tenant is confined to at most {MAX_TENANT_CLUSTERS} clusters, not {len(names)}")
+    for name in names:
+        if isinstance(name, str) and name.lower() in _NOT_CLUSTER_NAMES:
+            raise InvalidRequest(f"{name!r} is not a cluster: to let the tenant run anywhere, clear the list "
+                                 "(tenant set --clusters any; [] in the API)")  # fmt: skip
+        try:
+            check_cluster_name(name)
+        except ValueError as exc:
+            raise InvalidRequest(f"{str(exc)[:128]}") from None
     return sorted(set(names))
 
 
@@ -240,6 +270,7 @@ def _view(session: Session, tenant: Tenant) -> TenantView:
         sources=sources_of(tenant),
         submit_limits=_submit_view(tenant),
         priority_classes=list(tenant.priority_classes or []),
+        clusters=list(tenant.clusters) if tenant.clusters else None,
     )
 
 

@@ -96,8 +96,8 @@ OPERATIONS: tuple[Operation, ...] = (
     # --- tenants, secrets, audit
     Operation("tenants", "GET", "/v1/tenants", tag="tenants"),
     Operation("tenant", "GET", "/v1/tenants/{name}", (_TENANT,), tag="tenants"),
-    Operation("set_tenant", "PUT", "/v1/tenants/{name}", (_TENANT, *_body("weight", "guaranteed", "limits", "submit", "priority_classes")),
-              tag="tenants"),
+    Operation("set_tenant", "PUT", "/v1/tenants/{name}",
+              (_TENANT, *_body("weight", "guaranteed", "limits", "submit", "priority_classes", "clusters")), tag="tenants"),
     Operation("secret_names", "GET", "/v1/tenants/{tenant}/secrets", _SECRET[:1], tag="secrets"),
     Operation("set_secret", "PUT", "/v1/tenants/{tenant}/secrets/{name}", (*_SECRET, *_body("value")), tag="secrets"),
     Operation("delete_secret", "DELETE", "/v1/tenants/{tenant}/secrets/{name}", _SECRET, tag="secrets"),

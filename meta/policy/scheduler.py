@@ -59,6 +59,7 @@ from meta.policy.recorder import Recorder
 from meta.policy.shape import Shape, shape_of
 from meta.policy.slurmlike import multifactor
 from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot
+from meta.policy.tenant_clusters import allowed_clusters, outside_tenant
 from meta.policy.throttle import Throttle
 
 # Reasons after which a task may still preempt or get a held start: it is short of capacity,
@@ -136,6 +137,8 @@ class SchedulePass:
         self.own: dict[str, list[tuple[int, int, float, int, int]]] = {}  # tenant -> this cycle's takes and holds
         self._alone: dict[str, tuple[int, Capacity]] = {}  # tenant -> (len(own) it was built at, capacity)
         self._binds: dict[tuple, bool] = {}  # (tenant, len(own), shape, classes) -> fits with its own work alone
+        # tenants an admin confined to some clusters (issue 26): their tasks' -M lists are narrowed to them
+        self.confined = {t.name: t.clusters for t in snapshot.tenants if t.clusters}
 
     def rank(self, task: PendingTask | Reservation) -> int:
         """rank is a task's (or reservation's) class rank, memoised per (class, kind, has deadline)."""
@@ -223,6 +226,12 @@ class SchedulePass:
     def _shape(self, task: PendingTask) -> tuple[Shape, Verdict]:
         """_shape is the task's shape and the filters' verdict on it."""
         shape = shape_of(task)
+        tenant = self.confined.get(task.tenant)
+        if tenant:
+            outside = outside_tenant(task, tenant)
+            if outside is not None:
+                return shape, Verdict((), outside)
+            shape = shape._replace(clusters=allowed_clusters(shape.clusters, tenant))
         verdict = self._verdict(shape)
         never = ReasonCode.UNSCHEDULABLE_AND_UNRESOLVABLE
         if verdict.reason is not None and shape.avoid and verdict.reason.code is never:

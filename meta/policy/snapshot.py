@@ -56,6 +56,7 @@ class TenantState:
     guaranteed: dict[str, int] = field(default_factory=dict)  # gpu_type -> GPUs, "*" = any type
     limit: dict[str, int] = field(default_factory=dict)  # gpu_type -> GPUs, absent = unlimited
     decayed_usage: float = 0.0  # cost-weighted GPU-seconds, decayed with the configured half-life
+    clusters: frozenset[str] = frozenset()  # the Slurm clusters its tasks may run on (empty: any; issue 26)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,8 @@
-"""Submit-time feasibility: refuse what no node of the stored inventory could ever host."""
+"""Submit-time feasibility: refuse what no node of the stored inventory could ever host.
+
+A tenant an admin confined to some clusters (issue 26) narrows the job's -M list first: a list
+naming none of them is refused even before any inventory is known.
+"""
 
 from __future__ import annotations
 
@@ -7,9 +11,12 @@ from meta.model.nodes import NodeState
 from meta.model.sbatch_fields import placement_filters
 from meta.model.spec import AnySpec, TrainingSpec
 from meta.policy.feasibility import never_feasible
+from meta.policy.plan import PendingReason
 from meta.policy.snapshot import PendingTask
+from meta.policy.tenant_clusters import confine, outside_tenant
 from meta.store.db import Database
 from meta.store.inventory import load_nodes, load_qos_names
+from meta.store.models import Tenant
 
 
 def spec_as_task(spec: AnySpec) -> PendingTask:
@@ -50,11 +57,20 @@ class InventoryFeasibility:
         with self.db.session() as session:
             nodes = load_nodes(session)
             qos_names = load_qos_names(session)
+            tenant = session.get(Tenant, spec.tenant)
+            confined = frozenset(tenant.clusters or ()) if tenant is not None else frozenset()
+        task = spec_as_task(spec)
+        outside = outside_tenant(task, confined)
+        if outside is not None:
+            return reason_text(outside)
         unknown = unknown_names(spec, nodes, qos_names)
         if unknown or not nodes:
             return unknown
-        reason = never_feasible(spec_as_task(spec), nodes)
-        if reason is None:
-            return None
-        remedy = f" ({reason.remedy})" if reason.remedy else ""
-        return f"{reason.code.value}: {reason.message}{remedy}"
+        reason = never_feasible(confine(task, confined), nodes)
+        return reason_text(reason) if reason is not None else None
+
+
+def reason_text(reason: PendingReason) -> str:
+    """reason_text is a never-feasible reason as the one-line refusal a submit answers."""
+    remedy = f" ({reason.remedy})" if reason.remedy else ""
+    return f"{reason.code.value}: {reason.message}{remedy}"

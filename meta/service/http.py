@@ -45,6 +45,7 @@ from meta.service.web.routes import router as web_router
 from meta.store.plan_reports import MAX_LIST as MAX_PLAN_LIST
 from tenants.auth import Authenticator, Identity, Unauthenticated
 from tenants.identity import Principal
+from tenants.quotas import MAX_TENANT_CLUSTERS
 from tenants.secrets import DEFAULT_ROOT
 
 PrincipalResolver = Callable[[Identity, str | None], Principal]
@@ -122,6 +123,10 @@ class TenantUpdate(_Body):
     priority_classes: list[Annotated[str, Field(max_length=MAX_NAME)]] | None = Field(
         default=None, max_length=16,
         description="priority classes above their job kind's that members may ask for ([]: none; omitted: unchanged)",
+    )  # fmt: skip
+    clusters: list[Annotated[str, Field(max_length=64)]] | None = Field(
+        default=None, max_length=MAX_TENANT_CLUSTERS,
+        description="the Slurm clusters the tenant's work may run on ([]: any; omitted: unchanged)",
     )  # fmt: skip
 
 
@@ -412,7 +417,7 @@ def set_tenant(name: Name, body: TenantUpdate, ops: Ops) -> JSONResponse:
     """set_tenant sets a tenant's guaranteed GPUs (admins; weights and limits are Slurm's)."""
     return JSONResponse(
         ops.set_tenant(name, weight=body.weight, guaranteed=body.guaranteed, limits=body.limits, submit=body.submit,
-                       priority_classes=body.priority_classes)
+                       priority_classes=body.priority_classes, clusters=body.clusters)
     )
 
 @api_route(router, "secret_names")

@@ -224,12 +224,13 @@ class Operations:
         limits: list[str] | None = None,
         submit: dict[str, float | None] | None = None,
         priority_classes: list[str] | None = None,
+        clusters: list[str] | None = None,
     ) -> dict[str, Any]:
-        """set_tenant sets a tenant's guarantees, submit limits and allowed classes (admins; Slurm's settings are refused)."""
+        """set_tenant sets a tenant's guarantees, submit limits, classes and clusters (admins; Slurm's settings are refused)."""
         with self.service.db.session() as session:
             return tenant_admin.change_tenant(
                 session, self.principal, name, weight=weight, guaranteed=guaranteed, limits=limits, submit=submit,
-                priority_classes=priority_classes,
+                priority_classes=priority_classes, clusters=clusters,
             )
 
     def secret_names(self, tenant: str) -> list[str]:

@@ -39,15 +39,17 @@ def change_tenant(
     limits: list[str] | None = None,
     submit: dict[str, float | None] | None = None,
     priority_classes: list[str] | None = None,
+    clusters: list[str] | None = None,
 ) -> dict[str, Any]:
-    """change_tenant sets a tenant's guaranteed GPUs, submit limits and allowed classes (admins only).
+    """change_tenant sets a tenant's guaranteed GPUs, submit limits, allowed classes and clusters (admins only).
 
     Quotas are ``TYPE=COUNT`` items; ``submit`` maps max_pending / max_pending_per_user / rate / burst
-    to a value, or None to unset it; ``priority_classes`` replaces the classes members may ask for.
+    to a value, or None to unset it; ``priority_classes`` replaces the classes members may ask for;
+    ``clusters`` replaces the Slurm clusters the tenant's work may run on ([]: any).
     """
     view = admin_set_tenant(
         session, principal, name, guaranteed=_quotas(guaranteed), weight=weight, limits=_quotas(limits), submit=submit,
-        priority_classes=priority_classes,
+        priority_classes=priority_classes, clusters=clusters,
     )
     return asdict(view)
 

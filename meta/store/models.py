@@ -51,6 +51,8 @@ class Tenant(Base):
     submit_limits: Mapped[dict[str, Any] | None] = mapped_column(JSONText, nullable=True)
     # priority classes above the job kind's that the tenant's members may ask for (an admin's setting); NULL: none
     priority_classes: Mapped[list[str] | None] = mapped_column(JSONText, nullable=True)
+    # the Slurm clusters the tenant's work may run on (an admin's setting, issue 26); NULL: any cluster
+    clusters: Mapped[list[str] | None] = mapped_column(JSONText, nullable=True)
 
 
 class Queue(Base):

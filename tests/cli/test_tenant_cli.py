@@ -43,6 +43,7 @@ def test_set_then_list_shows_guarantees_with_their_sources(run) -> None:
         "decayed_gpu_seconds": 0.0,
         "submit_limits": {},
         "priority_classes": [],  # none beyond the job kinds' own (issue 21)
+        "clusters": None,  # any cluster (issue 26)
     }
     assert tenant["sources"]["guaranteed"] == "metasched"
 
@@ -117,3 +118,45 @@ def test_submit_limits_are_set_shown_and_unset(run) -> None:
     assert json.loads(run("tenant", "show", "research").output)["submit_limits"] == {"rate": 20.0, "burst": 100}
     bad = run("tenant", "set", "research", "--submit-burst", "0")
     assert bad.exit_code == 2 and "whole number" in bad.output
+
+
+def test_clusters_are_set_shown_cleared_and_checked(run) -> None:
+    result = run("tenant", "set", "research", "--clusters", "emu, dev2")
+    assert result.exit_code == 0, result.output
+    assert result.output.rstrip().endswith(", clusters dev2,emu")
+    assert json.loads(run("tenant", "show", "research").output)["clusters"] == ["dev2", "emu"]
+    listed = run("tenant", "list").output.splitlines()
+    assert "CLUSTERS" in listed[0] and "dev2,emu" in listed[1]
+    assert run("tenant", "set", "research", "--guaranteed", "a100=1").output.rstrip().endswith(", clusters dev2,emu")
+    assert json.loads(run("tenant", "show", "research").output)["clusters"] == ["dev2", "emu"]  # not given: kept
+    cleared = run("tenant", "set", "research", "--clusters", "any")
+    assert cleared.exit_code == 0 and cleared.output.rstrip().endswith(", clusters any")
+    assert json.loads(run("tenant", "show", "research").output)["clusters"] is None
+    assert "any" in run("tenant", "list").output.splitlines()[1]
+    assert run("tenant", "set", "research", "--clusters", "dev2").exit_code == 0
+    assert json.loads(run("tenant", "set", "research", "--clusters", "", "--json").output)["clusters"] is None
+
+
+@pytest.mark.parametrize("value, message", [("dev2,a/b", "not a cluster name: 'a/b'"), ("dev2,all", "'all' is not a cluster"),
+                                            (",".join(f"c{i}" for i in range(33)), "at most 32")])  # fmt: skip
+def test_bad_cluster_lists_exit_2_and_change_nothing(run, value: str, message: str) -> None:
+    result = run("tenant", "set", "research", "--clusters", value)
+    assert result.exit_code == 2 and message in result.output and result.output.count("\n") == 1
+    assert json.loads(run("tenant", "list", "--json").output) == []
+
+
+def test_a_member_cannot_confine_a_tenant(run) -> None:
+    result = run("--tenant", "tenant-b", "tenant", "set", "tenant-b", "--clusters", "dev2")
+    assert result.exit_code == 1 and "only an admin" in result.output
+
+
+def test_a_job_whose_m_list_misses_the_tenants_clusters_is_refused_with_exit_2(run, tmp_path: Path) -> None:
+    assert run("tenant", "set", "research", "--clusters", "dev2").exit_code == 0
+    job = tmp_path / "job.yaml"
+    job.write_text("kind: evaluation\nname: m\ntenant: research\nresources: {gpus: 1}\ncommand: 'true'\n"
+                   "sbatch: {clusters: [emu]}\n")  # fmt: skip
+    refused = run("submit", "-f", str(job))
+    assert refused.exit_code == 2, refused.output
+    assert "tenant research may run only on the clusters dev2; the job's --clusters names emu" in refused.output
+    job.write_text(job.read_text().replace("[emu]", "[emu, dev2]"))
+    assert run("submit", "-f", str(job)).exit_code == 0

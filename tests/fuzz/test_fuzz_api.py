@@ -100,7 +100,7 @@ def request(draw: st.DrawFn, refs: list[str]) -> dict[str, Any]:
 TEMPLATES: dict[str, dict[str, Any]] = {
     "set_tenant": {"weight": 1.0, "guaranteed": {"gpu": 8}, "limits": {"gpu": 16},
                    "submit": {"max_pending": 10, "max_pending_per_user": 5, "rate": 1.0, "burst": 5},
-                   "priority_classes": ["training"]},
+                   "priority_classes": ["training"], "clusters": ["dev2"]},
     "retry": {"task": 0},
     "drain_cluster": {"reason": "switch firmware"},
     "report_checkpoint": {"token": 1, "step": 10, "path": "/ckpt/1", "size_bytes": 1024, "duration_s": 2.0,

@@ -285,3 +285,28 @@ def test_explain_says_where_a_job_runs_and_why_not_the_other_cluster(two_cluster
     h.service.cancel(triple)
     h.service.cancel(pinned)
     h.run_until(h.all_finished([pinned, triple]), timeout_s=90)
+
+
+def test_a_tenant_confined_to_dev2_lands_only_on_dev2(two_clusters: DaemonHarness) -> None:
+    from meta.service.operations import Operations  # issue 26's tenant confinement
+    from tenants.identity import ADMIN
+
+    h = two_clusters
+    admin = Operations(h.service, ADMIN)
+    admin.set_tenant("tenant-a", clusters=[SECOND])
+    try:
+        # three whole H100 nodes: without the confinement two would start on emu at once
+        wide = [h.submit(_spec(f"only-dev2-h100-{i}", resources=WHOLE_H100, command="sleep 4")) for i in range(3)]
+        small = [h.submit(_spec(f"only-dev2-{i}", command="sleep 2")) for i in range(2)]
+        outside = h.submit(_spec("only-dev2-on-emu", sbatch={"clusters": [FIRST]}))  # stored: no submit check here
+        h.run_until(h.all_finished([*wide, *small]), timeout_s=180)
+        assert all(h.state(job) == JobState.SUCCEEDED for job in [*wide, *small])
+        clusters = {cluster_of(node) for job in [*wide, *small] for node in _nodes(h, job)}
+        assert clusters == {SECOND}, clusters
+        code, message = _reason(h, outside)
+        assert code == ReasonCode.UNSCHEDULABLE_AND_UNRESOLVABLE.value, (code, message)
+        assert message == f"tenant tenant-a may run only on the clusters {SECOND}; the job's --clusters names {FIRST}"
+        assert h.state(outside) == JobState.PENDING and not _attempts(h, outside)
+        h.service.cancel(outside)
+    finally:
+        admin.set_tenant("tenant-a", clusters=[])

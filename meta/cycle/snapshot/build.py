@@ -173,6 +173,7 @@ def _tenants(session: Session) -> tuple[TenantState, ...]:
             guaranteed=dict(t.guaranteed or {}),
             limit=dict(t.limits or {}),
             decayed_usage=float(usage.get(t.name, 0.0)),
+            clusters=frozenset(t.clusters or ()),  # an admin's confinement (issue 26): the policy narrows -M to it
         )
         for t in session.scalars(select(Tenant).order_by(Tenant.name))
     )
