@@ -86,3 +86,24 @@ def test_past_the_grace_an_inference_partition_is_replayed_and_its_copy_cancelle
     assert back.orphans_cancelled == [f"b/{infer_job}"]
     assert (infer_job, None) in b.cancels
     assert attempt(service.db, train).state == AttemptState.RUNNING.value
+
+
+def test_a_dark_clusters_attempts_cost_no_accounting_read_yet_are_replayed(service: Service, tmp_path: Path) -> None:
+    site, a, b = _clusters()
+    reconciler = Reconciler(service.db, site, dataclasses.replace(SETTINGS, dark_grace_s=None))
+    leadership = lead(service.db)
+    _, (on_a_task, *_) = submit(service, training())  # this one runs on cluster a, in its squeue every period
+    on_a = place(service.db, on_a_task, [share("a/node1")], AttemptState.RUNNING)
+    job = a.add_job("x", tags.comment(reconciler.site, on_a), "RUNNING", ("node1",), uid=0)
+    with service.db.session() as session:
+        session.get(Attempt, on_a).slurm_job_id = f"a/{job.job_id}"
+    _, infer, _ = _running_on_b(service, reconciler, b, inference(str(tmp_path / "out"), partitions=1))
+    b.squeue_fault = SlurmTransient("slurm_load_jobs error: Unable to contact slurm controller", command="squeue")
+    reconciler.run(leadership)  # finds b dark
+    reads = a.calls["sacct"]
+    for _ in range(3):  # a's accounting cannot tell about b's attempts: it is not read for them every period
+        assert reconciler.run(leadership).lost == []
+    assert a.calls["sacct"] == reads
+    assert {attempt(service.db, x).state for x in (on_a, infer)} == {AttemptState.RUNNING.value}
+    reconciler.settings = dataclasses.replace(reconciler.settings, dark_grace_s=0.0)
+    assert reconciler.run(leadership).lost == [infer]  # still looked at: replayed past the grace

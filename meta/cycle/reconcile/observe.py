@@ -1,7 +1,8 @@
 """For step 4 (reconcile), observe: one period's batched read of Slurm, indexed by attempt tag.
 
 One ``squeue`` and, only when some live attempt is missing from it (or shows a cancel, whose
-canceller only accounting names), one ``sacct -P``. Jobs are matched to attempts by their tag
+canceller only accounting names), one ``sacct -P``; an attempt on a dark cluster (several
+clusters) is missing from squeue but needs no sacct: it is not judged until its cluster answers. Jobs are matched to attempts by their tag
 (the comment; ``ms-<attempt>`` names of older jobs), never by Slurm job id alone.
 
 Only this site's jobs are indexed: a tag naming another metasched site (another instance sharing
@@ -15,12 +16,12 @@ others are set aside as spoofed.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
 from meta.cycle.reconcile.ownership import Claims
-from meta.model.clusters import job_ref
+from meta.model.clusters import cluster_of, job_ref
 from meta.model.durations import utcnow
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.clusters import unreachable_clusters
@@ -66,6 +67,8 @@ class Observation:
     foreign_sites: set[str] = field(default_factory=set)
     # clusters that did not answer (several clusters), with seconds dark: their attempts are not judged from this read
     dark: dict[str, float] = field(default_factory=dict)
+    # live attempts whose recorded Slurm job is on a dark cluster: no accounting read is made for them
+    on_dark: set[str] = field(default_factory=set)
 
     def screen(self, claims: Claims, only: Collection[str] | None = None) -> None:
         """screen sets aside the sightings that are not their attempt's job (of the attempts in ``only``, or all)."""
@@ -147,7 +150,7 @@ def observe(
     *,
     site: str,
 ) -> Observation:
-    """observe reads squeue, then sacct unless every one of ``live_ids`` is in squeue (None: always).
+    """observe reads squeue, then sacct unless every one of ``live_ids`` is in squeue or on a dark cluster (None: always).
 
     Raises SlurmError if a read fails. ``since`` may be a callable: the sacct window is then
     worked out only when sacct is read. Jobs tagged by another site than ``site`` are dropped as
@@ -160,9 +163,13 @@ def observe(
     observation.dark = unreachable_clusters(client)
     if claims is not None:  # the live attempts' claims: the others are screened by the reconciler
         observation.screen(claims, only=claims.claims)
+    live_ids = None if live_ids is None else list(live_ids)
+    observation.on_dark = _on_dark(live_ids or [], claims, observation.dark)
     # a cancel seen in squeue is read in accounting too: only sacct says who cancelled
     if live_ids is not None and all(
-        attempt_id in observation.squeue and not _cancelled(observation.squeue[attempt_id]) for attempt_id in live_ids
+        attempt_id in observation.on_dark
+        or (attempt_id in observation.squeue and not _cancelled(observation.squeue[attempt_id]))
+        for attempt_id in live_ids
     ):
         observation.accounting_read = False
         return observation
@@ -171,6 +178,18 @@ def observe(
     observation.dark.update(unreachable_clusters(client))
     observation.calls += 1
     return observation
+
+
+def _on_dark(live_ids: Iterable[str], claims: Claims | None, dark: Mapping[str, float]) -> set[str]:
+    """_on_dark are the live attempts whose recorded Slurm job is on a dark cluster.
+
+    They are not judged while it is dark, and the dark cluster's accounting is not read: a
+    sacct of the other clusters, every period, would tell nothing about them (issue 26: it
+    tripled the periods of a cut-off cluster's pair).
+    """
+    if not dark or claims is None:
+        return set()
+    return {a for a in live_ids if (job := claims.of(a).slurm_job_id) and cluster_of(job) in dark}
 
 
 def _cancelled(sightings: list[Sighting]) -> bool:

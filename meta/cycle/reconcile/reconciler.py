@@ -147,9 +147,10 @@ class Reconciler:
         """_can_judge: an attempt squeue missed is only judged once accounting was read too.
 
         It went live after the reads were planned (another replica's launch, a relaunch): the
-        next period reads sacct for it rather than concluding "absent" from squeue alone.
+        next period reads sacct for it rather than concluding "absent" from squeue alone. An
+        attempt on a dark cluster is looked at (only to replay it past the dark grace).
         """
-        return observation.accounting_read or attempt_id in observation.squeue
+        return observation.accounting_read or attempt_id in observation.squeue or attempt_id in observation.on_dark
 
     def _follow(self, session: Session, attempt_id: str, observation: Observation, result: ReconcileResult) -> None:
         """_follow moves one attempt by what Slurm shows of it, in its own savepoint."""
