@@ -1,8 +1,10 @@
 """Cluster specs: node groups with GPUs and switch layout, loaded from YAML presets or files.
 
-A spec is given as a preset name (``philly``, ``philly150``, ``pai2023``, ``crux``), a YAML file
-path, or a uniform shorthand ``NxG`` (e.g. ``150x8`` = 150 nodes of 8 untyped GPUs, one leaf
-switch per 16 nodes). ``scaled(s)`` makes a cluster contended without touching the trace: it
+A spec is given as a preset name (``philly``, ``philly150``, ``pai2023``, ``crux``, ``a100h100``), a
+YAML file path, or a uniform shorthand ``NxG`` (e.g. ``150x8`` = 150 nodes of 8 untyped GPUs, one leaf
+switch per 16 nodes). A group may sit on a named Slurm cluster (``cluster:``, issue 26): its node and
+switch names are then ``cluster/name`` (``meta.model.clusters.qualify``); without one, names are bare
+and the site is one cluster, as before. ``scaled(s)`` makes a cluster contended without touching the trace: it
 multiplies every group's node count by ``s`` (rounded; groups that round to zero vanish), or,
 when every group is one leaf switch (Crux), keeps evenly spread whole switches.
 """
@@ -17,11 +19,13 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from meta.model.clusters import check_cluster_name, qualify
 from meta.model.nodes import NodeState
 from meta.model.resources import ResourceVector, parse_memory_mib
 
 PRESET_DIR = Path(__file__).parent / "presets"
 _UNIFORM = re.compile(r"^\s*(\d+)\s*x\s*(\d+)(?::([\w.-]+))?\s*$")
+_SPLIT = re.compile(r"^(.+)@(\d+)$")  # "philly150@2": the cluster cut into 2 Slurm clusters by node count
 
 
 class ClusterError(ValueError):
@@ -43,18 +47,28 @@ class NodeGroup(BaseModel):
     switch_size: int | None = Field(default=None, ge=1)  # or: one leaf per this many nodes
     switch_parent: str | None = None  # parent (spine) of the group's leaf switches
     partitions: list[str] = Field(default_factory=list)
+    cluster: str | None = None  # the Slurm cluster of the group's nodes: qualifies node and switch names
 
     @field_validator("memory_mib", mode="before")
     @classmethod
     def _memory(cls, value: object) -> int:
         return parse_memory_mib(value)
 
+    @field_validator("cluster")
+    @classmethod
+    def _cluster(cls, value: str | None) -> str | None:
+        return None if value is None else check_cluster_name(value)
+
+    def qualified(self, name: str) -> str:
+        """qualified is ``name`` (a node or switch of this group) as ``cluster/name``, bare without a cluster."""
+        return qualify(self.cluster or "", name)
+
     def switch_of(self, index: int) -> str | None:
         """switch_of names the leaf switch of the group's ``index``-th node."""
         if self.switch:
-            return self.switch
+            return self.qualified(self.switch)
         if self.switch_size:
-            return f"{self.name}-sw{index // self.switch_size}"
+            return self.qualified(f"{self.name}-sw{index // self.switch_size}")
         return None
 
 
@@ -83,6 +97,10 @@ class ClusterSpec(BaseModel):
     def max_gpus_per_node(self) -> int:
         """max_gpus_per_node is the GPU count of the largest node (the gang worker size)."""
         return max((group.gpus for group in self.node_groups if group.count), default=0)
+
+    def cluster_names(self) -> list[str]:
+        """cluster_names lists the Slurm clusters the groups name, in order ([] for a one-cluster site)."""
+        return list(dict.fromkeys(g.cluster for g in self.node_groups if g.cluster))
 
     def gpus_by_type(self) -> dict[str, int]:
         """gpus_by_type sums GPUs per model ("untyped" for None)."""
@@ -128,11 +146,11 @@ class ClusterSpec(BaseModel):
         return [groups[i] for i in sorted(kept)]
 
     def iter_nodes(self) -> Iterator[NodeState]:
-        """iter_nodes yields one NodeState per node, named ``<group>-<index>``."""
+        """iter_nodes yields one NodeState per node, named ``<group>-<index>`` (``cluster/`` before it on a cluster)."""
         for group in self.node_groups:
             for index in range(group.count):
                 yield NodeState(
-                    name=f"{group.name}-{index:04d}",
+                    name=group.qualified(f"{group.name}-{index:04d}"),
                     capacity=ResourceVector(
                         cpus=group.cpus, memory_mib=group.memory_mib,
                         gpus=group.gpus, gpu_type=group.gpu_type,
@@ -142,15 +160,20 @@ class ClusterSpec(BaseModel):
                 )
 
     def switch_tree(self) -> dict[str, str]:
-        """switch_tree maps each leaf switch to its parent, plus the spec's upper levels."""
-        tree = dict(self.switch_parent)
+        """switch_tree maps each leaf switch to its parent, plus the spec's upper levels (per cluster when named)."""
+        clusters = self.cluster_names()
+        if any(g.cluster is None for g in self.node_groups) or not clusters:
+            clusters = [""] + clusters  # groups without a cluster keep the bare upper levels
+        # each cluster has its own copy of the upper levels: a switch never joins two clusters
+        tree = {qualify(c, child): qualify(c, parent) for c in clusters for child, parent in self.switch_parent.items()}
         for group in self.node_groups:
             if not group.switch_parent:
                 continue
+            parent = group.qualified(group.switch_parent)
             for index in range(group.count):
                 leaf = group.switch_of(index)
                 if leaf:
-                    tree[leaf] = group.switch_parent
+                    tree[leaf] = parent
         return tree
 
 
@@ -166,7 +189,12 @@ def uniform_cluster(nodes: int, gpus: int, gpu_type: str | None = None) -> Clust
 
 
 def load_cluster(ref: str, scale: float = 1.0) -> ClusterSpec:
-    """load_cluster resolves a preset name, a YAML path or ``NxG`` into a (scaled) ClusterSpec."""
+    """load_cluster resolves a preset name, a YAML path or ``NxG`` (``@N``: split in N clusters) into a ClusterSpec."""
+    split = _SPLIT.match(ref)
+    if split and not Path(ref).is_file():
+        from meta.sim.split import split_clusters  # split builds on this module
+
+        return split_clusters(load_cluster(split.group(1), scale), int(split.group(2)))
     match = _UNIFORM.match(ref)
     if match:
         spec = uniform_cluster(int(match.group(1)), int(match.group(2)), match.group(3))

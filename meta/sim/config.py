@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from meta.config.period import DEFAULT_IDLE_CYCLE_S, DEFAULT_PERIOD_S
 from meta.model.kinds import JobKind, Topology
 from meta.policy.admission import SubmitLimits
+from meta.sim.outages import Outage
 
 # Time-limit buckets (s) a user would pick with ``sbatch --time``: 30 min … 30 days.
 TIME_LIMIT_BUCKETS_S = (
@@ -60,6 +61,8 @@ class SimConfig:
     # the launch through Slurm: a job decided at t holds its resources from t and starts running at
     # t + launch_delay_s (its queue delay ends there, as a recorded one ends at Slurm's RUNNING); 0 = at once
     launch_delay_s: float = 0.0
+    # clusters dark for a while (issue 26): no new placements there, running work runs on; () = none
+    outages: tuple[Outage, ...] = ()
 
     def __post_init__(self) -> None:
         if not (math.isfinite(self.launch_delay_s) and self.launch_delay_s >= 0):

@@ -13,6 +13,13 @@ queue delay ends there and its completion, checkpoints and restore come d later.
 shows the policy the attempt as running from ``t + d``. Preempted before ``t + d``, it had not run:
 it loses nothing, releases its capacity at once (no grace) and waits again as if never started.
 The waiting ledger judges waiting up to each decision: the launch after it is no waiting cause.
+
+Several Slurm clusters (issue 26; node names ``cluster/node``): a job is rejected at submit only when
+no single cluster it may use could host it (a gang never spans two), an optional *router* confines
+each task to clusters when it is submitted (``PendingTask.clusters``, never changed afterwards), a
+placement that spans clusters or leaves its task's clusters is invalid, and ``SimConfig.outages``
+show a dark cluster's nodes as down and its attempts as not preemptible (``meta.sim.outages``); the
+end of an outage wakes the policy. With one cluster and none of these the engine runs as before.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from meta.model.clusters import cluster_of
 from meta.model.kinds import Topology
 from meta.model.nodes import NodeState
 from meta.model.resources import ResourceVector
@@ -35,6 +43,7 @@ from meta.sim.admission import SimGate
 from meta.sim.cluster import ClusterSpec, gang_shape
 from meta.sim.config import SimConfig, runtime_estimate
 from meta.sim.job import JobState, SimJob
+from meta.sim.outages import dark_clusters
 from meta.sim.trace import TraceJob
 from meta.sim.usage_ledger import UsageLedger, guarantees_from_weights, usage_config
 from meta.sim.waiting_causes import WaitingSplit
@@ -42,6 +51,8 @@ from meta.sim.waiting_ledger import WaitingLedger
 
 WARMUP_TOO_LONG = "warm-up longer than the trace: every job is measured"
 COMPLETE, STOP, CHECKPOINT = 0, 1, 2  # capacity comes back before checkpoints at one instant
+# confines a task to Slurm clusters when it is submitted (empty: any), seeing the site as the policy would
+Router = Callable[[PendingTask, Snapshot], frozenset[str]]
 
 
 class SimulationError(RuntimeError):
@@ -93,8 +104,10 @@ class Engine:
         config: SimConfig | None = None,
         origin_submits: list[float] | None = None,
         progress: Callable[[int], None] | None = None,
+        router: Router | None = None,
     ) -> None:
         self.config = config or SimConfig()
+        self.router = router
         self.notes: list[str] = []
         self.cluster = cluster
         self.policy = policy
@@ -105,6 +118,15 @@ class Engine:
         self.free = {n.name: [n.capacity.cpus, n.capacity.memory_mib, n.capacity.gpus] for n in self.nodes}
         self.switch_parent = cluster.switch_tree()
         self.capacity_gpus = sum(n.capacity.gpus for n in self.nodes)
+        self.cluster_nodes: dict[str, tuple[NodeState, ...]] = {}
+        for node in self.nodes:
+            self.cluster_nodes.setdefault(cluster_of(node.name), ())
+            self.cluster_nodes[cluster_of(node.name)] += (node,)
+        self.multi = any(self.cluster_nodes)  # node names are cluster-qualified: the cluster rules apply
+        self._check_outages()
+        self.outage_ends = sorted({o.end for o in self.config.outages})
+        self._ends_seen = 0  # outage ends already passed (each wakes the policy once)
+        self._views: dict[frozenset[str], tuple[NodeState, ...]] = {}
         self.jobs = self._make_jobs(trace, origin_submits)
         self.window = self._window()
         weights = dict(cluster.tenants) | dict(self.config.tenant_weights)
@@ -128,6 +150,13 @@ class Engine:
                         if self.config.waiting_causes else None)
 
     # --- setup --------------------------------------------------------------------------------
+
+    def _check_outages(self) -> None:
+        """_check_outages refuses an outage of a cluster the site does not have (a typo would be a silent no-op)."""
+        for outage in self.config.outages:
+            if outage.cluster not in self.cluster_nodes:
+                known = ", ".join(sorted(c for c in self.cluster_nodes if c)) or "none: one unnamed cluster"
+                raise SimulationError(f"outage of unknown cluster {outage.cluster!r} (clusters: {known})")
 
     def _warmup_s(self) -> float:
         """_warmup_s is the warm-up in trace seconds (the run's override, else the preset's)."""
@@ -197,9 +226,10 @@ class Engine:
         arrivals = sorted(range(len(self.jobs)), key=lambda i: (self.jobs[i].submit, i))
         cursor = 0
         rejected_shapes: dict[tuple, bool] = {}
-        while cursor < len(arrivals) or self.events or (self.gate is not None and self.gate.retries):
+        while (cursor < len(arrivals) or self.events or (self.gate is not None and self.gate.retries)
+               or self._next_outage_end() is not None):
             now = self._next_time(arrivals, cursor)
-            changed = self._pop_events(now)
+            changed = self._pop_events(now) | self._outages_ended(now)
             while cursor < len(arrivals) and self.jobs[arrivals[cursor]].submit <= now:
                 changed |= self._arrive(arrivals[cursor], now, rejected_shapes)
                 cursor += 1
@@ -225,6 +255,9 @@ class Engine:
         retry = self.gate.next_retry() if self.gate is not None else None
         if retry is not None:
             candidates.append(retry)
+        back = self._next_outage_end()
+        if back is not None:
+            candidates.append(back)
         now = min(candidates)
         step = self.config.cycle_interval_s
         now = math.ceil(now / step) * step if step > 0 else now
@@ -236,6 +269,19 @@ class Engine:
         if not self.pending or self.config.idle_cycle_s <= 0 or self._last_cycle is None:
             return None
         return self._last_cycle + self.config.idle_cycle_s
+
+    def _next_outage_end(self) -> float | None:
+        """_next_outage_end is when the next dark cluster comes back, if work waits for it (None: nothing to wake)."""
+        if not self.pending or self._ends_seen >= len(self.outage_ends):
+            return None
+        return self.outage_ends[self._ends_seen]
+
+    def _outages_ended(self, now: float) -> bool:
+        """_outages_ended tells whether a cluster came back by ``now``: its capacity is usable again."""
+        seen = self._ends_seen
+        while self._ends_seen < len(self.outage_ends) and self.outage_ends[self._ends_seen] <= now:
+            self._ends_seen += 1
+        return self._ends_seen > seen
 
     def _idle_due(self, now: float) -> bool:
         """_idle_due: work waits and the last cycle is an idle interval old (aging, holds, deadlines move)."""
@@ -266,16 +312,32 @@ class Engine:
         """_arrive queues a job, or rejects it at submit when no node set could ever host it."""
         job = self.jobs[index]
         task = self._first_task(index, job)
-        key = (task.per_worker, task.workers)
-        if key not in rejected_shapes:
-            rejected_shapes[key] = never_fits(task, self.nodes)
-        if rejected_shapes[key]:
+        if self._never_fits(task, rejected_shapes):
             job.state = JobState.REJECTED
             return False
+        if self.router is not None:  # at submit, once: a task is never moved to another cluster afterwards
+            clusters = self.router(task, self._view_snapshot(now))
+            if clusters:
+                task = dataclasses.replace(task, clusters=frozenset(clusters))
+                if self._never_fits(task, rejected_shapes):
+                    job.state = JobState.REJECTED
+                    return False
         job.task = task
         if self.gate is not None and not self.gate.offer(task.tenant, index, now):
             return False  # refused by its tenant's submit limits: its client retries (SimGate)
         return self._queue(index)
+
+    def _never_fits(self, task: PendingTask, rejected_shapes: dict[tuple, bool]) -> bool:
+        """_never_fits tells (cached by shape) whether no node set of one allowed cluster could ever host the task."""
+        key = (task.per_worker, task.workers, task.clusters) if task.clusters else (task.per_worker, task.workers)
+        if key not in rejected_shapes:
+            if not self.multi:
+                rejected_shapes[key] = never_fits(task, self.nodes)
+            else:  # a gang never spans two clusters: it must fit one of those it may use
+                allowed = task.clusters or self.cluster_nodes.keys()
+                rejected_shapes[key] = all(
+                    never_fits(task, self.cluster_nodes[c]) for c in allowed if c in self.cluster_nodes)
+        return rejected_shapes[key]
 
     def _queue(self, index: int, admitted_at: float | None = None) -> bool:
         """_queue makes an admitted job pending; its queue delay counts from its submit, refusals included."""
@@ -309,10 +371,11 @@ class Engine:
     def _call_policy(self, now: float) -> Plan:
         """_call_policy builds the snapshot and times the pure policy call."""
         self.ledger.advance(now)
+        nodes, reservations = self._view(now)
         snapshot = Snapshot(
             now=now,
-            nodes=self.nodes,
-            reservations=tuple(self.running.values()),
+            nodes=nodes,
+            reservations=reservations,
             tenants=self.ledger.tenant_states(),
             pending=tuple(self.pending.values()),
             switch_parent=self.switch_parent,
@@ -330,6 +393,27 @@ class Engine:
         self.result.held_reservations += len(plan.held)
         return plan
 
+    def _view(self, now: float) -> tuple[tuple[NodeState, ...], tuple[Reservation, ...]]:
+        """_view is the nodes and running work as the policy sees them at ``now``: dark clusters down and untouchable."""
+        reservations = tuple(self.running.values())
+        dark = dark_clusters(self.config.outages, now) if self.config.outages else frozenset()
+        if not dark:
+            return self.nodes, reservations
+        if dark not in self._views:
+            self._views[dark] = tuple(
+                dataclasses.replace(n, healthy=False) if cluster_of(n.name) in dark else n for n in self.nodes)
+        # nobody can reach a dark cluster to stop its attempts: they run on, and are no victims
+        reservations = tuple(
+            dataclasses.replace(r, preemptible=False) if r.shares and cluster_of(r.shares[0].node) in dark else r
+            for r in reservations)
+        return self._views[dark], reservations
+
+    def _view_snapshot(self, now: float) -> Snapshot:
+        """_view_snapshot is what a router sees at submit: nodes, running and pending work (no tenants)."""
+        nodes, reservations = self._view(now)
+        return Snapshot(now=now, nodes=nodes, reservations=reservations, pending=tuple(self.pending.values()),
+                        switch_parent=self.switch_parent)
+
     # --- applying a plan ----------------------------------------------------------------------
 
     def _apply(self, plan: Plan, now: float) -> None:
@@ -339,7 +423,7 @@ class Engine:
         task_index = {task.task_id: index for index, task in self.pending.items()}
         for placement in plan.placements:
             index = task_index.get(placement.task_id)
-            problem = self._invalid(placement, index)
+            problem = self._invalid(placement, index, now)
             if problem:
                 if self.config.strict:
                     raise SimulationError(f"t={now:.0f}: cannot apply placement of {placement.task_id}: {problem}")
@@ -347,7 +431,7 @@ class Engine:
                 continue
             self._start(index, placement, now)  # type: ignore[arg-type]
 
-    def _invalid(self, placement: Placement, index: int | None) -> str:
+    def _invalid(self, placement: Placement, index: int | None, now: float) -> str:
         """_invalid explains why a placement cannot be applied ('' when it can)."""
         if index is None:
             return "task is not pending"
@@ -372,6 +456,18 @@ class Engine:
             node = self.node_by_name[name]
             if task.per_worker.gpu_type and task.per_worker.gpus and node.capacity.gpu_type != task.per_worker.gpu_type:
                 return f"node {name} has {node.capacity.gpu_type} GPUs, task needs {task.per_worker.gpu_type}"
+        return self._cluster_problem(placement, task, now) if self.multi else ""
+
+    def _cluster_problem(self, placement: Placement, task: PendingTask, now: float) -> str:
+        """_cluster_problem explains a placement that breaks a cluster rule ('' when none): span, -M, dark."""
+        used = {cluster_of(share.node) for share in placement.shares}
+        if len(used) > 1:
+            return f"gang spans clusters {', '.join(sorted(used))}"
+        if task.clusters and not used <= task.clusters:
+            return f"placed on cluster {', '.join(used)}, task is confined to {', '.join(sorted(task.clusters))}"
+        dark = used & dark_clusters(self.config.outages, now)
+        if dark:
+            return f"cluster {', '.join(dark)} is dark"
         return ""
 
     def _occupy(self, reservation: Reservation, sign: int) -> None:
@@ -411,6 +507,7 @@ class Engine:
             deadline=task.deadline,
         )
         job.reservation = reservation
+        job.cluster = cluster_of(placement.shares[0].node) if placement.shares else ""
         self.running[index] = reservation
         self.by_attempt[attempt_id] = index
         self._occupy(reservation, +1)

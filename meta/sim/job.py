@@ -47,6 +47,7 @@ class SimJob:
     discarded_gpu_s: float = 0.0  # work since the last checkpoint, thrown away by preemptions
     restore_gpu_s: float = 0.0  # time spent reloading checkpoints after restarts (no progress)
     restore_slot: int = -1  # index of the current attempt's restore in EngineResult.waste
+    cluster: str = ""  # the Slurm cluster of its latest attempt ('' on a one-cluster site or before it ran)
 
     @property
     def lost_gpu_s(self) -> float:

@@ -10,7 +10,8 @@ from typing import Any
 from meta.sim import metrics, policies
 from meta.sim.cluster import ClusterSpec, load_cluster
 from meta.sim.config import SimConfig
-from meta.sim.engine import WARMUP_TOO_LONG, Engine, EngineResult
+from meta.sim.engine import WARMUP_TOO_LONG, Engine, EngineResult, Router
+from meta.sim.federation import racing
 from meta.sim.trace import compress_arrivals, load_trace
 
 
@@ -26,6 +27,10 @@ class RunSpec:
     max_jobs: int | None = None
     config: SimConfig = field(default_factory=SimConfig)
     policy_config: Any = None  # metasched's SchedulerConfig; None = meta.sim.tuning (baselines: their own)
+    # several Slurm clusters (issue 26): confine each job at submit (meta.sim.routing), or race one policy
+    # instance per cluster (meta.sim.federation; the baselines always race on a multi-cluster site)
+    router: Router | None = None
+    racing: bool = False
 
 
 @dataclass(slots=True)
@@ -60,7 +65,12 @@ def run(spec: RunSpec, progress: Callable[[int], None] | None = None, prepared=N
     jobs, originals, cluster, notes = prepared or prepare(spec)
     ours = policies.canonical(spec.policy) == "metasched"
     policy_config = spec.policy_config if ours and spec.policy_config is not None else default_config
-    engine = Engine(jobs, cluster, policy_fn, policy_config, spec.config, originals, progress)
+    clusters = cluster.cluster_names()
+    # the baselines know one cluster: on several, each cluster runs its own instance and jobs race (federation)
+    races = spec.racing or (bool(clusters) and not ours)
+    if races:
+        policy_fn = racing(policy_fn)
+    engine = Engine(jobs, cluster, policy_fn, policy_config, spec.config, originals, progress, router=spec.router)
     raw = engine.run()
     weights = dict(cluster.tenants) | dict(spec.config.tenant_weights)
     warmup = cluster.warmup_hours if spec.config.warmup_hours is None else spec.config.warmup_hours
@@ -84,7 +94,21 @@ def run(spec: RunSpec, progress: Callable[[int], None] | None = None, prepared=N
         ],
         "metrics": metrics.compute(raw, weights),
     }
+    if clusters:  # only a multi-cluster site says so: one-cluster reports stay as they were
+        report["cluster"]["clusters"] = clusters
+        report["notes"].append(_clusters_note(clusters, races, spec))
     return RunOutcome(report, raw)
+
+
+def _clusters_note(clusters: list[str], races: bool, spec: RunSpec) -> str:
+    """_clusters_note says how a multi-cluster site was scheduled: one policy, racing, confinement, outages."""
+    how = ("one policy instance per cluster, every job queued on all, the first start wins (racing)" if races
+           else "one policy over all clusters, a gang never spans two")
+    parts = [f"{len(clusters)} Slurm clusters ({', '.join(clusters)}): {how}"]
+    if spec.router is not None:
+        parts.append("each job confined to clusters at submit")
+    parts += [f"{o.cluster} dark {o.start / 3600:g}-{o.end / 3600:g} h" for o in spec.config.outages]
+    return "; ".join(parts)
 
 
 def _warmup_note(warmup_hours: float, raw: EngineResult) -> str:
