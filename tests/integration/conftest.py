@@ -7,7 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from meta.service.api import Service
 from tests.harness import DaemonHarness
+from tests.integration.two_cluster_support import daemon_over_pair
 
 
 @pytest.fixture
@@ -16,3 +18,10 @@ def harness(slurm_exclusive: None, pg_service, tmp_path: Path) -> Iterator[Daemo
     h = DaemonHarness(pg_service, tmp_path)
     yield h
     h.close()
+
+
+@pytest.fixture
+def two_clusters(slurm_exclusive: None, pg_service: Service, tmp_path: Path) -> Iterator[DaemonHarness]:
+    """two_clusters is an in-process daemon over emu and dev2 (issue 26); whatever a test leaves in dev2 is cancelled."""
+    with daemon_over_pair(pg_service, tmp_path) as harness:
+        yield harness

@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -45,7 +46,6 @@ from tests.integration.two_cluster_support import (
     _stop_dev2_slurmds,
     _timed_periods,
     daemon_over_pair,
-    two_clusters,  # noqa: F401 - the fixture
 )
 
 pytestmark = pytest.mark.slurm
@@ -124,7 +124,7 @@ def _one_partition(h: DaemonHarness, folder: Path, job: str) -> tuple[dict, str]
     return partition, (Path(partition["manifest"]["root"]) / "part.txt").read_text()
 
 
-def test_stopped_slurmds_lose_nothing_and_duplicate_nothing(two_clusters: DaemonHarness, marks: Path,  # noqa: F811
+def test_stopped_slurmds_lose_nothing_and_duplicate_nothing(two_clusters: DaemonHarness, marks: Path,
                                                             tmp_path: Path) -> None:  # fmt: skip
     h = two_clusters
     pin = {"clusters": [SECOND]}
@@ -222,7 +222,10 @@ def _conf_via(address: str, folder: Path) -> Path:
 def cut_pair(slurm_exclusive: None, pg_service: Service, tmp_path: Path) -> Iterator[DaemonHarness]:
     """cut_pair is the daemon over emu and dev2, dev2 reached at CUT_ADDRESS (which ``_cut`` can drop)."""
     if shutil.which("iptables") is None:
-        pytest.skip("the network cut needs iptables")
+        # deploy/run-tests installs it: where the second cluster is required, a missing tool fails
+        if os.environ.get("METASCHED_REQUIRE_SECOND_CLUSTER") == "1":
+            pytest.fail("the network cut needs iptables (apt-get install iptables; deploy/run-tests does)")
+        pytest.skip("the network cut needs iptables (apt-get install iptables; deploy/run-tests does)")
     folder = Path(tempfile.mkdtemp(prefix="metasched-cut-"))
     try:
         with daemon_over_pair(pg_service, tmp_path, str(_conf_via(CUT_ADDRESS, folder / "slurm-dev2")),

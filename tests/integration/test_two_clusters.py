@@ -16,113 +16,35 @@ it, on a PostgreSQL store. Checked on the real pair:
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import time
-from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
 
 from meta.model.clusters import cluster_of, split_qualified
 from meta.model.states import AttemptState, JobState
 from meta.policy.plan import ReasonCode
-from meta.serve.slurm_access import slurm_client
-from meta.store.models import Job, Task, TaskReason
 from tests.harness import DaemonHarness
-from tests.integration.second_cluster import DEVCLUSTER, SECOND, SECOND_CONF, require_second_cluster
+from tests.integration.second_cluster import SECOND
+from tests.integration.two_cluster_support import (
+    DARK_GRACE_S,
+    FIRST,
+    LOST_GRACE_S,
+    WHOLE_A100,
+    WHOLE_H100,
+    _attempts,
+    _nodes,
+    _reason,
+    _running_in_slurm,
+    _slurm_state,
+    _spec,
+    _start_dev2,
+    _stop_dev2_controller,
+    _timed_periods,
+)
 
 pytestmark = pytest.mark.slurm
-
-FIRST = "emu"  # ClusterName in deploy/slurm/slurm.conf
-
-
-def _spec(name: str, **fields: object) -> dict[str, object]:
-    """_spec is a small job of tenant-a: defaults overridden by ``fields``."""
-    spec: dict[str, object] = {"kind": "evaluation", "name": name, "tenant": "tenant-a", "time_limit": "5m",
-                               "resources": {"cpus": 1, "memory": "1G"}, "command": "sleep 2"}  # fmt: skip
-    return spec | fields
-
-
-WHOLE_H100 = {"cpus": 1, "memory": "1G", "gpus": 8, "gpu_type": "h100"}
-WHOLE_A100 = {"cpus": 1, "memory": "1G", "gpus": 8, "gpu_type": "a100"}
-
-
-LOST_GRACE_S = 15.0  # short, so that the outage below outlasts it
-DARK_GRACE_S = 20.0  # how long dev2 may be dark before its inference partitions are replayed
-
-
-@pytest.fixture
-def two_clusters(slurm_exclusive: None, pg_service, tmp_path: Path) -> Iterator[DaemonHarness]:
-    """two_clusters is an in-process daemon over emu and dev2; whatever the test leaves in dev2 is cancelled."""
-    require_second_cluster()
-    client = slurm_client([FIRST, f"{SECOND}={SECOND_CONF}"], bin_dir=None, observer=None)
-    harness = DaemonHarness(pg_service, tmp_path, client=client, lost_grace_s=LOST_GRACE_S,
-                             dark_grace_s=DARK_GRACE_S)
-    yield harness
-    harness.close()
-    client.close()  # type: ignore[attr-defined] - a ClusterSet: stops its prober
-    _start_dev2()  # a test that stopped dev2's controller leaves it running again
-    subprocess.run(["scancel", "-M", SECOND, "--name", "ms-*"], capture_output=True, timeout=30)
-    ours = subprocess.run(["squeue", "-M", SECOND, "-h", "-o", "%i %j"], capture_output=True, text=True, timeout=30)
-    ids = [line.split()[0] for line in ours.stdout.splitlines() if " ms-" in line and line.split()[0].isdigit()]
-    if ids:
-        subprocess.run(["scancel", "-M", SECOND, *ids], capture_output=True, timeout=30)
-
-
-def _start_dev2() -> None:
-    """_start_dev2 starts whatever of dev2 is not running (deploy/devcluster up --second is idempotent)."""
-    done = subprocess.run([str(DEVCLUSTER), "up", "--second"], capture_output=True, text=True, timeout=120)
-    assert done.returncode == 0, done.stdout + done.stderr
-
-
-def _stop_dev2_controller() -> None:
-    """_stop_dev2_controller stops dev2's slurmctld only: its slurmds go on running their jobs."""
-    pid = int(Path("/run/slurm-dev2/slurmctld.pid").read_text().strip())
-    os.kill(pid, signal.SIGTERM)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.2)
-    raise AssertionError("dev2's slurmctld did not stop")
-
-
-def _attempts(harness: DaemonHarness, job: str) -> list:
-    return [a for t in harness.service.status(job).tasks for a in t.attempts]
-
-
-def _running_in_slurm(harness: DaemonHarness, job: str) -> Callable[[], bool]:
-    """_running_in_slurm is true once the job's latest attempt runs in Slurm (launched, with a Slurm job id)."""
-
-    def check() -> bool:
-        attempts = _attempts(harness, job)
-        return bool(attempts) and attempts[-1].state == AttemptState.RUNNING.value and bool(attempts[-1].slurm_job_id)
-
-    return check
-
-
-def _nodes(harness: DaemonHarness, job: str) -> set[str]:
-    return {node for a in _attempts(harness, job) for node in (a.nodes or [])}
-
-
-def _reason(harness: DaemonHarness, job: str) -> tuple[str, str]:
-    """_reason is the last cycle's typed reason of the job's task (code, message)."""
-    with harness.service.db.session() as session:
-        row = session.execute(select(TaskReason.code, TaskReason.message).join(Task, Task.id == TaskReason.task_id)
-                              .join(Job, Job.id == Task.job_id).where(Job.short_id == job)).one()  # fmt: skip
-    return row.code, row.message
-
-
-def _slurm_state(cluster: str, job_id: str) -> str:
-    """_slurm_state is the job's state in the cluster's accounting ('' until it is there)."""
-    out = subprocess.run(["sacct", "-M", cluster, "-n", "-P", "-X", "-j", job_id, "-o", "State"],
-                         capture_output=True, text=True, timeout=60).stdout  # fmt: skip
-    return out.strip().splitlines()[0] if out.strip() else ""
 
 
 def test_one_metasched_places_on_both_clusters_and_follows_their_jobs(two_clusters: DaemonHarness) -> None:
@@ -161,20 +83,6 @@ def test_one_metasched_places_on_both_clusters_and_follows_their_jobs(two_cluste
     assert _slurm_state(cluster, bare).startswith("CANCELLED"), _slurm_state(cluster, bare)
     assert h.state(triple) == JobState.PENDING
     h.service.cancel(triple)
-
-
-def _timed_periods(h: DaemonHarness, seconds: float, done: Callable[[], bool] = lambda: False) -> list[float]:
-    """_timed_periods runs daemon periods for ``seconds`` (or until ``done()``) and returns each one's length."""
-    lengths = []
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        started = time.monotonic()
-        h.daemon.period()
-        lengths.append(time.monotonic() - started)
-        if done():
-            break
-        time.sleep(h.config.period_s)
-    return lengths
 
 
 def test_a_dark_cluster_stops_nothing_elsewhere_and_loses_nothing(two_clusters: DaemonHarness) -> None:

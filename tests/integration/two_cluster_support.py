@@ -1,7 +1,7 @@
 """What the tests on the real pair (emu and dev2, issue 26) share: the daemon over both, dev2's switches, job probes.
 
-``two_clusters`` is the fixture (an in-process daemon over emu and dev2 on PostgreSQL), and
-``daemon_over_pair`` builds the same daemon with another dev2 slurm.conf or dark grace. The
+``daemon_over_pair`` is an in-process daemon over emu and dev2 on PostgreSQL (conftest's
+``two_clusters`` fixture), with another dev2 slurm.conf or dark grace when a test asks. The
 helpers stop and start dev2's daemons (its slurmctld, its slurmds) by their pid files and
 ``deploy/devcluster up --second``, and read what metasched and Slurm say about a job.
 """
@@ -16,7 +16,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import pytest
 from sqlalchemy import select
 
 from meta.model.states import AttemptState
@@ -57,13 +56,6 @@ def daemon_over_pair(pg_service: Service, tmp_path: Path, second_conf: str = SEC
         client.close()  # type: ignore[attr-defined] - a ClusterSet: stops its prober
         _start_dev2()  # a test that stopped part of dev2 leaves it running again
         _cancel_ours_on_dev2()
-
-
-@pytest.fixture
-def two_clusters(slurm_exclusive: None, pg_service: Service, tmp_path: Path) -> Iterator[DaemonHarness]:
-    """two_clusters is an in-process daemon over emu and dev2; whatever the test leaves in dev2 is cancelled."""
-    with daemon_over_pair(pg_service, tmp_path) as harness:
-        yield harness
 
 
 def _cancel_ours_on_dev2() -> None:
