@@ -1,4 +1,13 @@
-"""Fault scenarios on the real pair (issue 26): dev2's slurmds stopped, and the daemon cut off from dev2 only.
+"""Fault scenarios on the real pair (issue 26): dev2's controller or slurmds stopped, the daemon cut off from dev2.
+
+Each prints one ``FAULTS`` row (``tests/faults/support.report``): ``deploy/fault-suite`` runs this
+file too and puts the rows in its summary; CI runs it with the integration suite.
+
+- dev2's slurmctld stopped past the lost grace while jobs run there (its slurmds run them on): the
+  jobs submitted meanwhile run on emu, the periods keep their length but for the read that finds
+  dev2 dark, dev2's attempts stay unknown (not lost nor relaunched) and succeed in one attempt once
+  it returns; an inference partition running there is replayed on emu past the dark grace, and
+  the copy dev2 ran on is cancelled when it returns and never commits (one partition in the manifest).
 
 - dev2's slurmds stopped (its slurmctld runs on) past the lost grace and Slurm's SlurmdTimeout
   while a training job and an inference partition run there, then started again: nothing is
@@ -30,9 +39,11 @@ from meta.model.clusters import cluster_of, split_qualified
 from meta.model.states import AttemptState, JobState
 from meta.service.api import Service
 from slurm_bridge.clusters import unreachable_clusters
+from tests.faults.support import report
 from tests.harness import DaemonHarness
 from tests.integration.second_cluster import SECOND, SECOND_CONF
 from tests.integration.two_cluster_support import (
+    DARK_GRACE_S,
     FIRST,
     LOST_GRACE_S,
     _attempts,
@@ -41,8 +52,10 @@ from tests.integration.two_cluster_support import (
     _p99,
     _running_in_slurm,
     _sacct_fields,
+    _slurm_state,
     _spec,
     _start_dev2,
+    _stop_dev2_controller,
     _stop_dev2_slurmds,
     _timed_periods,
     daemon_over_pair,
@@ -176,6 +189,97 @@ def test_stopped_slurmds_lose_nothing_and_duplicate_nothing(two_clusters: Daemon
     print(f"attempts: {[(job, [(a.number, a.state) for a in _attempts(h, job)]) for job in on_dev2]}")
     print(f"slurmds back (devcluster up --second) in {back_s:.0f} s; all done {done_s:.0f} s after the restart")
     print(f"periods before: {_figures(before)}; during the outage: {_figures(during)}")
+    report("two_clusters_slurmds_stopped", trials=1, violations=0, lost=0, duplicated=0,
+           healthy_period_before_s=before, healthy_period_s=during, ended_after_stop_s=[ended_s])  # fmt: skip
+
+
+# --- dev2's controller stopped -----------------------------------------------------------------------
+
+
+def test_a_dark_cluster_stops_nothing_elsewhere_and_loses_nothing(two_clusters: DaemonHarness) -> None:
+    h = two_clusters
+    on_dev2 = [h.submit(_spec(f"dev2-{i}", sbatch={"clusters": [SECOND]}, command="sleep 45")) for i in range(2)]
+    h.run_until(lambda: all(_running_in_slurm(h, job)() for job in on_dev2), timeout_s=60)
+    before = _timed_periods(h, 5)
+
+    _stop_dev2_controller()  # dev2's jobs run on in its slurmds; metasched cannot see them
+    elsewhere = [h.submit(_spec(f"elsewhere-{i}", command="sleep 2")) for i in range(3)]
+    during = _timed_periods(h, 60, h.all_finished(elsewhere))
+    assert all(h.state(job) == JobState.SUCCEEDED for job in elsewhere), [h.state(job) for job in elsewhere]
+    up = {c: h.daemon.metrics.registry.get_sample_value("metasched_slurm_cluster_up", {"cluster": c}) for c in (FIRST, SECOND)}
+    assert up == {FIRST: 1.0, SECOND: 0.0}  # the operator sees which cluster is dark
+    assert all(cluster_of(node) == FIRST for job in elsewhere for node in _nodes(h, job))
+    # past the lost grace: dev2's attempts are unknown, not lost, and nothing was launched again
+    during += _timed_periods(h, LOST_GRACE_S + 3)
+    for job in on_dev2:
+        attempts = _attempts(h, job)
+        assert [a.state for a in attempts] == [AttemptState.RUNNING.value], (job, attempts)
+
+    _start_dev2()
+    h.run_until(h.all_finished(on_dev2), timeout_s=120)
+    for job in on_dev2:
+        assert h.state(job) == JobState.SUCCEEDED
+        assert len(_attempts(h, job)) == 1  # one run, on dev2: never a copy elsewhere
+    during_sorted = sorted(during)
+    print(f"\nperiods before the outage: max {max(before):.2f} s; during it ({len(during)}): median "
+          f"{during_sorted[len(during) // 2]:.2f} s, max {during_sorted[-1]:.2f} s")
+    report("two_clusters_slurmctld_stopped", trials=1, violations=0, lost=0, duplicated=0,
+           healthy_period_before_s=before, healthy_period_s=sorted(during)[:-1])  # fmt: skip
+    # only the read that finds dev2 dark waits out Slurm's connect retries (~9 s); the rest keep their length
+    assert sum(length > 3.0 for length in during) <= 1, during
+
+
+FIRST_T4 = ("t4n1", "t4n2")
+
+
+def _first_t4s(state: str) -> None:
+    """_first_t4s drains or resumes the first cluster's T4 nodes (so that a T4 job starts on dev2)."""
+    for node in FIRST_T4:
+        args = ["scontrol", "update", f"nodename={node}", f"state={state}"]
+        subprocess.run(args + (["reason=metasched-test"] if state == "drain" else []), capture_output=True, timeout=30)
+
+
+# the copy on dev2 outlives the outage; the replay elsewhere writes at once
+INFER_COMMAND = ('if [ "$SLURM_CLUSTER_NAME" = dev2 ]; then sleep 120; fi; '
+                 'echo "partition $METASCHED_PARTITION on $SLURM_CLUSTER_NAME" > "$METASCHED_OUTPUT_DIR/part.txt"')
+
+
+def test_an_inference_partition_on_a_dark_cluster_is_replayed_once(two_clusters: DaemonHarness, tmp_path: Path) -> None:
+    h = two_clusters
+    spec = _spec("infer", kind="inference", partitions=1, output=str(tmp_path / "out"), command=INFER_COMMAND,
+                 resources={"cpus": 1, "memory": "1G", "gpus": 1, "gpu_type": "t4"})  # fmt: skip
+    _first_t4s("drain")
+    try:
+        job = h.submit(spec)
+        # the job counts as running once placed; the outage must come after dev2 has the Slurm job
+        h.run_until(_running_in_slurm(h, job), timeout_s=60)
+    finally:
+        _first_t4s("resume")
+    (first,) = _attempts(h, job)
+    assert {cluster_of(node) for node in first.nodes} == {SECOND}, first.nodes
+
+    _stop_dev2_controller()
+    started = time.monotonic()
+    h.run_until(lambda: h.state(job) == JobState.SUCCEEDED, timeout_s=120)
+    replayed_after = time.monotonic() - started
+    attempts = _attempts(h, job)
+    assert [a.state for a in attempts] == [AttemptState.LOST.value, AttemptState.SUCCEEDED.value], attempts
+    assert {cluster_of(node) for node in attempts[1].nodes} == {FIRST}
+    assert replayed_after >= DARK_GRACE_S  # never before the grace
+
+    _start_dev2()  # the copy that ran on is an orphan now: cancelled, and it never commits
+    copy_cluster, copy_id = split_qualified(attempts[0].slurm_job_id or "")
+    assert copy_cluster == SECOND and copy_id.isdigit(), attempts[0].slurm_job_id
+    h.run_until(lambda: _slurm_state(copy_cluster, copy_id).startswith("CANCELLED"), timeout_s=90)
+    written = tmp_path / "out" / job / "_manifest.json"
+    h.run_until(written.exists, timeout_s=30)
+    manifest = json.loads(written.read_text())
+    assert manifest["complete"] and len(manifest["partitions"]) == 1
+    (partition,) = manifest["partitions"]
+    assert [f["path"] for f in partition["manifest"]["files"]] == ["part.txt"]
+    assert (Path(partition["manifest"]["root"]) / "part.txt").read_text() == f"partition {partition['name']} on {FIRST}\n"
+    print(f"\nthe partition was replayed on {FIRST} {replayed_after:.1f} s after dev2 went dark (grace {DARK_GRACE_S:g} s)")
+    report("two_clusters_inference_replay", trials=1, violations=0, lost=0, duplicated=0, replayed_after_s=[replayed_after])
 
 
 # --- the network cut ------------------------------------------------------------------------------------
@@ -281,4 +385,6 @@ def test_a_cut_off_cluster_keeps_its_work_and_the_other_goes_on(cut_pair: Daemon
           f"dev2 answered again {answered_s:.1f} s after it was lifted ({len(after)} periods)")
     print(f"periods before: {_figures(before)}; during the cut: {_figures(during)}; "
           f"without the one that found it: p99 {_p99(rest):.2f} s")
+    report("two_clusters_network_cut", trials=1, violations=0, lost=0, duplicated=0, healthy_period_before_s=before,
+           healthy_period_s=rest, cut_s=round(found_s, 1), recover_after_heal_s=round(answered_s, 1))  # fmt: skip
     assert _p99(rest) <= _p99(before) + 0.5, (before, during)

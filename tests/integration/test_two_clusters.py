@@ -15,11 +15,6 @@ it, on a PostgreSQL store. Checked on the real pair:
 
 from __future__ import annotations
 
-import json
-import subprocess
-import time
-from pathlib import Path
-
 import pytest
 
 from meta.model.clusters import cluster_of, split_qualified
@@ -28,9 +23,7 @@ from meta.policy.plan import ReasonCode
 from tests.harness import DaemonHarness
 from tests.integration.second_cluster import SECOND
 from tests.integration.two_cluster_support import (
-    DARK_GRACE_S,
     FIRST,
-    LOST_GRACE_S,
     WHOLE_A100,
     WHOLE_H100,
     _attempts,
@@ -39,9 +32,6 @@ from tests.integration.two_cluster_support import (
     _running_in_slurm,
     _slurm_state,
     _spec,
-    _start_dev2,
-    _stop_dev2_controller,
-    _timed_periods,
 )
 
 pytestmark = pytest.mark.slurm
@@ -83,89 +73,6 @@ def test_one_metasched_places_on_both_clusters_and_follows_their_jobs(two_cluste
     assert _slurm_state(cluster, bare).startswith("CANCELLED"), _slurm_state(cluster, bare)
     assert h.state(triple) == JobState.PENDING
     h.service.cancel(triple)
-
-
-def test_a_dark_cluster_stops_nothing_elsewhere_and_loses_nothing(two_clusters: DaemonHarness) -> None:
-    h = two_clusters
-    on_dev2 = [h.submit(_spec(f"dev2-{i}", sbatch={"clusters": [SECOND]}, command="sleep 45")) for i in range(2)]
-    h.run_until(lambda: all(_running_in_slurm(h, job)() for job in on_dev2), timeout_s=60)
-    before = _timed_periods(h, 5)
-
-    _stop_dev2_controller()  # dev2's jobs run on in its slurmds; metasched cannot see them
-    elsewhere = [h.submit(_spec(f"elsewhere-{i}", command="sleep 2")) for i in range(3)]
-    during = _timed_periods(h, 60, h.all_finished(elsewhere))
-    assert all(h.state(job) == JobState.SUCCEEDED for job in elsewhere), [h.state(job) for job in elsewhere]
-    up = {c: h.daemon.metrics.registry.get_sample_value("metasched_slurm_cluster_up", {"cluster": c}) for c in (FIRST, SECOND)}
-    assert up == {FIRST: 1.0, SECOND: 0.0}  # the operator sees which cluster is dark
-    assert all(cluster_of(node) == FIRST for job in elsewhere for node in _nodes(h, job))
-    # past the lost grace: dev2's attempts are unknown, not lost, and nothing was launched again
-    during += _timed_periods(h, LOST_GRACE_S + 3)
-    for job in on_dev2:
-        attempts = _attempts(h, job)
-        assert [a.state for a in attempts] == [AttemptState.RUNNING.value], (job, attempts)
-
-    _start_dev2()
-    h.run_until(h.all_finished(on_dev2), timeout_s=120)
-    for job in on_dev2:
-        assert h.state(job) == JobState.SUCCEEDED
-        assert len(_attempts(h, job)) == 1  # one run, on dev2: never a copy elsewhere
-    during_sorted = sorted(during)
-    print(f"\nperiods before the outage: max {max(before):.2f} s; during it ({len(during)}): median "
-          f"{during_sorted[len(during) // 2]:.2f} s, max {during_sorted[-1]:.2f} s")
-    # only the read that finds dev2 dark waits out Slurm's connect retries (~9 s); the rest keep their length
-    assert sum(length > 3.0 for length in during) <= 1, during
-
-
-FIRST_T4 = ("t4n1", "t4n2")
-
-
-def _first_t4s(state: str) -> None:
-    """_first_t4s drains or resumes the first cluster's T4 nodes (so that a T4 job starts on dev2)."""
-    for node in FIRST_T4:
-        args = ["scontrol", "update", f"nodename={node}", f"state={state}"]
-        subprocess.run(args + (["reason=metasched-test"] if state == "drain" else []), capture_output=True, timeout=30)
-
-
-# the copy on dev2 outlives the outage; the replay elsewhere writes at once
-INFER_COMMAND = ('if [ "$SLURM_CLUSTER_NAME" = dev2 ]; then sleep 120; fi; '
-                 'echo "partition $METASCHED_PARTITION on $SLURM_CLUSTER_NAME" > "$METASCHED_OUTPUT_DIR/part.txt"')
-
-
-def test_an_inference_partition_on_a_dark_cluster_is_replayed_once(two_clusters: DaemonHarness, tmp_path: Path) -> None:
-    h = two_clusters
-    spec = _spec("infer", kind="inference", partitions=1, output=str(tmp_path / "out"), command=INFER_COMMAND,
-                 resources={"cpus": 1, "memory": "1G", "gpus": 1, "gpu_type": "t4"})  # fmt: skip
-    _first_t4s("drain")
-    try:
-        job = h.submit(spec)
-        # the job counts as running once placed; the outage must come after dev2 has the Slurm job
-        h.run_until(_running_in_slurm(h, job), timeout_s=60)
-    finally:
-        _first_t4s("resume")
-    (first,) = _attempts(h, job)
-    assert {cluster_of(node) for node in first.nodes} == {SECOND}, first.nodes
-
-    _stop_dev2_controller()
-    started = time.monotonic()
-    h.run_until(lambda: h.state(job) == JobState.SUCCEEDED, timeout_s=120)
-    replayed_after = time.monotonic() - started
-    attempts = _attempts(h, job)
-    assert [a.state for a in attempts] == [AttemptState.LOST.value, AttemptState.SUCCEEDED.value], attempts
-    assert {cluster_of(node) for node in attempts[1].nodes} == {FIRST}
-    assert replayed_after >= DARK_GRACE_S  # never before the grace
-
-    _start_dev2()  # the copy that ran on is an orphan now: cancelled, and it never commits
-    copy_cluster, copy_id = split_qualified(attempts[0].slurm_job_id or "")
-    assert copy_cluster == SECOND and copy_id.isdigit(), attempts[0].slurm_job_id
-    h.run_until(lambda: _slurm_state(copy_cluster, copy_id).startswith("CANCELLED"), timeout_s=90)
-    written = tmp_path / "out" / job / "_manifest.json"
-    h.run_until(written.exists, timeout_s=30)
-    manifest = json.loads(written.read_text())
-    assert manifest["complete"] and len(manifest["partitions"]) == 1
-    (partition,) = manifest["partitions"]
-    assert [f["path"] for f in partition["manifest"]["files"]] == ["part.txt"]
-    assert (Path(partition["manifest"]["root"]) / "part.txt").read_text() == f"partition {partition['name']} on {FIRST}\n"
-    print(f"\nthe partition was replayed on {FIRST} {replayed_after:.1f} s after dev2 went dark (grace {DARK_GRACE_S:g} s)")
 
 
 def _clusters_verdicts(h: DaemonHarness, job: str) -> dict[str, tuple[str, str]]:
