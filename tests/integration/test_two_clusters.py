@@ -10,16 +10,23 @@ it, on a PostgreSQL store. Checked on the real pair:
 - a job confined with ``clusters: [dev2]`` runs on a dev2 node;
 - every attempt's Slurm id names its cluster (``emu/N``, ``dev2/N``), the reconciler follows both
   clusters' jobs to their ends (one attempt each), and a cancel through metasched reaches the
-  job on dev2 (sacct -M dev2: CANCELLED).
+  job on dev2 (sacct -M dev2: CANCELLED);
+- usage is global: a tenant that ran on emu's H100s goes behind another for dev2's one free A100
+  node, though it asked first (under strict share order);
+- explain says why a job went to one cluster and not the other; a tenant confined to dev2 runs there only.
 """
 
 from __future__ import annotations
+
+import subprocess
+from dataclasses import replace
 
 import pytest
 
 from meta.model.clusters import cluster_of, split_qualified
 from meta.model.states import AttemptState, JobState
 from meta.policy.plan import ReasonCode
+from meta.store.models import TenantUsage
 from tests.harness import DaemonHarness
 from tests.integration.second_cluster import SECOND
 from tests.integration.two_cluster_support import (
@@ -125,3 +132,58 @@ def test_a_tenant_confined_to_dev2_lands_only_on_dev2(two_clusters: DaemonHarnes
         h.service.cancel(outside)
     finally:
         admin.set_tenant("tenant-a", clusters=[])
+
+
+def _plain_sbatch_on_dev2(node: str, seconds: int) -> str:
+    """_plain_sbatch_on_dev2 holds a whole dev2 node with a plain Slurm job (not metasched's); returns its id."""
+    args = ["sbatch", "-M", SECOND, "--parsable", "-A", "tenant-a", "-J", "plain-blocker", "-w", node, "--exclusive",
+            "-o", "/dev/null", "--wrap", f"sleep {seconds}"]  # fmt: skip
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip().split(";")[0]
+
+
+def test_a_tenant_over_its_share_on_emu_yields_on_dev2(two_clusters: DaemonHarness) -> None:
+    """Usage is global: what tenant-a ran on emu puts it behind tenant-b for the one free A100 node of dev2."""
+    h = two_clusters
+    # strict share order (fair_share_horizon_s: none), a site's setting: with the shipped horizon 0 borrowers go
+    # shortest-first and tenant-a's job, asked first, starts first (measured; issue 21 is about that order)
+    h.config.scheduler = replace(h.config.scheduler, fair_share_horizon_s=None)
+    blocker = _plain_sbatch_on_dev2("b-a100n1", 90)  # dev2 keeps one free A100 node
+    try:
+        # tenant-a's usage comes from emu's H100s: its A100 limit (16 GPUs, Slurm's GrpTRES) stays clear
+        on_emu = [h.submit(_spec(f"emu-h100-{i}", resources=WHOLE_H100, sbatch={"clusters": [FIRST]},
+                                 command="sleep 60")) for i in range(2)]  # fmt: skip
+        h.run_until(lambda: all(_running_in_slurm(h, job)() for job in on_emu), timeout_s=60)
+        h.run_until(lambda: _tenant_usage(h, "tenant-a") > 0, timeout_s=30)
+        h.run_until(lambda: _squeue_running(blocker), timeout_s=30)
+        # tenant-a asks first, tenant-b a moment later; both only for dev2, where one A100 node is free
+        first_a = h.submit(_spec("dev2-a100-a", resources=WHOLE_A100, sbatch={"clusters": [SECOND]}, command="sleep 20"))
+        then_b = h.submit(_spec("dev2-a100-b", tenant="tenant-b", resources=WHOLE_A100,
+                                sbatch={"clusters": [SECOND]}, command="sleep 20"))  # fmt: skip
+        h.run_until(lambda: _running_in_slurm(h, then_b)() or _running_in_slurm(h, first_a)(), timeout_s=60)
+        usage = {t: _tenant_usage(h, t) for t in ("tenant-a", "tenant-b")}
+        print(f"\ndecayed usage when dev2's A100 node was given: {usage}; "
+              f"tenant-b's job {h.state(then_b).value}, tenant-a's {h.state(first_a).value}")
+        assert usage["tenant-a"] > usage["tenant-b"]
+        assert _running_in_slurm(h, then_b)() and h.state(first_a) == JobState.PENDING
+        assert {cluster_of(node) for node in _nodes(h, then_b)} == {SECOND}
+        for job in (*on_emu, first_a, then_b):
+            h.service.cancel(job)
+        h.run_until(h.all_finished([*on_emu, first_a, then_b]), timeout_s=90)
+    finally:
+        subprocess.run(["scancel", "-M", SECOND, blocker], capture_output=True, timeout=30)
+
+
+def _tenant_usage(h: DaemonHarness, tenant: str) -> float:
+    """_tenant_usage is the tenant's decayed GPU-seconds in the store (every cluster's work counts)."""
+    with h.service.db.session() as session:
+        row = session.get(TenantUsage, tenant)
+    return float(row.decayed_gpu_seconds) if row else 0.0
+
+
+def _squeue_running(job_id: str) -> bool:
+    """_squeue_running is true while dev2's squeue shows the job running."""
+    out = subprocess.run(["squeue", "-M", SECOND, "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True,
+                         timeout=30).stdout  # fmt: skip
+    return "RUNNING" in out
