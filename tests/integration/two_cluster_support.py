@@ -59,10 +59,10 @@ def daemon_over_pair(pg_service: Service, tmp_path: Path, second_conf: str = SEC
 
 
 def _cancel_ours_on_dev2() -> None:
-    """_cancel_ours_on_dev2 cancels every metasched job (ms-*) left in dev2."""
-    subprocess.run(["scancel", "-M", SECOND, "--name", "ms-*"], capture_output=True, timeout=30)
-    ours = subprocess.run(["squeue", "-M", SECOND, "-h", "-o", "%i %j"], capture_output=True, text=True, timeout=30)
-    ids = [line.split()[0] for line in ours.stdout.splitlines() if " ms-" in line and line.split()[0].isdigit()]
+    """_cancel_ours_on_dev2 cancels every metasched job left in dev2 (its comment carries a metasched tag)."""
+    ours = subprocess.run(["squeue", "-M", SECOND, "-h", "-o", "%i|%k"], capture_output=True, text=True, timeout=30)
+    rows = [line.split("|", 1) for line in ours.stdout.splitlines() if "|" in line]
+    ids = [job_id for job_id, comment in rows if job_id.isdigit() and "metasched:" in comment]
     if ids:
         subprocess.run(["scancel", "-M", SECOND, *ids], capture_output=True, timeout=30)
 
