@@ -15,6 +15,10 @@ the Slurm test lock (tests that run daemons wait), and needs root, the dev clust
 installed CLI (``./deploy/devcluster up``, ``./deploy/install-cli``).
 
 Run: ``python benchmarks/bench_replay.py [--rounds 2] [--jobs 120] [--span 240] [--load 1.0] [--json]``.
+``--pair`` runs both sides on emu and dev2 (``deploy/devcluster up --second``): plain ``sbatch -M
+emu,dev2`` (Slurm starts each job on the cluster that would start it first, at submit) against one
+``metasched serve --clusters emu,dev2=...``; the load is then on the pair's 80 GPUs, the report
+adds jobs per cluster, and there is no simulated prediction (the simulator's preset is one cluster).
 ``--policy-config FILE`` runs the metasched side (and its prediction) with a policy file over the
 shipped defaults. ``--db`` takes a PostgreSQL URL whose schema is emptied (a scratch database); the default is a
 fresh SQLite file, metasched's embedded default.
@@ -34,7 +38,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks.replay import predict  # noqa: E402
-from benchmarks.replay.sides import CAPACITY_GPUS, LOCK, PERIOD_S, install_cli, run_metasched, run_plain, say  # noqa: E402
+from benchmarks.replay.sides import (  # noqa: E402
+    LOCK,
+    ONE_CLUSTER,
+    PAIR,
+    PERIOD_S,
+    Clusters,
+    install_cli,
+    run_metasched,
+    run_plain,
+    say,
+)
 from benchmarks.replay.slice import ReplayJob, SliceSpec, cut, offered_load  # noqa: E402
 from benchmarks.store import open_store  # noqa: E402
 from meta.sim.trace import TraceError  # noqa: E402
@@ -58,14 +72,15 @@ def main() -> None:
     """main runs the rounds and prints the report."""
     args = _arguments()
     try:
-        jobs = cut(
-            SliceSpec(args.trace, jobs=args.jobs, span_s=args.span, load=args.load, start_h=args.start_h)
-        )
+        jobs = cut(SliceSpec(args.trace, jobs=args.jobs, span_s=args.span, load=args.load, start_h=args.start_h,
+                             capacity_gpus=_clusters(args).gpus))  # fmt: skip
     except (TraceError, ValueError) as exc:
         sys.exit(f"bench_replay: {exc} (--trace names a Philly week CSV)")
     folder = Path(tempfile.mkdtemp(prefix="metasched-replay-", dir="/tmp"))
     folder.chmod(0o777)  # the users' jobs start here (sbatch's default working directory)
-    say(f"{len(jobs)} jobs, offered load {offered_load(jobs, CAPACITY_GPUS, args.span):.2f}, folder {folder}")
+    clusters = _clusters(args)
+    say(f"{len(jobs)} jobs, offered load {offered_load(jobs, clusters.gpus, args.span):.2f} on {clusters.gpus} GPUs"
+        f"{' of emu and dev2' if args.pair else ''}, folder {folder}")
     install_cli()
     with LOCK.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
@@ -85,7 +100,12 @@ def _arguments() -> argparse.Namespace:
     parser.add_argument(
         "--span", type=float, default=240.0, help="seconds between the first and last arrival"
     )
-    parser.add_argument("--load", type=float, default=1.0, help="offered load on the 40 GPUs")
+    parser.add_argument("--load", type=float, default=1.0, help="offered load on the 40 GPUs (80 with --pair)")
+    parser.add_argument(
+        "--pair", action="store_true",
+        help="both clusters (deploy/devcluster up --second): plain `sbatch -M emu,dev2` against one metasched "
+        "over both (serve --clusters); --load is then on the pair's 80 GPUs",
+    )  # fmt: skip
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--db", default=None, help="PostgreSQL scratch URL (default: a fresh SQLite file)")
     parser.add_argument("--timeout", type=float, default=1200.0, help="seconds to wait for one side's jobs")
@@ -108,20 +128,26 @@ def _side(args: argparse.Namespace, jobs: list[ReplayJob], folder: Path, side: s
     prefix = f"{side[0]}{number}x{int(time.time()) % 100000}"
     say(f"round {number + 1}: {side} ({prefix}) starts")
     if side == "plain":
-        figures = run_plain(jobs, prefix, folder, timeout=args.timeout)
+        figures = run_plain(jobs, prefix, folder, timeout=args.timeout, clusters=_clusters(args))
     else:
         figures = run_metasched(jobs, prefix, folder / f"ms{number}", open_store(args.db), args.policy_config,
-                                timeout=args.timeout)  # fmt: skip
+                                timeout=args.timeout, clusters=_clusters(args))  # fmt: skip
     say(f"round {number + 1}: {side} done: mean queue {figures['queue_delay_s']['mean']:.1f} s, "
         f"makespan {figures['makespan_s']:.0f} s, {figures['failed']} failed")
     return figures
+
+
+def _clusters(args: argparse.Namespace) -> Clusters:
+    """_clusters is where both sides run: the default cluster, or emu and dev2 with --pair."""
+    return PAIR if args.pair else ONE_CLUSTER
 
 
 def _report(args: argparse.Namespace, jobs: list[ReplayJob], rounds: list[dict]) -> dict:
     """_report gathers the rounds, the median ratios and the simulator's prediction."""
     sides = {side: [r[side] for r in rounds] for side in ("plain", "metasched")}
     medians = {side: _median_figures(runs) for side, runs in sides.items()}
-    predicted = {
+    # the simulator's dev-cluster preset is one cluster: the pair is not predicted
+    predicted = {} if args.pair else {
         "plain": predict.simulate(jobs, "slurmlike", PERIOD_S),
         "metasched": predict.simulate(jobs, "metasched", PERIOD_S, args.policy_config),
     }
@@ -133,12 +159,13 @@ def _report(args: argparse.Namespace, jobs: list[ReplayJob], rounds: list[dict])
             "load": args.load,
             "start_h": args.start_h,
             "policy_config": str(args.policy_config) if args.policy_config else "shipped defaults",
+            "clusters": _clusters(args).plain or "the default cluster",
         },
         "rounds": rounds,
         "median": medians,
         "ratio": {label: _ratio(medians, path) for label, path in RATIOS},
         "simulated": predicted,
-        "simulator_error": {side: _errors(predicted[side], medians[side]) for side in sides},
+        "simulator_error": {side: _errors(predicted[side], medians[side]) for side in predicted},
         "valid": all(run["valid"] for runs in sides.values() for run in runs),
     }
 
@@ -163,6 +190,9 @@ def _median_figures(runs: list[dict]) -> dict:
     out["tenant_mean_delay_s"] = {
         t: statistics.median(run["tenant_mean_delay_s"].get(t, 0.0) for run in runs) for t in tenants
     }
+    if len({c for run in runs for c in run.get("jobs_per_cluster", {})}) > 1:
+        clusters = sorted({c for run in runs for c in run["jobs_per_cluster"]})
+        out["jobs_per_cluster"] = {c: statistics.median(run["jobs_per_cluster"].get(c, 0) for run in runs) for c in clusters}
     if any("daemon_cpu_s" in run for run in runs):
         out["daemon_cpu_s"] = statistics.median(run.get("daemon_cpu_s", 0.0) for run in runs)
     return out
@@ -202,6 +232,10 @@ def _table(report: dict) -> str:
             + (f", daemon CPU {med['daemon_cpu_s']:.1f} s" if "daemon_cpu_s" in med else "")
         )
     for side in ("plain", "metasched"):
+        med = report["median"][side]
+        if "jobs_per_cluster" in med:
+            lines.append(f"{side}: jobs per cluster (median of rounds) {_fmt_counts(med['jobs_per_cluster'])}")
+    for side in report["simulated"]:
         sim, err = report["simulated"][side]["queue_delay_s"], report["simulator_error"][side]
         lines.append(
             f"simulated {side}: mean {sim['mean']:.1f} s (error {_pct(err['mean'])}), "
@@ -213,6 +247,11 @@ def _table(report: dict) -> str:
 def _fmt(values: dict[str, float]) -> str:
     """_fmt renders per-account seconds."""
     return ", ".join(f"{k} {v:.1f} s" for k, v in values.items())
+
+
+def _fmt_counts(values: dict[str, float]) -> str:
+    """_fmt_counts renders jobs per cluster."""
+    return ", ".join(f"{k} {v:.0f}" for k, v in values.items())
 
 
 def _pct(value: float | None) -> str:

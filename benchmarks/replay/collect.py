@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import subprocess
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -19,7 +19,7 @@ from datetime import datetime
 from benchmarks.replay.submit import Submitted
 from meta.sim.metrics import summary
 
-SACCT_FIELDS = ("JobName", "Account", "User", "Submit", "Start", "End", "State", "AllocTRES")
+SACCT_FIELDS = ("JobName", "Account", "User", "Submit", "Start", "End", "State", "AllocTRES", "Cluster")
 FINAL_PREFIXES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED")
 
 
@@ -35,6 +35,7 @@ class SlurmRow:
     end: float | None
     state: str
     gpus: int
+    cluster: str = ""
 
     @property
     def final(self) -> bool:
@@ -42,22 +43,24 @@ class SlurmRow:
         return self.state.startswith(FINAL_PREFIXES)
 
 
-def read_rows(prefix: str, since: float) -> list[SlurmRow]:
-    """read_rows is every job whose name starts with ``prefix``, submitted since ``since`` (epoch)."""
+def read_rows(prefix: str, since: float, clusters: str | None = None) -> list[SlurmRow]:
+    """read_rows is every job whose name starts with ``prefix``, submitted since ``since`` (epoch), on ``clusters``."""
     start = datetime.fromtimestamp(since - 5).strftime("%Y-%m-%dT%H:%M:%S")
     argv = ["sacct", "-a", "-X", "-n", "-P", "-S", start, f"--format={','.join(SACCT_FIELDS)}"]
+    argv += ["-M", clusters] if clusters else []
     out = subprocess.run(argv, capture_output=True, text=True, timeout=60, check=True).stdout
     rows = [_row(line.split("|")) for line in out.splitlines() if line.strip()]
     return [row for row in rows if row.name.startswith(prefix + "-")]
 
 
 def wait_until_done(
-    prefix: str, since: float, names: set[str], pending: Callable[[], int], timeout_s: float
+    prefix: str, since: float, names: set[str], pending: Callable[[], int], timeout_s: float,
+    clusters: str | None = None,
 ) -> list[SlurmRow]:
     """wait_until_done polls sacct until every name has a final row and ``pending()`` is 0."""
     deadline = time.time() + timeout_s
     while True:
-        rows = read_rows(prefix, since)
+        rows = read_rows(prefix, since, clusters)
         seen = {row.name for row in rows}
         if seen >= names and all(row.final for row in rows) and pending() == 0:
             return rows
@@ -94,6 +97,7 @@ def figures(submitted: list[Submitted], rows: list[SlurmRow], capacity_gpus: int
         "tenant_mean_delay_s": _per_tenant(delays, done),
         "submit_latency_s": summary(s.latency_s for s in submitted),
         "submit_lag_max_s": max(s.started - s.planned for s in submitted),
+        "jobs_per_cluster": dict(sorted(Counter(row.cluster for row in done.values()).items())),
     }
 
 
@@ -116,9 +120,9 @@ def _per_tenant(delays: dict[str, float], done: dict[str, SlurmRow]) -> dict[str
 
 def _row(cells: list[str]) -> SlurmRow:
     """_row parses one sacct line in SACCT_FIELDS order."""
-    name, account, user, submit, start, end, state, tres = cells[: len(SACCT_FIELDS)]
+    name, account, user, submit, start, end, state, tres, cluster = cells[: len(SACCT_FIELDS)]
     return SlurmRow(
-        name, account, user, _epoch(submit) or 0.0, _epoch(start), _epoch(end), state, _gpus(tres)
+        name, account, user, _epoch(submit) or 0.0, _epoch(start), _epoch(end), state, _gpus(tres), cluster
     )
 
 

@@ -53,8 +53,10 @@ class Served:
             )
 
 
-def start(db: Database, folder: Path, period_s: float = 2.0, policy_config: Path | None = None) -> Served:
-    """start runs ``metasched serve`` on ``db`` with its state under ``folder`` and waits for its API."""
+def start(
+    db: Database, folder: Path, period_s: float = 2.0, policy_config: Path | None = None, clusters: str | None = None
+) -> Served:
+    """start runs ``metasched serve`` on ``db`` (over ``clusters``, serve --clusters) and waits for its API."""
     socket = folder / "run" / "api.sock"
     argv = [
         sys.executable, "-c", "from cli.main import main; main()", "--db", db.url, "serve",
@@ -64,6 +66,8 @@ def start(db: Database, folder: Path, period_s: float = 2.0, policy_config: Path
     ]  # fmt: skip
     if policy_config is not None:
         argv += ["--policy-config", str(policy_config.resolve())]
+    if clusters:
+        argv += ["--clusters", clusters]
     log = (folder / "serve.log").open("w")
     process = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
     deadline = time.monotonic() + 60

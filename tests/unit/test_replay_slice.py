@@ -49,15 +49,16 @@ def test_cut_hits_the_offered_load_and_keeps_arrival_order() -> None:
 def test_sacct_rows_parse_times_states_and_gpus() -> None:
     """_row reads sacct's fields; a job not started has no start; GPUs come from gres/gpu."""
     row = _row(
-        "m0-0001|tenant-a|alice|2026-12-03T17:00:00|Unknown|Unknown|PENDING|billing=1,cpu=1".split("|")
+        "m0-0001|tenant-a|alice|2026-12-03T17:00:00|Unknown|Unknown|PENDING|billing=1,cpu=1|emu".split("|")
     )
     assert row.start is None and not row.final and row.gpus == 0
     done = _row(
-        "m0-0001|tenant-a|alice|2026-12-03T17:00:00|2026-12-03T17:00:05|2026-12-03T17:01:05|COMPLETED|cpu=1,gres/gpu=8,node=1".split(
+        "m0-0001|tenant-a|alice|2026-12-03T17:00:00|2026-12-03T17:00:05|2026-12-03T17:01:05|COMPLETED|cpu=1,gres/gpu=8,node=1|dev2".split(
             "|"
         )
     )
     assert done.final and done.gpus == 8 and done.end - done.start == 60
+    assert (row.cluster, done.cluster) == ("emu", "dev2")  # sacct -M a,b: which cluster ran it
     assert _gpus("cpu=2,gres/gpu:a100=4,gres/gpu=4") == 4
 
 
