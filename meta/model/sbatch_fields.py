@@ -101,6 +101,7 @@ def _cluster_names(value: tuple[str, ...]) -> tuple[str, ...]:
 
 
 Token = Annotated[str, AfterValidator(_token)]
+ClusterName = Annotated[str, AfterValidator(check_cluster_name)]
 NodeNames = Annotated[tuple[str, ...], Field(max_length=MAX_NODE_NAMES), AfterValidator(_node_names)]
 MAX_CLUSTERS = 64
 ClusterNames = Annotated[tuple[str, ...], Field(max_length=MAX_CLUSTERS), AfterValidator(_cluster_names)]

@@ -50,7 +50,7 @@ from meta.model.limits import (
     tree_problems,
 )
 from meta.model.resources import ResourceVector
-from meta.model.sbatch_fields import SbatchFields
+from meta.model.sbatch_fields import ClusterName, SbatchFields
 
 # ASCII names. NAME_PATTERN runs in pydantic's Rust regex engine, where ``$`` is the end of the
 # text; Python's ``re`` patterns below are used with fullmatch, because there ``$`` also matches
@@ -129,6 +129,9 @@ class CheckpointSpec(_Frozen):
     dir: PathText
     interval_s: Duration = Field(default=1800.0, alias="interval")
     restore_cost_s: Duration = Field(default=60.0, alias="restore_cost")
+    # the dir is on storage every Slurm cluster of the site mounts: a retry may resume on any of
+    # them. False (the default): a checkpoint is read only on the cluster that wrote it (issue 26)
+    shared: bool = False
 
     _parse = field_validator("interval_s", "restore_cost_s", mode="before")(
         classmethod(lambda cls, v: _seconds(v))
@@ -140,6 +143,13 @@ class Locality(_Frozen):
 
     nodes: tuple[SlurmName, ...] = Field(default=(), max_length=MAX_LOCALITY_NODES)
     switch: SlurmName | None = None
+
+
+class DataSpec(_Frozen):
+    """DataSpec says which Slurm cluster a job's data lives on: a preference, or with ``required`` a hard filter."""
+
+    cluster: ClusterName
+    required: bool = False
 
 
 class ArraySpec(_Frozen):
@@ -175,6 +185,8 @@ class _CommonSpec(_Frozen):
     partition: SlurmName | None = None
     retry: RetryPolicy = RetryPolicy()
     locality: Locality | None = None
+    # where the job's data lives (issue 26): preferred, or required, when its tasks are placed
+    data: DataSpec | None = None
     command: Annotated[Text, _bounded(MAX_COMMAND_BYTES, "the command")] | None = None
     script: Annotated[Text, _bounded(MAX_SCRIPT_BYTES, "the script")] | None = None
     env: dict[Text, Annotated[Text, _bounded(MAX_ENV_VALUE_BYTES, "an environment value")]] = Field(
@@ -238,6 +250,15 @@ class _CommonSpec(_Frozen):
         clash = sorted(set(self.secrets) & set(self.env))
         if clash:
             raise ValueError(f"secret(s) also given as plain env: {', '.join(clash)}")
+        return self
+
+    @model_validator(mode="after")
+    def _data_within_clusters(self) -> _CommonSpec:
+        listed = self.sbatch.clusters if self.sbatch else ()
+        if self.data and self.data.required and listed and self.data.cluster not in listed:
+            # a job that must read its data on a cluster it may not run on could never start
+            raise ValueError(f"data.cluster {self.data.cluster} is required but not in the job's --clusters "
+                             f"({','.join(listed)})")
         return self
 
     def effective_priority_class(self) -> PriorityClass:
@@ -476,7 +497,10 @@ def load_spec_file(path: str | Path) -> AnySpec:
 # stored before them keeps its text and its hash (an idempotent resubmit is not a conflict)
 _UNSET_LATER: dict[str, Any] = {
     "array": None, "dependency": None, "kill_on_invalid_dep": None, "begin": None, "hold": False, "sbatch": None,
+    "data": None,
 }
+# the same for fields added inside a section: (section, field) -> the value left out
+_UNSET_LATER_IN: dict[tuple[str, str], Any] = {("checkpoint", "shared"): False}
 
 
 def spec_to_json(spec: AnySpec) -> str:
@@ -485,6 +509,10 @@ def spec_to_json(spec: AnySpec) -> str:
     for name, unset in _UNSET_LATER.items():
         if name in data and data[name] == unset:
             del data[name]
+    for (section, name), unset in _UNSET_LATER_IN.items():
+        part = data.get(section)
+        if isinstance(part, dict) and name in part and part[name] == unset:
+            del part[name]
     return json.dumps(data, sort_keys=True, separators=(",", ":"))
 
 

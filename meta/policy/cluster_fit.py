@@ -3,10 +3,10 @@
 Pure: it reads nothing and writes nothing, so ``metasched explain`` (``meta/service/explain.py``),
 the simulator and the daemon can all ask it. ``static_fit`` judges each cluster on configured
 capacity alone (the same checkers as ``feasibility.py``), in the order a user acts on them: the
-job's own ``-M`` list, its tenant's confinement, an admin's drain, a worker no node there can host, ``-w``/``-x`` leaving no
+job's own ``-M`` list, its tenant's confinement, data required elsewhere, an admin's drain, a worker no node there can host, ``-w``/``-x`` leaving no
 node there, a gang larger than the cluster, every fitting node down. ``task_fit`` then adds what
-the store knows about one task: where its attempt runs or ran, and whether the last cycle left it
-waiting for room. There is no per-cluster free capacity in the store, so "busy" is said only when
+the store knows about one task: where its attempt runs or ran, whether the last cycle left it
+waiting for room, the one cluster a retry's checkpoint is readable on, and a preferred data cluster. There is no per-cluster free capacity in the store, so "busy" is said only when
 the cycle's own reason for the task was a lack of room, and the cluster could otherwise host it.
 """
 
@@ -32,6 +32,8 @@ class Fit(StrEnum):
     PLACED = "placed"  # the task's current or last attempt runs or ran here
     NOT_LISTED = "not_listed"  # the job's -M/--clusters list leaves this cluster out
     TENANT_CONFINED = "tenant_confined"  # an admin confined the job's tenant to other clusters
+    DATA_ELSEWHERE = "data_elsewhere"  # the job's data must be read on another cluster (data.required)
+    CHECKPOINT_ELSEWHERE = "checkpoint_elsewhere"  # a retry resumes from a checkpoint readable only on another
     DRAINED = "drained"  # an admin drained it (metasched cluster drain)
     NEVER_FITS = "never_fits"  # no node here could ever host one worker
     EXCLUDED = "excluded"  # -w/--nodelist or -x/--exclude leave no fitting node here
@@ -74,20 +76,23 @@ def static_fit(
     nodes: Sequence[NodeState],
     drained: Mapping[str, str] | None = None,
     tenant: frozenset[str] = frozenset(),
+    data: str = "",
 ) -> list[ClusterFit]:
     """static_fit judges every cluster of the nodes for ``shape`` on configured capacity.
 
     ``drained``: drained cluster -> the admin's reason; ``tenant``: the clusters the job's tenant
-    is confined to (empty: any).
+    is confined to (empty: any); ``data``: the cluster the job's data must be read on (data.required;
+    "": none).
     """
     by_cluster: dict[str, list[NodeState]] = {}
     for n in nodes:
         by_cluster.setdefault(cluster_of(n.name), []).append(n)
-    return [_judge(shape, name, by_cluster[name], drained or {}, tenant) for name in site_clusters(nodes)]
+    return [_judge(shape, name, by_cluster[name], drained or {}, tenant, data) for name in site_clusters(nodes)]
 
 
 def _judge(
-    shape: Shape, cluster: str, nodes: Sequence[NodeState], drained: Mapping[str, str], tenant: frozenset[str]
+    shape: Shape, cluster: str, nodes: Sequence[NodeState], drained: Mapping[str, str], tenant: frozenset[str],
+    data: str = "",
 ) -> ClusterFit:
     """_judge is one cluster's static verdict, the first reason that keeps the task off it."""
     if shape.clusters and cluster not in shape.clusters:
@@ -95,6 +100,8 @@ def _judge(
     if tenant and cluster not in tenant:
         return ClusterFit(cluster, Fit.TENANT_CONFINED, f"the tenant may run only on {', '.join(sorted(tenant))} "
                                                          "(an admin's setting)")  # fmt: skip
+    if data and cluster != data:
+        return ClusterFit(cluster, Fit.DATA_ELSEWHERE, f"the job's data lives on {data} (data.required)")
     if cluster in drained:
         why = f": {drained[cluster]}" if drained[cluster] else ""
         return ClusterFit(cluster, Fit.DRAINED, f"drained by an admin{why} (no new work goes there)")
@@ -134,23 +141,56 @@ def _count(shape: Shape, allowed: Sequence[int]) -> str:
     return f"{len(allowed)} node{plural} for {workers} of {shape.describe_worker()}"
 
 
+# verdicts that come before a checkpoint's: the job's and the tenant's own limits
+_BEFORE_CHECKPOINT = frozenset({Fit.NOT_LISTED, Fit.TENANT_CONFINED, Fit.DATA_ELSEWHERE})
+
+
 def task_fit(
     static: Sequence[ClusterFit],
     *,
     placed: Sequence[str] = (),
     attempt: str = "",
     waiting: str | None = None,
+    checkpoint: str = "",
+    data: str = "",
 ) -> list[ClusterFit]:
     """task_fit adds one task's facts to the static verdicts.
 
     ``placed``: the nodes of its current or last attempt (qualified names) and ``attempt`` how that
     attempt stands ("runs", "ran (attempt 1: failed)"); ``waiting``: the last cycle's reason code
-    while the task is pending ("" when no cycle has looked at it yet, None when it is not pending).
+    while the task is pending ("" when no cycle has looked at it yet, None when it is not pending);
+    ``checkpoint``: the cluster a waiting retry's checkpoint is readable on ("": anywhere);
+    ``data``: the cluster its data lives on when that is only a preference ("": none).
     """
     where = {cluster_of(n) for n in placed}
     if waiting is not None or not placed:
-        return [_waiting(fit, waiting, where, placed, attempt) for fit in static]
-    return [_placed(fit, where, placed, attempt) for fit in static]
+        out = [_waiting(fit, waiting, where, placed, attempt) for fit in static]
+        if checkpoint and waiting is not None:
+            out = [_checkpoint(fit, checkpoint) for fit in out]
+    else:
+        out = [_placed(fit, where, placed, attempt) for fit in static]
+    return [_data_here(fit) if fit.cluster == data else fit for fit in out] if data else out
+
+
+def _checkpoint(fit: ClusterFit, checkpoint: str) -> ClusterFit:
+    """_checkpoint is a waiting retry's verdict on a cluster when its checkpoint is readable only on ``checkpoint``."""
+    if fit.cluster == checkpoint:
+        if fit.verdict in _BEFORE_CHECKPOINT or fit.verdict in (Fit.FITS, Fit.BUSY):
+            return fit
+        # drained, dark or down: the retry waits for it rather than start over elsewhere
+        return ClusterFit(fit.cluster, fit.verdict, f"{fit.message}; the retry waits for it: its checkpoint is "
+                                                    "readable only here")  # fmt: skip
+    if fit.verdict in _BEFORE_CHECKPOINT:
+        return fit
+    return ClusterFit(fit.cluster, Fit.CHECKPOINT_ELSEWHERE, f"resumes from a checkpoint written on {checkpoint}, "
+                                                             "readable only there")  # fmt: skip
+
+
+def _data_here(fit: ClusterFit) -> ClusterFit:
+    """_data_here names the preferred data cluster in a verdict that could (or does) host the task."""
+    if fit.verdict not in (Fit.FITS, Fit.BUSY, Fit.PLACED):
+        return fit
+    return ClusterFit(fit.cluster, fit.verdict, f"{fit.message}; the job's data lives here (preferred)", fit.nodes)
 
 
 def _placed(fit: ClusterFit, where: set[str], placed: Sequence[str], attempt: str) -> ClusterFit:

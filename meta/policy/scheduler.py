@@ -10,12 +10,15 @@ One cycle, in order:
    weighted dominant share, re-read after every placement.
 3. For each task, run the hard filters over node classes (feasibility.py). A task no node
    could ever host gets UnschedulableAndUnresolvable; one whose hosts are all down waits.
+   Its clusters are narrowed first: -M, its tenant's clusters (tenant_clusters.py), then
+   required data and a retry's checkpoint (data_locality.py).
 4. Check quota last among the filters (quota.py): a tenant over its limit waits; its reason
    is WaitingForQuota only when the limit is what stops it (with the other tenants' work gone
    the task would fit beside its tenant's own), else the capacity reason of step 6.
 5. Fit: best fit for one worker, gang placement on the fewest switches for many (placement.py,
-   gang.py). Held nodes take only work that cannot delay their holder (backfill). Shapes that
-   failed are cached for the cycle: capacity only shrinks while a plan is built.
+   gang.py), on a preferred data cluster first when it has room there. Held nodes take only
+   work that cannot delay their holder (backfill). Shapes that failed are cached for the
+   cycle: capacity only shrinks while a plan is built.
 6. If it does not fit: diagnose why (explain.py); try preemption where a reason allows it
    (preemption.py: reclaim guarantee, higher class, endangered deadline; least lost work);
    otherwise, for the first few blocked tasks, hold nodes at their earliest start
@@ -37,6 +40,7 @@ from meta.policy import explain
 from meta.policy.backfill import Release, earliest_start, nodes_when_all_end, releases_of
 from meta.policy.capacity import Capacity
 from meta.policy.config import SchedulerConfig
+from meta.policy.data_locality import pin, preferred, waits_for_pin
 from meta.policy.equivalence import NodeClass
 from meta.policy.fairshare import FairShare
 from meta.policy.feasibility import Verdict, evaluate
@@ -203,6 +207,10 @@ class SchedulePass:
             if not classes:
                 return
         end = self.now + task.runtime_estimate_s
+        narrow, picks = self._fit_preferred(task, shape, classes, end) if task.data_cluster else (shape, [])
+        if picks:
+            self._place(task, narrow, picks, end)
+            return
         picks = self._fit(shape, classes, end)
         if picks:
             self._place(task, shape, picks, end)
@@ -232,6 +240,11 @@ class SchedulePass:
             if outside is not None:
                 return shape, Verdict((), outside)
             shape = shape._replace(clusters=allowed_clusters(shape.clusters, tenant))
+        if task.data_cluster or task.checkpoint_cluster:
+            clusters, unpinnable = pin(task, shape.clusters)
+            if unpinnable is not None:
+                return shape, Verdict((), unpinnable)
+            shape = shape._replace(clusters=clusters)
         verdict = self._verdict(shape)
         never = ReasonCode.UNSCHEDULABLE_AND_UNRESOLVABLE
         if verdict.reason is not None and shape.avoid and verdict.reason.code is never:
@@ -239,7 +252,26 @@ class SchedulePass:
             # could ever host it, avoiding them would strand it for good: use them after all.
             shape = shape._replace(avoid=frozenset())
             verdict = self._verdict(shape)
+        if verdict.reason is not None and (task.data_required or task.checkpoint_cluster):
+            verdict = Verdict((), waits_for_pin(task, verdict.reason))
         return shape, verdict
+
+    def _fit_preferred(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass],
+                       end: float) -> tuple[Shape, list[Pick]]:
+        """_fit_preferred tries the task's preferred data cluster first; ([] when it has no room there, or no preference).
+
+        Only free capacity on that cluster counts: with no room there this cycle the task is placed
+        elsewhere (the caller's fit) rather than wait for it.
+        """
+        cluster = preferred(task, shape.clusters)
+        if cluster is None:
+            return shape, []
+        narrow = shape._replace(clusters=frozenset({cluster}))
+        verdict = self._verdict(narrow)
+        if verdict.reason is not None:
+            return shape, []
+        ids = {c.id for c in verdict.classes}
+        return narrow, self._fit(narrow, [c for c in classes if c.id in ids], end)
 
     def _verdict(self, shape: Shape) -> Verdict:
         """_verdict runs the filter chain once per distinct shape per cycle."""

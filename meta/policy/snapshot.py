@@ -88,6 +88,12 @@ class PendingTask:
     exclusive: bool = False
     clusters: frozenset[str] = frozenset()  # -M: only nodes of these Slurm clusters (empty: any)
     one_per_node: bool = False
+    # where its data lives (issue 26; policy/data_locality.py): the cluster ("" none) and whether
+    # it is required there (a hard filter) or only preferred
+    data_cluster: str = ""
+    data_required: bool = False
+    # a retry resumes from a checkpoint only the cluster that wrote it can read: runs only there ("" none)
+    checkpoint_cluster: str = ""
     max_parallel: int | None = None  # the job's throttle: at most this many of its tasks at once
 
     def total(self) -> ResourceVector:

@@ -15,7 +15,9 @@ from typing import Any
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
+from checkpoint.site import resume_cluster
 from meta.model.errors import INVALID_SPEC
+from meta.model.spec import AnySpec
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
 from meta.policy.cluster_fit import ClusterFit, site_clusters, static_fit, task_fit
 from meta.policy.shape import shape_of
@@ -42,16 +44,20 @@ def explain_job(session: Session, job_id: str, short_id: str, state: str) -> dic
     }
     items = [_item(index, name, task_state, task_reason, reason, blocking)
              for index, name, task_state, task_reason, reason in rows]
-    static = _static_fit(session, job_id)
-    if static is not None:
+    found = _static_fit(session, job_id)
+    if found is not None:
+        static, spec = found
         last = _last_attempts(session, job_id)
+        resume = _resume_clusters(session, job_id, spec)
+        preferred = spec.data.cluster if spec.data and not spec.data.required else ""
         for item in items:
-            item["clusters"] = [fit.to_dict() for fit in _task_fit(static, item, last.get(item["task"]))]
+            fits = _task_fit(static, item, last.get(item["task"]), resume.get(item["task"], ""), preferred)
+            item["clusters"] = [fit.to_dict() for fit in fits]
     return {"job": short_id, "state": state, "tasks": items}
 
 
-def _static_fit(session: Session, job_id: str) -> list[ClusterFit] | None:
-    """_static_fit is the job's verdict per cluster, or None on a single-cluster site (or with no inventory or spec)."""
+def _static_fit(session: Session, job_id: str) -> tuple[list[ClusterFit], AnySpec] | None:
+    """_static_fit is the job's verdict per cluster and its spec, or None on a single-cluster site (or with no inventory or spec)."""
     nodes = load_nodes(session)
     if not nodes or not site_clusters(nodes):
         return None
@@ -62,7 +68,14 @@ def _static_fit(session: Session, job_id: str) -> list[ClusterFit] | None:
     # every task of a job shares the spec's shape (avoid_nodes, per task, are no hard filter)
     shape = shape_of(spec_as_task(spec))
     drained = {d.cluster: d.reason for d in drains(session)}
-    return static_fit(shape, nodes, drained, _tenant_clusters(session, spec.tenant))
+    data = spec.data.cluster if spec.data and spec.data.required else ""
+    return static_fit(shape, nodes, drained, _tenant_clusters(session, spec.tenant), data), spec
+
+
+def _resume_clusters(session: Session, job_id: str, spec: AnySpec) -> dict[int, str]:
+    """_resume_clusters maps each waiting task's index to the cluster its checkpoint is readable on (the policy's pin)."""
+    waiting = session.scalars(select(Task).where(Task.job_id == job_id, Task.state == TaskState.PENDING.value))
+    return {task.index: cluster for task in waiting if (cluster := resume_cluster(session, task, spec))}
 
 
 def _tenant_clusters(session: Session, tenant: str) -> frozenset[str]:
@@ -80,16 +93,18 @@ def _last_attempts(session: Session, job_id: str) -> dict[int, Attempt]:
     return {index: attempt for index, attempt in rows}  # the newest number wins
 
 
-def _task_fit(static: list[ClusterFit], item: dict[str, Any], attempt: Attempt | None) -> list[ClusterFit]:
-    """_task_fit is one task's verdicts: the static ones with where its attempt runs or ran and why it waits."""
+def _task_fit(
+    static: list[ClusterFit], item: dict[str, Any], attempt: Attempt | None, checkpoint: str, data: str
+) -> list[ClusterFit]:
+    """_task_fit is one task's verdicts: the static ones with where its attempt runs or ran, why it waits, its pins."""
     waiting = (item["code"] or "") if item["state"] == TaskState.PENDING.value else None
     if attempt is None:
-        return task_fit(static, waiting=waiting)
+        return task_fit(static, waiting=waiting, checkpoint=checkpoint, data=data)
     state = AttemptState(attempt.state)
     how = f"ran (attempt {attempt.number}: {state.value})"
     if state in LIVE_ATTEMPT_STATES:
         how = "runs" if state in (AttemptState.RUNNING, AttemptState.STOPPING) else f"is placed ({state.value})"
-    return task_fit(static, placed=attempt.nodes(), attempt=how, waiting=waiting)
+    return task_fit(static, placed=attempt.nodes(), attempt=how, waiting=waiting, checkpoint=checkpoint, data=data)
 
 
 def _item(

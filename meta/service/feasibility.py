@@ -1,19 +1,23 @@
 """Submit-time feasibility: refuse what no node of the stored inventory could ever host.
 
 A tenant an admin confined to some clusters (issue 26) narrows the job's -M list first: a list
-naming none of them is refused even before any inventory is known.
+naming none of them is refused even before any inventory is known, and so is data required on a
+cluster the tenant may not use (issue 26).
 """
 
 from __future__ import annotations
+
+from dataclasses import replace
 
 from meta.model.kinds import JobKind, Topology
 from meta.model.nodes import NodeState
 from meta.model.sbatch_fields import placement_filters
 from meta.model.spec import AnySpec, TrainingSpec
+from meta.policy.data_locality import pin
 from meta.policy.feasibility import never_feasible
 from meta.policy.plan import PendingReason
 from meta.policy.snapshot import PendingTask
-from meta.policy.tenant_clusters import confine, outside_tenant
+from meta.policy.tenant_clusters import allowed_clusters, outside_tenant
 from meta.store.db import Database
 from meta.store.inventory import load_nodes, load_qos_names
 from meta.store.models import Tenant
@@ -34,6 +38,8 @@ def spec_as_task(spec: AnySpec) -> PendingTask:
         topology=spec.topology if isinstance(spec, TrainingSpec) else Topology.NONE,
         partition=spec.partition,
         **placement_filters(spec.sbatch),
+        data_cluster=spec.data.cluster if spec.data else "",
+        data_required=bool(spec.data and spec.data.required),
     )
 
 
@@ -63,10 +69,14 @@ class InventoryFeasibility:
         outside = outside_tenant(task, confined)
         if outside is not None:
             return reason_text(outside)
+        # a required data cluster narrows the task further (the spec itself refused one outside its -M list)
+        clusters, unpinnable = pin(task, allowed_clusters(task.clusters, confined))
+        if unpinnable is not None:
+            return reason_text(unpinnable)
         unknown = unknown_names(spec, nodes, qos_names)
         if unknown or not nodes:
             return unknown
-        reason = never_feasible(confine(task, confined), nodes)
+        reason = never_feasible(replace(task, clusters=clusters), nodes)
         return reason_text(reason) if reason is not None else None
 
 

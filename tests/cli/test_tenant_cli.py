@@ -160,3 +160,24 @@ def test_a_job_whose_m_list_misses_the_tenants_clusters_is_refused_with_exit_2(r
     assert "tenant research may run only on the clusters dev2; the job's --clusters names emu" in refused.output
     job.write_text(job.read_text().replace("[emu]", "[emu, dev2]"))
     assert run("submit", "-f", str(job)).exit_code == 0
+
+
+def test_a_job_whose_required_data_is_outside_the_tenants_clusters_is_refused_with_exit_2(run, tmp_path: Path) -> None:
+    assert run("tenant", "set", "research", "--clusters", "emu").exit_code == 0
+    job = tmp_path / "job.yaml"
+    job.write_text("kind: evaluation\nname: d\ntenant: research\nresources: {gpus: 1}\ncommand: 'true'\n"
+                   "data: {cluster: dev2, required: true}\n")  # fmt: skip
+    refused = run("submit", "-f", str(job))
+    assert refused.exit_code == 2, refused.output
+    assert "its data must be read on dev2 (data.required), but it may run only on the clusters emu" in refused.output
+    job.write_text(job.read_text().replace("required: true", "required: false"))
+    assert run("submit", "-f", str(job)).exit_code == 0  # a preference is never refused
+
+
+def test_a_job_whose_required_data_is_outside_its_m_list_exits_2(run, tmp_path: Path) -> None:
+    job = tmp_path / "job.yaml"
+    job.write_text("kind: evaluation\nname: d\ntenant: research\nresources: {gpus: 1}\ncommand: 'true'\n"
+                   "sbatch: {clusters: [emu]}\ndata: {cluster: dev2, required: true}\n")  # fmt: skip
+    refused = run("submit", "-f", str(job))
+    assert refused.exit_code == 2, refused.output
+    assert "data.cluster dev2 is required but not in the job's --clusters (emu)" in refused.output

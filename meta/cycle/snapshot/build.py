@@ -15,6 +15,7 @@ from typing import Any
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
+from checkpoint.site import resume_cluster
 from meta.cycle.snapshot.live_view import LiveView
 from meta.cycle.snapshot.pending_view import PendingView
 from meta.model.durations import utcnow
@@ -104,11 +105,12 @@ def share_to_json(share: NodeShare) -> dict[str, Any]:
     }
 
 
-def pending_task(job: Job, task: Task, spec: AnySpec) -> PendingTask:
-    """pending_task describes one waiting task to the policy."""
+def pending_task(job: Job, task: Task, spec: AnySpec, checkpoint_cluster: str = "") -> PendingTask:
+    """pending_task describes one waiting task to the policy (``checkpoint_cluster``: checkpoint.site.resume_cluster)."""
     training = spec if isinstance(spec, TrainingSpec) else None
     deadline = spec.deadline if isinstance(spec, InferenceSpec) else None
     checkpoint = training.checkpoint if training else None
+    data = spec.data
     return PendingTask(
         task_id=task.id,
         job_id=job.id,
@@ -129,7 +131,20 @@ def pending_task(job: Job, task: Task, spec: AnySpec) -> PendingTask:
         job_name=job.short_id,
         **placement_filters(spec.sbatch),
         max_parallel=spec.throttle(),
+        data_cluster=data.cluster if data else "",
+        data_required=bool(data and data.required),
+        checkpoint_cluster=checkpoint_cluster,
     )
+
+
+def _describe(session: Session, specs: SpecCache, job: Job, task: Task) -> PendingTask:
+    """_describe is pending_task with the spec from the cache and the cluster a retry's checkpoint is readable on.
+
+    The leader describes a waiting task again only when its row changes (pending_view.py), so the
+    checkpoint query runs once per retry, not once per period.
+    """
+    spec = specs.get(session, job.id)
+    return pending_task(job, task, spec, resume_cluster(session, task, spec))
 
 
 def reservation(job: Job, attempt: Attempt, spec: AnySpec | None, last_checkpoint: datetime | None) -> Reservation:
@@ -217,7 +232,7 @@ def build_snapshot(
     else:
         reservations = _reservations(session, specs)
     if view is not None:
-        candidates = view.read(session, moment, lambda job, task: pending_task(job, task, specs.get(session, job.id)), quarantine)
+        candidates = view.read(session, moment, lambda job, task: _describe(session, specs, job, task), quarantine)
     else:
         candidates = _pending_candidates(session, specs, moment, quarantine)
     return Snapshot(
@@ -283,7 +298,7 @@ def _pending_candidates(
         if task.not_before is not None and task.not_before > moment:
             continue  # retry backoff has not passed yet
         try:
-            candidates.append(pending_task(job, task, specs.get(session, job.id)))
+            candidates.append(_describe(session, specs, job, task))
         except JOB_FAULTS as exc:  # this job's data, not the cycle's: set it aside (step 7 quarantines it)
             if quarantine is not None:
                 quarantine.append((task.id, exc))
