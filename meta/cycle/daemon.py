@@ -160,6 +160,7 @@ class _Cycle:
     plan: Plan | None = None
     duration_s: float = 0.0
     skipped: set[str] = field(default_factory=set)
+    drained: frozenset[str] = frozenset()  # the clusters an admin drained (metasched cluster drain)
 
 
 def without_dark_clusters(nodes: tuple[NodeState, ...], dark: Collection[str]) -> tuple[NodeState, ...]:
@@ -483,7 +484,7 @@ class Daemon:
                 live=self.live_view,
             )
             # an admin's drain (metasched cluster drain) is a dark cluster's treatment: no new work, none evicted
-            drained = drained_clusters(session)
+            drained = cycle.drained = drained_clusters(session)
         cycle.nodes = without_dark_clusters(tuple(effective_nodes(inventory, self.live_view.held_per_node())),
                                             drained | set(unreachable_clusters(self.client)))  # fmt: skip
         cycle.snapshot = replace(snapshot, nodes=cycle.nodes)
@@ -593,5 +594,5 @@ class Daemon:
             depth, attempts = store_counts(session)
         publish(
             self.metrics, cycle.snapshot, cycle.plan, self.config.scheduler, skipped=cycle.skipped, depth=depth,
-            attempts=attempts,
+            attempts=attempts, clusters=getattr(self.client, "clusters", ()), drained=cycle.drained,
         )

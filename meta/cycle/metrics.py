@@ -163,10 +163,33 @@ class Metrics:
             "metasched_slurm_cluster_dark_seconds", "How long the Slurm cluster has not answered (0: it answers)",
             ["cluster"], registry=r,
         )  # fmt: skip
+        # per Slurm cluster (several clusters; a single-cluster site exports none): meta/policy/cluster_figures.py
+        self.cluster_nodes = Gauge(
+            "metasched_cluster_nodes", "Nodes of the Slurm cluster by state as the policy sees them (schedulable, "
+            "drained, down; a drained or dark cluster's nodes count as drained)", ["cluster", "state"], registry=r,
+        )  # fmt: skip
+        self.cluster_total_gpus = Gauge(
+            "metasched_cluster_total_gpus", "GPUs on the Slurm cluster's schedulable nodes by type (as metasched_cluster_gpus)",
+            ["cluster", "gpu_type"], registry=r,
+        )  # fmt: skip
+        self.cluster_free_gpus = Gauge(
+            "metasched_cluster_free_gpus",
+            "Free GPUs on the Slurm cluster's schedulable nodes after this period's placements, by type",
+            ["cluster", "gpu_type"], registry=r,
+        )  # fmt: skip
+        self.cluster_running_attempts = Gauge(
+            "metasched_cluster_running_attempts",
+            "Live attempts on the Slurm cluster (this period's committed placements included)", ["cluster"], registry=r,
+        )  # fmt: skip
+        self.cluster_drained = Gauge(
+            "metasched_cluster_drained", "1 while an admin has drained the Slurm cluster (metasched cluster drain)",
+            ["cluster"], registry=r,
+        )  # fmt: skip
         self._cycle_gauges = (
             self.attempts, self.queue_depth, self.pending_tasks, self.oldest_pending, self.overdue, self.allocated,
             self.guaranteed, self.limit, self.borrowed, self.weight, self.usage, self.usage_ratio, self.cluster_gpus,
-            self.free_gpus, self.largest_gang, self.slurm_cluster_up, self.slurm_cluster_dark,
+            self.free_gpus, self.largest_gang, self.slurm_cluster_up, self.slurm_cluster_dark, self.cluster_nodes,
+            self.cluster_total_gpus, self.cluster_free_gpus, self.cluster_running_attempts, self.cluster_drained,
         )  # fmt: skip
         # --- Slurm calls (every replica that calls Slurm)
         self.slurm_calls = Counter(

@@ -21,6 +21,7 @@ from meta.model.errors import JOB_FAULTS
 from meta.model.kinds import JobKind
 from meta.model.spec import InferenceSpec
 from meta.model.states import AttemptState
+from meta.policy.cluster_figures import NODE_STATES, ClusterFigures, cluster_figures
 from meta.policy.config import SchedulerConfig
 from meta.policy.plan import Plan, ReasonCode
 from meta.policy.quota import ANY
@@ -170,6 +171,43 @@ def capacity_values(snapshot: Snapshot, plan: Plan, types: Iterable[str]) -> tup
     return total, free, largest
 
 
+def period_clusters(
+    snapshot: Snapshot, plan: Plan, skipped: Collection[str] = (), clusters: Iterable[str] = (),
+    drained: Collection[str] = (),
+) -> list[ClusterFigures]:
+    """period_clusters is each Slurm cluster's figures after this period's committed placements ([]: one cluster).
+
+    Held GPUs are the live attempts' (a preemption's victim holds its GPUs until it ends) plus
+    the placements that committed, on the snapshot's nodes: foreign work already taken out, a
+    dark or drained cluster's nodes drained, as the policy saw them.
+    """
+    held: Counter[str] = Counter()
+    attempts: list[tuple[str, ...]] = []
+    for shares in [r.shares for r in snapshot.reservations] + [
+        p.shares for p in plan.placements if p.task_id not in skipped
+    ]:
+        attempts.append(tuple(share.node for share in shares))
+        for share in shares:
+            held[share.node] += share.resources.gpus
+    return cluster_figures(snapshot.nodes, held, attempts, drained, clusters)
+
+
+def cluster_values(figures: Iterable[ClusterFigures]) -> tuple[dict[Labels, float], ...]:
+    """cluster_values is (nodes per state, total GPUs per type, free GPUs per type, live attempts, drained) per cluster."""
+    nodes: dict[Labels, float] = {}
+    total: dict[Labels, float] = {}
+    free: dict[Labels, float] = {}
+    running: dict[Labels, float] = {}
+    drained: dict[Labels, float] = {}
+    for row in figures:
+        nodes.update({(row.cluster, state): row.nodes.get(state, 0) for state in NODE_STATES})
+        total.update({(row.cluster, t): gpus for t, gpus in row.total_gpus.items()})
+        free.update({(row.cluster, t): gpus for t, gpus in row.free_gpus.items()})
+        running[(row.cluster,)] = row.running_attempts
+        drained[(row.cluster,)] = 1 if row.drained else 0
+    return nodes, total, free, running, drained
+
+
 def store_counts(session: Session) -> tuple[dict[str, int], dict[str, int]]:
     """store_counts is (pending tasks per tenant, attempts per state): one grouped query each."""
     depth = dict(
@@ -191,8 +229,14 @@ def publish(
     skipped: Collection[str],
     depth: Mapping[str, int],
     attempts: Mapping[str, int],
+    clusters: Iterable[str] = (),
+    drained: Collection[str] = (),
 ) -> None:
-    """publish sets every cycle gauge from this period's snapshot, plan and store counts."""
+    """publish sets every cycle gauge from this period's snapshot, plan and store counts.
+
+    ``clusters`` are the Slurm clusters the daemon asks (none on a single-cluster site),
+    ``drained`` the ones an admin drained.
+    """
     tenants = sorted(set(tenant_names(snapshot)) | set(depth))
     types = gpu_types(snapshot)
     metrics.know_tenants(tenants, KINDS)
@@ -211,6 +255,12 @@ def publish(
         set_all(gauge, values)
     capacity = capacity_values(snapshot, plan, types)
     for gauge, values in zip((metrics.cluster_gpus, metrics.free_gpus, metrics.largest_gang), capacity, strict=True):
+        set_all(gauge, values)
+    per_cluster = cluster_values(period_clusters(snapshot, plan, skipped, clusters, drained))
+    for gauge, values in zip(
+        (metrics.cluster_nodes, metrics.cluster_total_gpus, metrics.cluster_free_gpus,
+         metrics.cluster_running_attempts, metrics.cluster_drained), per_cluster, strict=True,
+    ):  # fmt: skip
         set_all(gauge, values)
     metrics.stranded_gpus.set(plan.fragmentation.stranded_gpus)
     metrics.aging_bound.set(config.max_wait_s)

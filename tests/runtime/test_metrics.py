@@ -60,6 +60,14 @@ FAMILIES = {
     "metasched_largest_placeable_gang_gpus": "GPUs of the largest gang that could start now, by type",
     "metasched_slurm_cluster_up": "1 while the Slurm cluster answers, 0 while it is dark (several clusters)",
     "metasched_slurm_cluster_dark_seconds": "How long the Slurm cluster has not answered (0: it answers)",
+    "metasched_cluster_nodes": "Nodes of the Slurm cluster by state as the policy sees them (schedulable, drained, "
+    "down; a drained or dark cluster's nodes count as drained)",
+    "metasched_cluster_total_gpus": "GPUs on the Slurm cluster's schedulable nodes by type (as metasched_cluster_gpus)",
+    "metasched_cluster_free_gpus":
+        "Free GPUs on the Slurm cluster's schedulable nodes after this period's placements, by type",
+    "metasched_cluster_running_attempts": "Live attempts on the Slurm cluster (this period's committed placements "
+    "included)",
+    "metasched_cluster_drained": "1 while an admin has drained the Slurm cluster (metasched cluster drain)",
     "metasched_slurm_calls_total": "Slurm command calls by command and outcome",
     "metasched_slurm_errors_total": "Slurm command calls that failed, by command and outcome",
     "metasched_slurm_call_seconds": "Slurm command latency",

@@ -18,6 +18,8 @@ from sqlalchemy.orm import Session
 
 from meta.model.durations import utcnow
 from meta.model.states import LIVE_ATTEMPT_STATES, TaskState
+from meta.policy.cluster_figures import ClusterFigures, cluster_figures
+from meta.store.cluster_drains import Drain, drains
 from meta.store.inventory import load_nodes
 from meta.store.models import Attempt, CycleRecord, InventoryRecord, Job, Task, Tenant, TenantUsage
 
@@ -101,6 +103,41 @@ def cluster_map(session: Session, visible: Visible) -> ClusterMap:
     cycle = session.scalars(select(CycleRecord).order_by(CycleRecord.id.desc()).limit(1)).first()
     return ClusterMap({t: dict(s) for t, s in groups.items()}, dict(cycle.fragmentation or {}) if cycle else {},
                       record.at if record else None, cycle.at if cycle else None)  # fmt: skip
+
+
+@dataclass(frozen=True)
+class ClusterTable:
+    """ClusterTable is one row per Slurm cluster (none on a single-cluster site), each drain, and when the inventory was read."""
+
+    rows: list[ClusterFigures]
+    drains: dict[str, Drain]
+    inventory_at: datetime | None
+
+
+def cluster_table(session: Session) -> ClusterTable:
+    """cluster_table is each cluster's figures from the stored inventory, the live attempts and the drains.
+
+    Nodes are in Slurm's states (an admin's drain leaves them as they are; the row says drained),
+    free GPUs are the schedulable nodes' GPUs no live attempt holds. Whether a cluster answers is
+    not in the store: the daemon knows it (``metasched_slurm_cluster_up``), the page says so.
+    """
+    record = session.get(InventoryRecord, 1)
+    held: dict[str, int] = defaultdict(int)
+    attempts: list[tuple[str, ...]] = []
+    for (placement,) in session.execute(select(Attempt.placement).where(Attempt.state.in_(LIVE))):
+        shares = [share for share in placement or [] if share.get("node")]
+        attempts.append(tuple(str(share["node"]) for share in shares))
+        for share in shares:
+            held[str(share["node"])] += int(share.get("gpus") or 0)
+    drained = {d.cluster: d for d in drains(session)}
+    nodes = load_nodes(session) or []
+    rows = cluster_figures(nodes, held, attempts, drained)
+    known = {row.cluster for row in rows}
+    # a drain of a name no node carries is shown only where the site has clusters at all
+    extra = [name for name in drained if name not in known] if rows else []
+    if extra:
+        rows = cluster_figures(nodes, held, attempts, drained, extra)
+    return ClusterTable(rows, drained, record.at if record else None)
 
 
 @dataclass(frozen=True)

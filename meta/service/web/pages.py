@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from meta.service.web.data import ClusterMap, History, NodeView, TenantRow, Visible, sees
+from meta.service.web.data import ClusterMap, ClusterTable, History, NodeView, TenantRow, Visible, sees
 from meta.service.web.render import badge, bar, color_of, esc, kv, link, sparkline, state_badge, table, when
 
 
@@ -70,6 +70,38 @@ def cluster_body(cmap: ClusterMap, tenants: Sequence[str]) -> str:
           when(cmap.cycle_at), when(cmap.inventory_at)]],
     ))  # fmt: skip
     return "".join(parts)
+
+
+def clusters_body(table_: ClusterTable, admin: bool) -> str:
+    """clusters_body is one row per Slurm cluster: drained (by whom and since: admins), nodes, GPUs, live attempts."""
+    if not table_.rows:
+        return ('<p class="muted">This site has one Slurm cluster (or no daemon has stored an inventory yet): '
+                f'{link("/web/", "the cluster map")} shows all of it.</p>')
+    rows = []
+    for row in table_.rows:
+        drain = table_.drains.get(row.cluster)
+        if drain is None:
+            drained = badge("no", "ok")
+        else:
+            # who drained it and since when are an admin's to see, as `metasched cluster list`; the reason
+            # is every user's (explain gives it to any job the drain keeps off the cluster)
+            who = f" by {esc(drain.drained_by)} since {when(drain.drained_at)}" if admin else ""
+            drained = badge("drained", "warn") + who + (f": {esc(drain.reason)}" if drain.reason else "")
+        nodes = ", ".join(f"{count} {state}" for state, count in row.nodes.items() if count) or "none"
+        gpus = sorted(row.total_gpus)
+        rows.append([
+            f"<strong>{esc(row.cluster)}</strong>", drained, esc(nodes),
+            esc(", ".join(f"{t}: {row.total_gpus[t]}" for t in gpus) or "-"),
+            esc(", ".join(f"{t}: {row.free_gpus.get(t, 0)}" for t in gpus) or "-"), str(row.running_attempts),
+        ])  # fmt: skip
+    note = ('<p class="muted">From the store: the inventory the daemon last read from Slurm '
+            f"({when(table_.inventory_at)} UTC), the live attempts and the admins' drains. Nodes are in Slurm's "
+            "states; free GPUs are the schedulable nodes' GPUs no live attempt of metasched holds (Slurm jobs of "
+            "others are not taken out here). Whether a cluster answers right now is not in the store: the daemon "
+            "exports it as <code>metasched_slurm_cluster_up</code> and "
+            "<code>metasched_slurm_cluster_dark_seconds</code>; a dark cluster's row shows what it last answered.</p>")
+    return table(["cluster", "drained", "nodes", "GPUs by type", "free GPUs by type", "live attempts"], rows,
+                 numeric=(5,)) + note
 
 
 def queues_body(rows: Sequence[TenantRow], hist: History, tenants: Sequence[str]) -> str:

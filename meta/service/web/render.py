@@ -30,7 +30,8 @@ td strong,td code{white-space:nowrap}.muted{color:#6b7785}.grid{display:flex;fle
 table.kv td:first-child{color:#6b7785;white-space:nowrap}img.plot{max-width:100%;background:#fff;box-shadow:0 1px 2px #0001;margin:4px 10px 10px 0}.box{background:#fff;padding:10px 14px;box-shadow:0 1px 2px #0001;margin-bottom:12px}
 """
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f", "#bab0ac", "#ff9da7")
-NAV = (("cluster", "/web/", "Cluster"), ("queues", "/web/queues", "Queues"), ("jobs", "/web/jobs", "Jobs"))
+NAV = (("cluster", "/web/", "Cluster"), ("clusters", "/web/clusters", "Clusters"), ("queues", "/web/queues", "Queues"),
+       ("jobs", "/web/jobs", "Jobs"))
 
 
 def esc(value: Any) -> str:

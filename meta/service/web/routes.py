@@ -170,6 +170,18 @@ def cluster(request: Request) -> HTMLResponse:
     return _serve(request, "Cluster map", "cluster", build)
 
 
+@router.get("/web/clusters", include_in_schema=False)
+def clusters(request: Request) -> HTMLResponse:
+    """clusters is one row per Slurm cluster: drained or not, nodes up and down, GPUs total and free, live attempts."""
+
+    def build(ops: Operations) -> str:
+        with ops.service.db.session() as session:
+            found = data.cluster_table(session)
+        return pages.clusters_body(found, ops.principal.is_admin)
+
+    return _serve(request, "Slurm clusters", "clusters", build)
+
+
 @router.get("/web/queues", include_in_schema=False)
 def queues(request: Request) -> HTMLResponse:
     """queues is every tenant's waiting and running work with fair share against usage, and their history."""
