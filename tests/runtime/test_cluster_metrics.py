@@ -11,35 +11,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from meta.cycle.actuate.launch_plan import LaunchSettings
-from meta.cycle.daemon import Daemon, DaemonConfig
+from meta.cycle.daemon import Daemon
 from meta.cycle.metrics import Metrics
-from meta.cycle.reconcile import ReconcileSettings
 from meta.model.states import JobState
 from meta.service import cluster_drains
 from meta.service.api import Service
 from slurm_bridge.clusters import ClusterSet
 from slurm_bridge.fake import FakeSlurm, small_cluster
 from tenants.identity import ADMIN
-from tests.runtime.support import settled, training
-
-WHOLE_NODE = {"cpus": 8, "memory": "64G", "gpus": 8, "gpu_type": "a100"}
-
-
-def _daemon(service: Service, site: ClusterSet, tmp_path: Path) -> Daemon:
-    config = DaemonConfig(
-        period_s=0.0, leader_lease_s=60.0, holder="cluster-metrics", submit_timeout_s=0.0,
-        launch=LaunchSettings(log_dir=str(tmp_path / "logs"), grace_s=30),
-        reconcile=ReconcileSettings(unknown_window_s=0.0, lost_grace_s=600.0),
-    )  # fmt: skip
-    return Daemon(service.db, site, config, Metrics())
-
-
-def _period(daemon: Daemon, *fakes: FakeSlurm) -> None:
-    report = settled(daemon)
-    assert report.error == "" and report.leader, report.error
-    for fake in fakes:
-        fake.advance()
+from tests.runtime.support import training
+from tests.runtime.two_fake_clusters import WHOLE_NODE, daemon_over, period
 
 
 def _value(daemon: Daemon, name: str, **labels: str) -> float | None:
@@ -63,13 +44,13 @@ def _cluster(daemon: Daemon, cluster: str) -> dict[str, float | None]:
 def test_per_cluster_gauges_follow_work_and_an_admins_drain(service: Service, tmp_path: Path) -> None:
     a, b = FakeSlurm(small_cluster(2), first_job_id=1000), FakeSlurm(small_cluster(2), first_job_id=1000)
     site = ClusterSet({"a": a, "b": b}, background=False)
-    daemon = _daemon(service, site, tmp_path)
-    _period(daemon, a, b)  # the daemon stores the inventory: b is a known cluster to drain
+    daemon = daemon_over(service, site, tmp_path, "cluster-metrics", Metrics())
+    period(daemon, a, b)  # the daemon stores the inventory: b is a known cluster to drain
     cluster_drains.drain(service.db, ADMIN, "b", "switch firmware")
     a.run_ticks = 10**9  # a's job runs until the test ends it
     job = service.submit(training("on-a", resources=WHOLE_NODE)).job.id
     for _ in range(3):
-        _period(daemon, a, b)
+        period(daemon, a, b)
     assert service.status(job).state == JobState.RUNNING and len(a.jobs) == 1 and b.jobs == {}
     assert _cluster(daemon, "a") == {"schedulable": 2, "drained_nodes": 0, "down": 0, "total": 16, "free": 8,
                                      "attempts": 1, "drained": 0, "up": 1}  # fmt: skip
@@ -83,7 +64,7 @@ def test_per_cluster_gauges_follow_work_and_an_admins_drain(service: Service, tm
     (running,) = a.jobs.values()
     a.finish(running.job_id)
     for _ in range(2):
-        _period(daemon, a, b)
+        period(daemon, a, b)
     assert service.status(job).state == JobState.SUCCEEDED
     assert _cluster(daemon, "a") == {"schedulable": 2, "drained_nodes": 0, "down": 0, "total": 16, "free": 16,
                                      "attempts": 0, "drained": 0, "up": 1}  # fmt: skip

@@ -16,9 +16,6 @@ from typing import Any
 from sqlalchemy import select
 
 from checkpoint.registry import report
-from meta.cycle.actuate.launch_plan import LaunchSettings
-from meta.cycle.daemon import Daemon, DaemonConfig
-from meta.cycle.reconcile import ReconcileSettings
 from meta.model.clusters import cluster_of
 from meta.model.states import JobState
 from meta.policy.plan import ReasonCode
@@ -26,40 +23,11 @@ from meta.service import cluster_drains
 from meta.service.api import Service
 from meta.service.explain import explain_job
 from meta.store.models import Attempt, TaskReason
-from slurm_bridge.clusters import ClusterSet
-from slurm_bridge.fake import FakeSlurm, small_cluster
 from tenants.identity import ADMIN
-from tests.runtime.support import settled, training
+from tests.runtime.support import training
+from tests.runtime.two_fake_clusters import WHOLE_NODE, daemon_over, job_attempts, period, two_fake_clusters
 
-WHOLE_NODE = {"cpus": 8, "memory": "64G", "gpus": 8, "gpu_type": "a100"}
 RETRY = {"max_attempts": 3, "backoff": 0}
-
-
-def _site() -> tuple[ClusterSet, FakeSlurm, FakeSlurm]:
-    a, b = FakeSlurm(small_cluster(2), first_job_id=1000), FakeSlurm(small_cluster(2), first_job_id=1000)
-    return ClusterSet({"a": a, "b": b}, background=False), a, b
-
-
-def _daemon(service: Service, site: ClusterSet, tmp_path: Path) -> Daemon:
-    config = DaemonConfig(
-        period_s=0.0, leader_lease_s=60.0, holder="data-test", submit_timeout_s=0.0,
-        launch=LaunchSettings(log_dir=str(tmp_path / "logs"), grace_s=30),
-        reconcile=ReconcileSettings(unknown_window_s=0.0, lost_grace_s=600.0),
-    )  # fmt: skip
-    return Daemon(service.db, site, config)
-
-
-def _period(daemon: Daemon, *fakes: FakeSlurm) -> None:
-    """_period runs one daemon period, then moves each fake Slurm one step."""
-    done = settled(daemon)
-    assert done.error == "" and done.leader, done.error
-    for fake in fakes:
-        fake.advance()
-
-
-def _attempts(service: Service, job_id: str) -> list[Attempt]:
-    with service.db.session() as session:
-        return list(session.scalars(select(Attempt).where(Attempt.job_id == job_id).order_by(Attempt.number)))
 
 
 def _clusters(attempt: Attempt) -> set[str]:
@@ -73,19 +41,19 @@ def _explain(service: Service, job_id: str) -> dict[str, Any]:
 
 
 def test_a_job_runs_where_its_data_lives(service: Service, tmp_path: Path) -> None:
-    site, a, b = _site()
-    daemon = _daemon(service, site, tmp_path)
+    site, a, b = two_fake_clusters()
+    daemon = daemon_over(service, site, tmp_path, "data-test")
     a.run_ticks = b.run_ticks = 10**9
     control = service.submit(training("control", resources=WHOLE_NODE)).job.id
-    _period(daemon, a, b)
-    (first,) = _attempts(service, control)
+    period(daemon, a, b)
+    (first,) = job_attempts(service, control)
     assert _clusters(first) == {"a"}  # the tie goes to a: the preference below is what moves a job to b
 
     soft = service.submit(training("soft", resources=WHOLE_NODE, data={"cluster": "b"})).job.id
     hard = service.submit(training("hard", resources=WHOLE_NODE, data={"cluster": "b", "required": True})).job.id
     for _ in range(2):
-        _period(daemon, a, b)
-    assert [_clusters(x) for x in _attempts(service, soft) + _attempts(service, hard)] == [{"b"}, {"b"}]
+        period(daemon, a, b)
+    assert [_clusters(x) for x in job_attempts(service, soft) + job_attempts(service, hard)] == [{"b"}, {"b"}]
     (item,) = _explain(service, soft)["tasks"]
     verdicts = {c["cluster"]: c for c in item["clusters"]}
     assert verdicts["b"]["verdict"] == "placed" and "the job's data lives here (preferred)" in verdicts["b"]["message"]
@@ -96,14 +64,14 @@ def test_a_job_runs_where_its_data_lives(service: Service, tmp_path: Path) -> No
     soft2 = service.submit(training("soft2", resources=WHOLE_NODE, data={"cluster": "b"})).job.id
     hard2 = service.submit(training("hard2", resources=WHOLE_NODE, data={"cluster": "b", "required": True})).job.id
     for _ in range(2):
-        _period(daemon, a, b)
-    assert [_clusters(x) for x in _attempts(service, soft2)] == [{"a"}]
-    assert _attempts(service, hard2) == [] and service.status(hard2).state == JobState.PENDING
+        period(daemon, a, b)
+    assert [_clusters(x) for x in job_attempts(service, soft2)] == [{"a"}]
+    assert job_attempts(service, hard2) == [] and service.status(hard2).state == JobState.PENDING
 
 
 def test_a_retry_resumes_only_where_its_checkpoint_was_written(service: Service, tmp_path: Path) -> None:
-    site, a, b = _site()
-    daemon = _daemon(service, site, tmp_path)
+    site, a, b = two_fake_clusters()
+    daemon = daemon_over(service, site, tmp_path, "data-test")
     a.run_ticks = b.run_ticks = 10**9
     ckpt = {"dir": "/scratch/ckpt"}
     local = service.submit(training("local", resources=WHOLE_NODE, retry=RETRY, checkpoint=ckpt,
@@ -111,8 +79,8 @@ def test_a_retry_resumes_only_where_its_checkpoint_was_written(service: Service,
     shared = service.submit(training("shared", resources=WHOLE_NODE, retry=RETRY, checkpoint={**ckpt, "shared": True},
                                      data={"cluster": "b"})).job.id  # fmt: skip
     for _ in range(3):
-        _period(daemon, a, b)
-    firsts = [_attempts(service, job)[0] for job in (local, shared)]
+        period(daemon, a, b)
+    firsts = [job_attempts(service, job)[0] for job in (local, shared)]
     assert [_clusters(x) for x in firsts] == [{"b"}, {"b"}]
     with service.db.session() as session:
         for attempt in firsts:
@@ -123,10 +91,10 @@ def test_a_retry_resumes_only_where_its_checkpoint_was_written(service: Service,
     for job in list(b.jobs.values()):
         b.finish(job.job_id, "NODE_FAIL", 0)
     for _ in range(4):
-        _period(daemon, a, b)
-    retried = _attempts(service, shared)
+        period(daemon, a, b)
+    retried = job_attempts(service, shared)
     assert len(retried) == 2 and _clusters(retried[1]) == {"a"}  # readable anywhere: a at once
-    assert len(_attempts(service, local)) == 1 and service.status(local).state == JobState.PENDING
+    assert len(job_attempts(service, local)) == 1 and service.status(local).state == JobState.PENDING
     with service.db.session() as session:
         reason = session.scalars(select(TaskReason).where(TaskReason.job_id == local)).one()
     assert reason.code == ReasonCode.NODE_UNHEALTHY.value
@@ -140,7 +108,7 @@ def test_a_retry_resumes_only_where_its_checkpoint_was_written(service: Service,
 
     cluster_drains.resume(service.db, ADMIN, "b")
     for _ in range(3):
-        _period(daemon, a, b)
-    attempts = _attempts(service, local)
+        period(daemon, a, b)
+    attempts = job_attempts(service, local)
     assert len(attempts) == 2 and _clusters(attempts[1]) == {"b"}
     assert f"/scratch/ckpt/{local}/100" in b.job_of(attempts[1].id).script  # it resumes from the checkpoint b wrote
