@@ -68,6 +68,10 @@ class SchedulerConfig:
     # goes to, and the tenant fills its places with its own tasks by the key above (shortest-first):
     # a tenant gets the places plain Slurm would give it, and only its own work can take them.
     tenant_order: Literal["turns", "multifactor"] = "turns"
+    # On a site of several Slurm clusters, where a tenant's limits hold. "cluster": on each cluster,
+    # as Slurm enforces an association's GrpTRES (a tenant limited to 40 GPUs may run 40 on each);
+    # "site": once over all clusters together. One cluster: the same either way.
+    limit_scope: Literal["cluster", "site"] = "cluster"
     # Backfill: how many head-of-line tasks get nodes held for their earliest start.
     max_held_reservations: int = 1
     # Only tasks that small jobs could starve get held nodes: gangs, tasks of at least this many

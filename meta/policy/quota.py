@@ -15,6 +15,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
 from meta.policy.capacity import TenantUsage
+from meta.policy.cluster_quota import ClusterQuota
 from meta.policy.snapshot import TenantState
 
 ANY = "*"
@@ -24,7 +25,9 @@ class QuotaLedger:
     """QuotaLedger tracks GPUs in use per tenant and type, against guarantees and limits."""
 
     def __init__(self, tenants: Iterable[TenantState], usage: TenantUsage,
-                 capacity: Mapping[str, int] | None = None) -> None:
+                 capacity: Mapping[str, int] | None = None, per_cluster: ClusterQuota | None = None) -> None:
+        # per_cluster: limits hold on each cluster of the site, as Slurm's GrpTRES (cluster_quota.py)
+        self.per_cluster = per_cluster
         self.used: dict[str, dict[str, int]] = defaultdict(lambda: defaultdict(int))
         self.guaranteed: dict[str, dict[str, int]] = {}
         self.limit: dict[str, dict[str, int]] = {}
@@ -42,25 +45,32 @@ class QuotaLedger:
 
     def reachable(self, key: str, limit: int) -> bool:
         """reachable tells whether a limit is below the cluster's capacity for its key (unknown: yes)."""
+        if self.per_cluster is not None:
+            return self.per_cluster.reachable(key, limit)
         return self.capacity is None or limit < self.capacity.get(key, 0)
 
     def any_guarantee(self) -> bool:
         """any_guarantee tells whether any tenant has a guaranteed amount at all."""
         return any(any(g.values()) for g in self.guaranteed.values() if g)
 
-    def charge(self, tenant: str, gpu_type: str | None, gpus: int) -> None:
-        """charge counts GPUs against the tenant (running, placed or about to be placed)."""
+    def charge(self, tenant: str, gpu_type: str | None, gpus: int, cluster: str | None = None) -> None:
+        """charge counts GPUs against the tenant (running, placed or about to be placed), on ``cluster`` too."""
         if gpus:
             used = self.used[tenant]
             if gpu_type:
                 used[gpu_type] += gpus
             used[ANY] += gpus
+            if self.per_cluster is not None and cluster is not None:
+                self.per_cluster.charge(tenant, cluster, gpu_type, gpus)
 
     def limit_exceeded(self, tenant: str, gpu_type: str | None, gpus: int) -> tuple[str, int, int] | None:
         """limit_exceeded returns (key, used, limit) of a limit ``gpus`` more would break, reachable ones first."""
         limits = self.limit.get(tenant) or {}
         if not limits:
             return None
+        if self.per_cluster is not None:
+            # per cluster: broken only when no cluster has room (the caller narrows to those that do)
+            return self.per_cluster.broken_everywhere(limits, tenant, gpu_type, gpus, self.per_cluster.clusters)
         used = self.used.get(tenant, {})
         broken = None
         for key in ((gpu_type,) if gpu_type else ()) + (ANY,):

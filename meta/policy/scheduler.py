@@ -39,6 +39,7 @@ from meta.model.resources import ResourceVector
 from meta.policy import explain
 from meta.policy.backfill import Release, earliest_start, nodes_when_all_end, releases_of
 from meta.policy.capacity import Capacity
+from meta.policy.cluster_quota import cluster_quota
 from meta.policy.config import SchedulerConfig
 from meta.policy.data_locality import pin, preferred, waits_for_pin
 from meta.policy.equivalence import NodeClass
@@ -110,7 +111,11 @@ class SchedulePass:
         self.fair = FairShare(snapshot.tenants, config, self.inv, self.cap.usage)
         limited = any(t.limit for t in snapshot.tenants)
         reach = gpu_capacity(self.inv.gpu_type, self.inv.gpu) if limited else None
-        self.quota = QuotaLedger(snapshot.tenants, self.cap.usage, reach)
+        per_cluster = None
+        if limited and config.limit_scope == "cluster" and len(set(self.inv.cluster)) > 1:
+            held = (entry[:4] for _, entry in self.cap.ledger.held.values())
+            per_cluster = cluster_quota(self.inv.cluster, self.inv.gpu_type, self.inv.gpu, held)
+        self.quota = QuotaLedger(snapshot.tenants, self.cap.usage, reach, per_cluster)
         self.rec = Recorder(record, snapshot, config, self.fair, self.quota) if record > 0 else None
         self.plan = Plan(inventory_version=snapshot.inventory_version)
         self.shapes: dict[str, Shape] = {}
@@ -196,7 +201,10 @@ class SchedulePass:
             self.plan.reasons[task.task_id] = verdict.reason
             return
         # Quota last among the filters: it depends on usage, which this cycle changes.
-        exceeded = self.quota.limit_exceeded(task.tenant, shape.gpu_type, shape.total_gpus)
+        shape, verdict, exceeded = self._within_cluster_limits(task, shape, verdict)
+        self.shapes[task.task_id] = shape
+        if exceeded is None:
+            exceeded = self.quota.limit_exceeded(task.tenant, shape.gpu_type, shape.total_gpus)
         if exceeded is not None:
             self._over_limit(task, shape, verdict.classes, exceeded)
             return
@@ -255,6 +263,27 @@ class SchedulePass:
         if verdict.reason is not None and (task.data_required or task.checkpoint_cluster):
             verdict = Verdict((), waits_for_pin(task, verdict.reason))
         return shape, verdict
+
+    def _within_cluster_limits(self, task: PendingTask, shape: Shape,
+                               verdict: Verdict) -> tuple[Shape, Verdict, tuple[str, int, int] | None]:
+        """_within_cluster_limits narrows the task to clusters where its tenant's limits have room (per-cluster limits).
+
+        Returns the shape and verdict to go on with, and the limit that stops the task when no
+        cluster it may use (and could host it) has room; a site of one cluster is left alone.
+        """
+        ledger, limits = self.quota.per_cluster, self.quota.limit.get(task.tenant)
+        if ledger is None or not limits:
+            return shape, verdict, None
+        allowed = shape.clusters or ledger.clusters
+        room = ledger.with_room(limits, task.tenant, shape.gpu_type, shape.total_gpus, allowed)
+        if room >= allowed:
+            return shape, verdict, None
+        broken = ledger.broken_everywhere(limits, task.tenant, shape.gpu_type, shape.total_gpus, allowed - room)
+        narrow = shape._replace(clusters=room)
+        narrowed = self._verdict(narrow) if room else None
+        if narrowed is None or narrowed.reason is not None:
+            return shape, verdict, broken
+        return narrow, narrowed, None
 
     def _fit_preferred(self, task: PendingTask, shape: Shape, classes: Sequence[NodeClass],
                        end: float) -> tuple[Shape, list[Pick]]:
@@ -377,7 +406,7 @@ class SchedulePass:
             self.placed.append((end, i, g, c, m, s))
             shares.extend([NodeShare(cap.names[i], vec)] * count)
             self.consumers.setdefault(cap.cls[i], {})[task.tenant] = (rank, share_before, task.job_id)
-        self.quota.charge(task.tenant, gpu_type, shape.total_gpus)
+        self.quota.charge(task.tenant, gpu_type, shape.total_gpus, cap.cluster[picks[0][0]])
         self._took(task.tenant, shape, picks)
         self.fair.charge(task.tenant, gpu_type, shape.total_gpus, shape.cpus * shape.workers,
                          shape.mem * shape.workers)
@@ -534,7 +563,7 @@ class SchedulePass:
         # Keep what the beneficiary needs from being taken by lower tasks in this same cycle.
         self._hold(task, shape, picks, self.now, extra, record=True)
         node_type = self.cap.gpu_type[picks[0][0]] if shape.gpus else None
-        self.quota.charge(task.tenant, node_type, shape.total_gpus)
+        self.quota.charge(task.tenant, node_type, shape.total_gpus, self.cap.cluster[picks[0][0]])
         self._took(task.tenant, shape, picks)
         self.fair.charge(task.tenant, node_type, shape.total_gpus, shape.cpus * shape.workers,
                          shape.mem * shape.workers)

@@ -1,0 +1,87 @@
+"""Per-cluster limits (issue 26): on a site of several clusters a tenant's limit holds on each cluster.
+
+Slurm enforces an association's GrpTRES per cluster: a tenant limited to 40 GPUs may run 40 on
+each cluster of the site. metasched's tenant limits come from those associations, so with
+``limit_scope: cluster`` (the default) they apply the same way: a task may go only to clusters
+where its tenant's limits still have room, and a tenant waits for quota only when no cluster it
+may use has room. ``limit_scope: site`` applies each limit to the whole site instead. Pure: no I/O.
+
+A limit at or above a cluster's capacity for its key cannot be what stops a task there (the
+cluster runs out first), as ``quota.py`` says for one cluster; such a cluster counts as having room.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+
+ANY = "*"
+
+Counts = dict[str, int]  # key (GPU type or "*") -> GPUs
+
+
+class ClusterQuota:
+    """ClusterQuota is each tenant's GPUs in use per cluster and key, against each cluster's capacity."""
+
+    def __init__(self, capacity: Mapping[str, Counts]) -> None:
+        self.capacity = {cluster: dict(keys) for cluster, keys in capacity.items()}
+        self.clusters = frozenset(self.capacity)
+        self.used: dict[str, dict[str, Counts]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+
+    def charge(self, tenant: str, cluster: str, gpu_type: str | None, gpus: int) -> None:
+        """charge counts GPUs of the tenant on the cluster (running, placed or about to be placed)."""
+        if gpus:
+            used = self.used[tenant][cluster]
+            if gpu_type:
+                used[gpu_type] += gpus
+            used[ANY] += gpus
+
+    def broken_on(self, limits: Counts, tenant: str, cluster: str, gpu_type: str | None,
+                  gpus: int) -> tuple[str, int, int] | None:
+        """broken_on is (key, used, limit) of a reachable limit ``gpus`` more would break on ``cluster``."""
+        used = self.used[tenant][cluster] if tenant in self.used else {}
+        capacity = self.capacity.get(cluster, {})
+        for key in ((gpu_type,) if gpu_type else ()) + (ANY,):
+            cap = limits.get(key)
+            if cap is not None and used.get(key, 0) + gpus > cap and cap < capacity.get(key, 0):
+                return key, used.get(key, 0), cap
+        return None
+
+    def with_room(self, limits: Counts, tenant: str, gpu_type: str | None, gpus: int,
+                  clusters: Iterable[str]) -> frozenset[str]:
+        """with_room are the clusters among ``clusters`` where the tenant's limits have room for ``gpus`` more."""
+        return frozenset(c for c in clusters if self.broken_on(limits, tenant, c, gpu_type, gpus) is None)
+
+    def broken_everywhere(self, limits: Counts, tenant: str, gpu_type: str | None, gpus: int,
+                          clusters: Iterable[str]) -> tuple[str, int, int] | None:
+        """broken_everywhere is the limit broken on the cluster with the most room, or None if any has room."""
+        broken = [self.broken_on(limits, tenant, c, gpu_type, gpus) for c in sorted(clusters)]
+        if not broken or any(b is None for b in broken):
+            return None
+        return min(broken, key=lambda b: (b[1] - b[2], b[0]))  # type: ignore[index]
+
+    def reachable(self, key: str, limit: int) -> bool:
+        """reachable tells whether a limit is below some cluster's capacity for its key."""
+        return any(limit < keys.get(key, 0) for keys in self.capacity.values())
+
+
+def cluster_quota(cluster_of_node: list[str], gpu_type_of_node: list[str | None], gpus_of_node: list[int],
+                  held: Iterable[tuple[list[tuple], str, str | None, int]]) -> ClusterQuota:
+    """cluster_quota builds the per-cluster ledger from the nodes and what live reservations hold.
+
+    ``held`` are the capacity ledger's entries: (shares [(node index, ...)], tenant, GPU type, GPUs).
+    A reservation's cluster is its first share's node's (a gang never spans clusters).
+    """
+    capacity: dict[str, Counts] = defaultdict(lambda: defaultdict(int))
+    for cluster, gpu_type, n in zip(cluster_of_node, gpu_type_of_node, gpus_of_node, strict=True):
+        if n:
+            if gpu_type:
+                capacity[cluster][gpu_type] += n
+            capacity[cluster][ANY] += n
+    for cluster in cluster_of_node:
+        capacity.setdefault(cluster, defaultdict(int))
+    ledger = ClusterQuota(capacity)
+    for shares, tenant, gpu_type, gpus in held:
+        if shares and gpus:
+            ledger.charge(tenant, cluster_of_node[shares[0][0]], gpu_type, gpus)
+    return ledger
