@@ -150,28 +150,26 @@ def test_a_member_cannot_confine_a_tenant(run) -> None:
     assert result.exit_code == 1 and "only an admin" in result.output
 
 
-def test_a_job_whose_m_list_misses_the_tenants_clusters_is_refused_with_exit_2(run, tmp_path: Path) -> None:
-    assert run("tenant", "set", "research", "--clusters", "dev2").exit_code == 0
+REFUSED_BY_TENANT_CLUSTERS = [
+    ("dev2", "sbatch: {clusters: [emu]}\n", "tenant research may run only on the clusters dev2; the job's --clusters names emu",
+     ("[emu]", "[emu, dev2]")),
+    ("emu", "data: {cluster: dev2, required: true}\n",
+     "its data must be read on dev2 (data.required), but it may run only on the clusters emu",
+     ("required: true", "required: false")),  # a preference is never refused
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("clusters, extra, message, fix", REFUSED_BY_TENANT_CLUSTERS, ids=["m-list", "data"])
+def test_a_job_outside_the_tenants_clusters_is_refused_with_exit_2(run, tmp_path: Path, clusters: str, extra: str,
+                                                                    message: str, fix: tuple[str, str]) -> None:
+    assert run("tenant", "set", "research", "--clusters", clusters).exit_code == 0
     job = tmp_path / "job.yaml"
-    job.write_text("kind: evaluation\nname: m\ntenant: research\nresources: {gpus: 1}\ncommand: 'true'\n"
-                   "sbatch: {clusters: [emu]}\n")  # fmt: skip
+    job.write_text("kind: evaluation\nname: m\ntenant: research\nresources: {gpus: 1}\ncommand: 'true'\n" + extra)
     refused = run("submit", "-f", str(job))
     assert refused.exit_code == 2, refused.output
-    assert "tenant research may run only on the clusters dev2; the job's --clusters names emu" in refused.output
-    job.write_text(job.read_text().replace("[emu]", "[emu, dev2]"))
+    assert message in refused.output
+    job.write_text(job.read_text().replace(*fix))
     assert run("submit", "-f", str(job)).exit_code == 0
-
-
-def test_a_job_whose_required_data_is_outside_the_tenants_clusters_is_refused_with_exit_2(run, tmp_path: Path) -> None:
-    assert run("tenant", "set", "research", "--clusters", "emu").exit_code == 0
-    job = tmp_path / "job.yaml"
-    job.write_text("kind: evaluation\nname: d\ntenant: research\nresources: {gpus: 1}\ncommand: 'true'\n"
-                   "data: {cluster: dev2, required: true}\n")  # fmt: skip
-    refused = run("submit", "-f", str(job))
-    assert refused.exit_code == 2, refused.output
-    assert "its data must be read on dev2 (data.required), but it may run only on the clusters emu" in refused.output
-    job.write_text(job.read_text().replace("required: true", "required: false"))
-    assert run("submit", "-f", str(job)).exit_code == 0  # a preference is never refused
 
 
 def test_a_job_whose_required_data_is_outside_its_m_list_exits_2(run, tmp_path: Path) -> None:
