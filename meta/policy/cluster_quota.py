@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-ANY = "*"
+from meta.policy.quota import ANY, gpu_capacity
 
 Counts = dict[str, int]  # key (GPU type or "*") -> GPUs
 
@@ -72,14 +72,10 @@ def cluster_quota(cluster_of_node: list[str], gpu_type_of_node: list[str | None]
     ``held`` are the capacity ledger's entries: (shares [(node index, ...)], tenant, GPU type, GPUs).
     A reservation's cluster is its first share's node's (a gang never spans clusters).
     """
-    capacity: dict[str, Counts] = defaultdict(lambda: defaultdict(int))
+    nodes: dict[str, list[tuple[str | None, int]]] = defaultdict(list)
     for cluster, gpu_type, n in zip(cluster_of_node, gpu_type_of_node, gpus_of_node, strict=True):
-        if n:
-            if gpu_type:
-                capacity[cluster][gpu_type] += n
-            capacity[cluster][ANY] += n
-    for cluster in cluster_of_node:
-        capacity.setdefault(cluster, defaultdict(int))
+        nodes[cluster].append((gpu_type, n))
+    capacity = {cluster: gpu_capacity(*zip(*pairs, strict=True)) for cluster, pairs in nodes.items()}
     ledger = ClusterQuota(capacity)
     for shares, tenant, gpu_type, gpus in held:
         if shares and gpus:

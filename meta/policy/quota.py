@@ -13,10 +13,13 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
 
 from meta.policy.capacity import TenantUsage
-from meta.policy.cluster_quota import ClusterQuota
 from meta.policy.snapshot import TenantState
+
+if TYPE_CHECKING:  # cluster_quota.py builds on gpu_capacity below
+    from meta.policy.cluster_quota import ClusterQuota
 
 ANY = "*"
 
