@@ -13,6 +13,13 @@ def _quota_text(quotas: dict[str, int]) -> str:
     return ",".join(f"{k}={v}" for k, v in sorted(quotas.items())) or "-"
 
 
+def _limits_text(view: dict) -> str:
+    """_limits_text is a tenant's limits, with each cluster's own where Slurm's associations differ by cluster."""
+    own = view.get("cluster_limits") or {}
+    per_cluster = " ".join(f"{cluster}:{_quota_text(limits)}" for cluster, limits in sorted(own.items()))
+    return per_cluster or _quota_text(view["limits"])
+
+
 def _clusters_text(clusters: list[str] | None) -> str:
     """_clusters_text is where a tenant may run, for people: its clusters, or ``any``."""
     return ",".join(clusters) if clusters else "any"
@@ -112,7 +119,7 @@ def list_cmd(state: CliState, as_json: bool) -> None:
                 v["name"],
                 f"{v['weight']:g}",
                 _quota_text(v["guaranteed"]),
-                _quota_text(v["limits"]),
+                _limits_text(v),
                 _clusters_text(v.get("clusters")),
                 f"{v['decayed_gpu_seconds'] / 3600:.1f}",
             ]

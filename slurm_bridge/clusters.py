@@ -208,6 +208,12 @@ class Reachability:
             self.probe_dark()
 
 
+def site_clusters(client: object) -> tuple[str, ...]:
+    """site_clusters are a ClusterSet's cluster names, the home cluster first (empty for one cluster's client)."""
+    clusters = getattr(client, "clusters", None)
+    return tuple(clusters) if isinstance(clusters, tuple) else ()
+
+
 def unreachable_clusters(client: object) -> dict[str, float]:
     """unreachable_clusters are the dark clusters of a ClusterSet and how long each has been dark (none for one cluster)."""
     unreachable = getattr(client, "unreachable", None)

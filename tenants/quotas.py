@@ -55,6 +55,8 @@ class TenantView:
     priority_classes: list[str] = field(default_factory=list)
     # the Slurm clusters its work may run on (an admin's setting, issue 26); None: any cluster
     clusters: list[str] | None = None
+    # each cluster's own association limits where they differ by cluster (synced from Slurm, issue 26)
+    cluster_limits: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 class SlurmOwnedSetting(InvalidRequest):
@@ -271,6 +273,7 @@ def _view(session: Session, tenant: Tenant) -> TenantView:
         submit_limits=_submit_view(tenant),
         priority_classes=list(tenant.priority_classes or []),
         clusters=list(tenant.clusters) if tenant.clusters else None,
+        cluster_limits=dict(tenant.cluster_limits or {}),
     )
 
 

@@ -6,6 +6,10 @@ each cluster of the site. metasched's tenant limits come from those associations
 where its tenant's limits still have room, and a tenant waits for quota only when no cluster it
 may use has room. ``limit_scope: site`` applies each limit to the whole site instead. Pure: no I/O.
 
+Slurm keeps an association per cluster, so a tenant's GrpTRES may differ between clusters: a
+tenant with its own limits on a cluster (``TenantState.cluster_limits``, synced from that
+cluster's association) is held to them there, and to its site-wide limits on the others.
+
 A limit at or above a cluster's capacity for its key cannot be what stops a task there (the
 cluster runs out first), as ``quota.py`` says for one cluster; such a cluster counts as having room.
 """
@@ -23,10 +27,21 @@ Counts = dict[str, int]  # key (GPU type or "*") -> GPUs
 class ClusterQuota:
     """ClusterQuota is each tenant's GPUs in use per cluster and key, against each cluster's capacity."""
 
-    def __init__(self, capacity: Mapping[str, Counts]) -> None:
+    def __init__(self, capacity: Mapping[str, Counts],
+                 own_limits: Mapping[str, Mapping[str, Counts]] | None = None) -> None:
         self.capacity = {cluster: dict(keys) for cluster, keys in capacity.items()}
         self.clusters = frozenset(self.capacity)
         self.used: dict[str, dict[str, Counts]] = defaultdict(lambda: defaultdict(lambda: defaultdict(int)))
+        # tenant -> cluster -> limits of that cluster's own association (the site-wide limits elsewhere)
+        self.own_limits = {t: dict(by_cluster) for t, by_cluster in (own_limits or {}).items() if by_cluster}
+
+    def limited(self, tenant: str, limits: Counts) -> bool:
+        """limited tells whether the tenant has a limit anywhere: site-wide or on some cluster of its own."""
+        return bool(limits) or any(self.own_limits.get(tenant, {}).values())
+
+    def limits_on(self, limits: Counts, tenant: str, cluster: str) -> Counts:
+        """limits_on are the tenant's limits on ``cluster``: that cluster's own association's, else ``limits``."""
+        return self.own_limits.get(tenant, {}).get(cluster, limits)
 
     def charge(self, tenant: str, cluster: str, gpu_type: str | None, gpus: int) -> None:
         """charge counts GPUs of the tenant on the cluster (running, placed or about to be placed)."""
@@ -39,6 +54,7 @@ class ClusterQuota:
     def broken_on(self, limits: Counts, tenant: str, cluster: str, gpu_type: str | None,
                   gpus: int) -> tuple[str, int, int] | None:
         """broken_on is (key, used, limit) of a reachable limit ``gpus`` more would break on ``cluster``."""
+        limits = self.limits_on(limits, tenant, cluster)
         used = self.used[tenant][cluster] if tenant in self.used else {}
         capacity = self.capacity.get(cluster, {})
         for key in ((gpu_type,) if gpu_type else ()) + (ANY,):
@@ -66,17 +82,19 @@ class ClusterQuota:
 
 
 def cluster_quota(cluster_of_node: list[str], gpu_type_of_node: list[str | None], gpus_of_node: list[int],
-                  held: Iterable[tuple[list[tuple], str, str | None, int]]) -> ClusterQuota:
+                  held: Iterable[tuple[list[tuple], str, str | None, int]],
+                  own_limits: Mapping[str, Mapping[str, Counts]] | None = None) -> ClusterQuota:
     """cluster_quota builds the per-cluster ledger from the nodes and what live reservations hold.
 
     ``held`` are the capacity ledger's entries: (shares [(node index, ...)], tenant, GPU type, GPUs).
     A reservation's cluster is its first share's node's (a gang never spans clusters).
+    ``own_limits`` are the tenants' per-cluster limits (tenant -> cluster -> key -> GPUs).
     """
     nodes: dict[str, list[tuple[str | None, int]]] = defaultdict(list)
     for cluster, gpu_type, n in zip(cluster_of_node, gpu_type_of_node, gpus_of_node, strict=True):
         nodes[cluster].append((gpu_type, n))
     capacity = {cluster: gpu_capacity(*zip(*pairs, strict=True)) for cluster, pairs in nodes.items()}
-    ledger = ClusterQuota(capacity)
+    ledger = ClusterQuota(capacity, own_limits)
     for shares, tenant, gpu_type, gpus in held:
         if shares and gpus:
             ledger.charge(tenant, cluster_of_node[shares[0][0]], gpu_type, gpus)

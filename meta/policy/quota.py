@@ -69,11 +69,11 @@ class QuotaLedger:
     def limit_exceeded(self, tenant: str, gpu_type: str | None, gpus: int) -> tuple[str, int, int] | None:
         """limit_exceeded returns (key, used, limit) of a limit ``gpus`` more would break, reachable ones first."""
         limits = self.limit.get(tenant) or {}
-        if not limits:
-            return None
-        if self.per_cluster is not None:
+        if self.per_cluster is not None and self.per_cluster.limited(tenant, limits):
             # per cluster: broken only when no cluster has room (the caller narrows to those that do)
             return self.per_cluster.broken_everywhere(limits, tenant, gpu_type, gpus, self.per_cluster.clusters)
+        if not limits:
+            return None
         used = self.used.get(tenant, {})
         broken = None
         for key in ((gpu_type,) if gpu_type else ()) + (ANY,):

@@ -109,12 +109,14 @@ class SchedulePass:
         self.cap = Capacity(self.inv, snapshot.reservations)
         self._initial: Capacity | None = None
         self.fair = FairShare(snapshot.tenants, config, self.inv, self.cap.usage)
-        limited = any(t.limit for t in snapshot.tenants)
+        by_cluster = config.limit_scope == "cluster" and len(set(self.inv.cluster)) > 1
+        limited = any(t.limit or (by_cluster and t.cluster_limits) for t in snapshot.tenants)
         reach = gpu_capacity(self.inv.gpu_type, self.inv.gpu) if limited else None
         per_cluster = None
-        if limited and config.limit_scope == "cluster" and len(set(self.inv.cluster)) > 1:
+        if limited and by_cluster:
             held = (entry[:4] for _, entry in self.cap.ledger.held.values())
-            per_cluster = cluster_quota(self.inv.cluster, self.inv.gpu_type, self.inv.gpu, held)
+            own = {t.name: t.cluster_limits for t in snapshot.tenants if t.cluster_limits}
+            per_cluster = cluster_quota(self.inv.cluster, self.inv.gpu_type, self.inv.gpu, held, own)
         self.quota = QuotaLedger(snapshot.tenants, self.cap.usage, reach, per_cluster)
         self.rec = Recorder(record, snapshot, config, self.fair, self.quota) if record > 0 else None
         self.plan = Plan(inventory_version=snapshot.inventory_version)
@@ -271,8 +273,8 @@ class SchedulePass:
         Returns the shape and verdict to go on with, and the limit that stops the task when no
         cluster it may use (and could host it) has room; a site of one cluster is left alone.
         """
-        ledger, limits = self.quota.per_cluster, self.quota.limit.get(task.tenant)
-        if ledger is None or not limits:
+        ledger, limits = self.quota.per_cluster, self.quota.limit.get(task.tenant) or {}
+        if ledger is None or not ledger.limited(task.tenant, limits):
             return shape, verdict, None
         allowed = shape.clusters or ledger.clusters
         room = ledger.with_room(limits, task.tenant, shape.gpu_type, shape.total_gpus, allowed)
@@ -451,7 +453,8 @@ class SchedulePass:
         if shape.workers > 1:
             cands = gang_candidates(self.cap, shape, classes, never)
             fit_workers = min(shape.workers - 1, sum(n for _, n in cands))
-        free_total = sum(g * len(b) for c in classes for g, b in enumerate(self.cap.buckets[c.id]))
+        free_total = sum(g * (len(b) if not shape.clusters else sum(self.inv.cluster[i] in shape.clusters for i in b))
+                         for c in classes for g, b in enumerate(self.cap.buckets[c.id]))  # fmt: skip
         return explain.no_capacity(shape, best_node, best_free, fit_workers, free_total)
 
     def _blocking_job(self, classes: Sequence[NodeClass]) -> str:
@@ -466,11 +469,13 @@ class SchedulePass:
     def _most_free(self, shape: Shape, classes: Sequence[NodeClass]) -> tuple[str | None, int]:
         """_most_free finds the feasible node with the most free GPUs, for messages."""
         best, most = None, 0
+        usable = (lambda i: self.inv.cluster[i] in shape.clusters) if shape.clusters else (lambda i: True)
         for c in classes:
             buckets = self.cap.buckets[c.id]
             for free in range(len(buckets) - 1, most, -1):
-                if buckets[free]:
-                    best, most = self.cap.names[next(iter(buckets[free]))], free
+                node = next((i for i in buckets[free] if usable(i)), None)  # a class may span clusters
+                if node is not None:
+                    best, most = self.cap.names[node], free
                     break
         return best, most
 

@@ -7,6 +7,7 @@ simulated clock, as long as one snapshot uses one clock).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from meta.model.kinds import JobKind, Topology
@@ -57,6 +58,8 @@ class TenantState:
     limit: dict[str, int] = field(default_factory=dict)  # gpu_type -> GPUs, absent = unlimited
     decayed_usage: float = 0.0  # cost-weighted GPU-seconds, decayed with the configured half-life
     clusters: frozenset[str] = frozenset()  # the Slurm clusters its tasks may run on (empty: any; issue 26)
+    # limits of each cluster's own association where they differ by cluster (cluster -> key -> GPUs; issue 26)
+    cluster_limits: Mapping[str, dict[str, int]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

@@ -53,6 +53,9 @@ class Tenant(Base):
     priority_classes: Mapped[list[str] | None] = mapped_column(JSONText, nullable=True)
     # the Slurm clusters the tenant's work may run on (an admin's setting, issue 26); NULL: any cluster
     clusters: Mapped[list[str] | None] = mapped_column(JSONText, nullable=True)
+    # each cluster's own association limits where the site has several clusters (cluster -> key -> GPUs,
+    # synced from Slurm, issue 26); NULL: the limits above hold on every cluster
+    cluster_limits: Mapped[dict[str, dict[str, int]] | None] = mapped_column(JSONText, nullable=True)
 
 
 class Queue(Base):

@@ -35,6 +35,8 @@ class SlurmShares:
     max_pending: int | None = None  # GrpSubmitJobs
     max_pending_per_user: int | None = None  # the account's MaxSubmitJobs
     user_max_pending: dict[str, int] = field(default_factory=dict)  # each user association's MaxSubmitJobs
+    # on a site of several clusters: each cluster's own association limits (cluster -> key -> GPUs; issue 26)
+    cluster_limits: dict[str, dict[str, int]] = field(default_factory=dict)
 
 
 def sources_of(tenant: Tenant) -> dict[str, str]:
@@ -54,7 +56,8 @@ def apply_slurm_shares(session: Session, shares: list[SlurmShares]) -> list[str]
         tenant = session.get(Tenant, share.account, populate_existing=True)
         assert tenant is not None
         before = None if created else {"weight": tenant.weight, "limits": dict(tenant.limits or {}),
-                                       "submit_limits": dict(tenant.submit_limits or {})}  # fmt: skip
+                                       "submit_limits": dict(tenant.submit_limits or {}),
+                                       "cluster_limits": dict(tenant.cluster_limits or {})}  # fmt: skip
         sources = dict(tenant.sources or {})
         if share.weight is not None:
             tenant.weight = share.weight
@@ -66,15 +69,19 @@ def apply_slurm_shares(session: Session, shares: list[SlurmShares]) -> list[str]
         submit = _submit_limits(tenant.submit_limits or {}, sources, share)
         if submit != (tenant.submit_limits or {}):
             tenant.submit_limits = submit or None
-        after = {"weight": tenant.weight, "limits": dict(tenant.limits), "submit_limits": submit}
+        if share.cluster_limits != (tenant.cluster_limits or {}):
+            tenant.cluster_limits = dict(share.cluster_limits) or None
+        after = {"weight": tenant.weight, "limits": dict(tenant.limits), "submit_limits": submit,
+                 "cluster_limits": dict(share.cluster_limits)}  # fmt: skip
         if sources != (tenant.sources or {}):
             tenant.sources = sources
         if tenant.slurm_account != share.account:
             tenant.slurm_account = share.account
         if after != before:
             changed.append(share.account)
+            extra = {key: after[key] for key in ("submit_limits", "cluster_limits") if after[key]}
             audit.record(session, SLURM, "tenant.sync", share.account, tenant=share.account,
-                         weight=after["weight"], limits=after["limits"], **({"submit_limits": submit} if submit else {}))
+                         weight=after["weight"], limits=after["limits"], **extra)
     session.flush()
     return changed
 

@@ -26,7 +26,7 @@ import pytest
 from meta.model.clusters import cluster_of, split_qualified
 from meta.model.states import AttemptState, JobState
 from meta.policy.plan import ReasonCode
-from meta.store.models import TenantUsage
+from meta.store.models import Tenant, TenantUsage
 from tests.harness import DaemonHarness
 from tests.integration.second_cluster import SECOND
 from tests.integration.two_cluster_support import (
@@ -187,3 +187,44 @@ def _squeue_running(job_id: str) -> bool:
     out = subprocess.run(["squeue", "-M", SECOND, "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True,
                          timeout=30).stdout  # fmt: skip
     return "RUNNING" in out
+
+
+_LIVE = {s.value for s in (AttemptState.CREATED, AttemptState.LAUNCHING, AttemptState.LAUNCH_UNKNOWN,
+                           AttemptState.RUNNING, AttemptState.STOPPING)}  # fmt: skip
+
+
+def _set_dev2_grptres(account: str, grp_tres: str) -> None:
+    """_set_dev2_grptres sets an account's GrpTRES on dev2's association only (sacctmgr, the shared slurmdbd)."""
+    args = ["sacctmgr", "-i", "modify", "account", "where", f"name={account}", f"cluster={SECOND}",
+            "set", f"GrpTRES={grp_tres}"]  # fmt: skip
+    done = subprocess.run(args, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+
+def test_each_clusters_own_association_limit_holds_there(two_clusters: DaemonHarness) -> None:
+    """Slurm's GrpTRES is per cluster: tenant-a's A100 limit is 16 on emu, 8 on dev2 (its own association)."""
+    h = two_clusters
+    _set_dev2_grptres("tenant-a", "gres/gpu:a100=8")
+    try:
+        assert "tenant-a" in (h.daemon.shares.sync() or [])
+        with h.service.db.session() as session:
+            stored = session.get(Tenant, "tenant-a")
+            assert stored is not None and stored.cluster_limits == {FIRST: {"a100": 16}, SECOND: {"a100": 8}}
+        # four whole A100 nodes asked: emu's two and one of dev2's at once, never two placed on dev2
+        # (a second would sit in dev2's queue behind AssocGrpGRES, out of metasched's hands)
+        jobs = [h.submit(_spec(f"a100-limit-{i}", resources=WHOLE_A100, command="sleep 8")) for i in range(4)]
+        most_on_dev2 = most_at_once = 0
+
+        def watch() -> bool:
+            nonlocal most_on_dev2, most_at_once
+            live = [a for job in jobs for a in _attempts(h, job) if a.state in _LIVE]
+            most_at_once = max(most_at_once, len(live))
+            most_on_dev2 = max(most_on_dev2, sum(cluster_of(n) == SECOND for a in live for n in (a.nodes or [])))
+            return h.all_finished(jobs)()
+
+        h.run_until(watch, timeout_s=180)
+        assert all(h.state(job) == JobState.SUCCEEDED for job in jobs)
+        print(f"\nper-cluster A100 limit: at most {most_at_once} at once, {most_on_dev2} on dev2")
+        assert most_on_dev2 == 1 and most_at_once == 3, (most_on_dev2, most_at_once)
+    finally:
+        _set_dev2_grptres("tenant-a", "gres/gpu:a100=16")  # as deploy/devcluster sets it

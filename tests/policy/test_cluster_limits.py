@@ -78,3 +78,32 @@ def test_the_ledger_counts_each_reservation_on_its_cluster() -> None:
     assert ledger.broken_on({"*": 8}, "t", "a", "h100", 8) == ("*", 8, 8)
     assert ledger.broken_everywhere({"h100": 8}, "t", "h100", 8, {"a"}) == ("h100", 8, 8)
     assert ledger.broken_everywhere({"h100": 8}, "t", "h100", 8, {"a", "b"}) is None
+
+
+def test_a_cluster_with_its_own_association_limit_holds_the_tenant_to_it() -> None:
+    # t's association on b allows 8 GPUs, on a its site-wide 16 holds (a's capacity: never the blocker)
+    own = (TenantState("t", limit={"*": 16}, cluster_limits={"b": {"*": 8}}),)
+    full_a = [running(f"r{i}", f"a/n{i}", 8, tenant="t") for i in (1, 2)]
+    on_b = full_a + [running("r3", "b/n1", 8, tenant="t")]
+    assert _clusters(schedule(snap(NODES, [task("x", tenant="t", gpus=8)], full_a, own)), "x") == {"b"}
+    # with 8 running on b, b's own limit stops x there although b/n2 is free; a is full
+    plan = schedule(snap(NODES, [task("x", tenant="t", gpus=8)], on_b, own))
+    assert not plan.placements and plan.reasons["x"].code is not ReasonCode.WAITING_FOR_QUOTA
+    assert "b/n2" not in plan.reasons["x"].message  # b's free node is not one x may use
+    # confined to b, the limit is what stops it
+    plan = schedule(snap(NODES, [task("x", tenant="t", gpus=8, clusters=frozenset({"b"}))], on_b, own))
+    assert not plan.placements and plan.reasons["x"].code is ReasonCode.WAITING_FOR_QUOTA
+    # the same reservations without b's own limit: the site-wide 16 = b's capacity never stops x there
+    assert _clusters(schedule(snap(NODES, [task("x", tenant="t", gpus=8)], on_b, _limited(16))), "x") == {"b"}
+
+
+def test_a_tenant_limited_only_on_one_cluster_goes_to_the_other() -> None:
+    # no site-wide limit; b's association allows t nothing beyond its 8 running there
+    own = (TenantState("t", cluster_limits={"b": {"*": 8}}),)
+    snapshot = snap(NODES, [task("x", tenant="t", gpus=8, clusters=frozenset({"b"})), task("y", tenant="t", gpus=8)],
+                    [running("r", "b/n1", 8, tenant="t")], own)  # fmt: skip
+    plan = schedule(snapshot)
+    assert plan.reasons["x"].code is ReasonCode.WAITING_FOR_QUOTA
+    assert _clusters(plan, "y") == {"a"}
+    # site scope: one limit over the site, and t has none
+    assert {p.task_id for p in schedule(snapshot, SITE).placements} == {"x", "y"}

@@ -13,11 +13,12 @@ import pytest
 from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.daemon import Daemon, DaemonConfig
 from meta.cycle.inventory.reader import InventoryReader
-from meta.cycle.inventory.shares import SharesSync
+from meta.cycle.inventory.shares import SharesSync, limits_by_cluster
 from meta.model.errors import Forbidden, InvalidRequest
 from meta.service.api import Service
 from meta.store import audit
 from meta.store.db import Database
+from slurm_bridge.clusters import ClusterSet
 from slurm_bridge.commands import CliSlurmClient
 from slurm_bridge.errors import SlurmTransient
 from slurm_bridge.fake import FakeSlurm
@@ -81,6 +82,30 @@ def test_only_the_local_clusters_accounts_are_synced(service: Service, slurm: Fa
     SharesSync(service.db, slurm).sync()
     with service.db.session() as session:
         assert "elsewhere" not in {v.name for v in list_tenants(session)}
+
+
+def test_each_site_clusters_own_limits_are_synced_where_they_differ(service: Service, slurm: FakeSlurm) -> None:
+    # one slurmdbd serves both clusters: sacctmgr lists tenant-a on fake (a100=16) and on dev2 (gpu=8)
+    own = slurm.accounts["tenant-a"]
+    on_dev2 = type(own)(**{**own.__dict__, "cluster": "dev2", "gpu_limits": {"*": 8}, "grp_tres": "gres/gpu=8"})
+    slurm.account_shares = lambda: [*slurm.accounts.values(), on_dev2]  # type: ignore[method-assign]
+    site = ClusterSet({"fake": slurm, "dev2": FakeSlurm()}, background=False)
+    sync = SharesSync(service.db, site)
+    sync.sync()
+    with service.db.session() as session:
+        views = {v.name: v for v in list_tenants(session)}
+        detail = next(e.detail for e in audit.read(session) if e.action == "tenant.sync" and e.subject == "tenant-a")
+    assert views["tenant-a"].limits == {"a100": 16}  # the home cluster's, as on a site of one cluster
+    assert views["tenant-a"].cluster_limits == {"fake": {"a100": 16}, "dev2": {"*": 8}}
+    assert views["tenant-b"].cluster_limits == {}  # one row: the limits say it
+    assert detail["cluster_limits"] == {"fake": {"a100": 16}, "dev2": {"*": 8}}
+    # Slurm drops dev2's limit: the tenant's limits hold on every cluster again
+    slurm.account_shares = lambda: list(slurm.accounts.values())  # type: ignore[method-assign]
+    assert sync.sync() == ["tenant-a"]
+    with service.db.session() as session:
+        assert get_tenant(session, "tenant-a").cluster_limits == {}
+    # one cluster's client: never per-cluster limits, whatever sacctmgr lists
+    assert limits_by_cluster([own, on_dev2], ()) == {}
 
 
 def test_accounting_down_skips_the_sync_and_keeps_the_settings(service: Service, slurm: FakeSlurm) -> None:

@@ -189,6 +189,7 @@ def _tenants(session: Session) -> tuple[TenantState, ...]:
             limit=dict(t.limits or {}),
             decayed_usage=float(usage.get(t.name, 0.0)),
             clusters=frozenset(t.clusters or ()),  # an admin's confinement (issue 26): the policy narrows -M to it
+            cluster_limits=dict(t.cluster_limits or {}),  # each cluster's own association (issue 26)
         )
         for t in session.scalars(select(Tenant).order_by(Tenant.name))
     )
