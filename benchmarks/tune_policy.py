@@ -111,6 +111,12 @@ GRID: dict[str, dict[str, Any]] = {
                                            "hold_min_gpus": 0, "short_job_max_penalty_s": 14400.0},
     "multifactor-hold-any-nopreempt": WEEK1 | {"guaranteed_in_share_order": False, "tenant_order": "multifactor",
                                                "hold_min_gpus": 0, "preemption_enabled": False},
+    # Issue 21: ... and a reclaim spares borrowers lighter (by fair share) than the reclaiming tenant.
+    "multifactor-hold-any-spare": WEEK1 | {"guaranteed_in_share_order": False, "tenant_order": "multifactor",
+                                           "hold_min_gpus": 0, "reclaim_spares_lighter": True},
+    # ... or a reclaim takes from the heaviest borrowing tenant first (Kueue's order), not the least lost work.
+    "multifactor-hold-any-heaviest": WEEK1 | {"guaranteed_in_share_order": False, "tenant_order": "multifactor",
+                                              "hold_min_gpus": 0, "reclaim_victims": "heaviest"},
 }
 # What the procedure chose when it was last run (docs/benchmarks.md); meta/policy/config.py's defaults are
 # this setting, which tests/unit/test_policy_file.py checks.

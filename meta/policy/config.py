@@ -87,6 +87,16 @@ class SchedulerConfig:
     # Reclaiming a guarantee preempts only when running work would not free room within this
     # long anyway (0 = preempt at once): a victim's lost work and requeue buy little otherwise.
     reclaim_patience_s: float = 0.0
+    # Issue 21: a reclaim takes only from borrowers whose fair share is at least the reclaiming
+    # tenant's (False: from any borrower). A light tenant's borrowed work is then never evicted so
+    # that a heavier tenant gets its guarantee back; it waits for running work to end instead.
+    reclaim_spares_lighter: bool = False
+    # Issue 21: which borrowers' work a reclaim takes first. "least_lost": the least lost work,
+    # whoever's (small long jobs are then the favourite victims, again and again); "heaviest":
+    # the borrowing tenant with the largest fair share first (as Kueue reclaims from the cluster
+    # queue borrowing most), least lost work within it. Priority-class and deadline evictions
+    # always take the least lost work.
+    reclaim_victims: Literal["least_lost", "heaviest"] = "least_lost"
     # A job whose dependency can never be satisfied (afterok on a job that failed, ...) is cancelled
     # when it did not say --kill-on-invalid-dep itself: Slurm's SchedulerParameters=kill_invalid_depend.
     # Off by default, as in Slurm: the job waits with reason DependencyNeverSatisfied.

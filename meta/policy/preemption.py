@@ -76,12 +76,23 @@ def evictable(
     return pool, leaving
 
 
+def heaviest_first(pool: Sequence[Evictable], share: Callable[[str], float]) -> list[Evictable]:
+    """heaviest_first orders evictable work by its tenant's fair share, largest first, then least lost work."""
+    shares = {e.res.tenant: share(e.res.tenant) for e in pool}
+    return sorted(pool, key=lambda e: (-shares[e.res.tenant], e.lost, e.res.attempt_id))
+
+
 def _why(task: PendingTask, rank: int, e: Evictable, reclaim: bool, urgent: bool,
-         quota: QuotaLedger, config: SchedulerConfig) -> str | None:
-    """_why returns the reason this reservation may be evicted for the task, or None."""
+         quota: QuotaLedger, config: SchedulerConfig, lighter: Callable[[str], bool] | None = None) -> str | None:
+    """_why returns the reason this reservation may be evicted for the task, or None.
+
+    ``lighter(tenant)`` tells whether a tenant's fair share is below the task's tenant's: such a
+    borrower is spared by a reclaim (``reclaim_spares_lighter``).
+    """
     if e.rank < rank:
         return f"higher priority class ({config.class_name(task.priority_class, task.kind, task.deadline)})"
-    if reclaim and e.res.tenant != task.tenant and quota.borrowing(e.res.tenant, e.gpu_type):
+    if (reclaim and e.res.tenant != task.tenant and quota.borrowing(e.res.tenant, e.gpu_type)
+            and not (lighter is not None and lighter(e.res.tenant))):
         return f"{task.tenant} reclaims its guaranteed quota from borrower {e.res.tenant}"
     if urgent and e.rank <= rank and e.res.deadline is None:
         return "deadline of the beneficiary is in danger"
@@ -91,7 +102,7 @@ def _why(task: PendingTask, rank: int, e: Evictable, reclaim: bool, urgent: bool
 def candidates(
     task: PendingTask, rank: int, reclaim: bool, urgent: bool, pool: Sequence[Evictable],
     taken: set[str], feasible: set[int], quota: QuotaLedger, config: SchedulerConfig,
-    rounded: bool = False,
+    rounded: bool = False, lighter: Callable[[str], bool] | None = None,
 ) -> list[Victim]:
     """candidates lists evictable reservations on feasible nodes for this task, least lost work first.
 
@@ -121,7 +132,7 @@ def candidates(
             # Counting every victim listed so far, choose() can pick any of them and the tenant keeps its guarantee.
             gpus = released.get(e.res.tenant, 0) + sum(share[1] for share in e.shares)
             may_reclaim = reclaim and quota.keeps_guarantee(e.res.tenant, e.gpu_type, gpus)
-        why = _why(task, rank, e, may_reclaim, urgent, quota, config)
+        why = _why(task, rank, e, may_reclaim, urgent, quota, config, lighter)
         if why is None:
             continue
         freed = _freed(e.shares, feasible)

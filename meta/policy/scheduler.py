@@ -58,7 +58,7 @@ from meta.policy.plan import (
     Preemption,
     ReasonCode,
 )
-from meta.policy.preemption import Evictable, candidates, choose, evictable, stopping
+from meta.policy.preemption import Evictable, candidates, choose, evictable, heaviest_first, stopping
 from meta.policy.quota import QuotaLedger, gpu_capacity
 from meta.policy.recorder import Recorder
 from meta.policy.shape import Shape, shape_of
@@ -543,8 +543,14 @@ class SchedulePass:
         # A reclaim only the rounding up allows leaves the task's tenant borrowing: see candidates()
         rounded = reclaim and task.preemptible and not self.quota.below_guarantee(task.tenant, gpu_type,
                                                                                   shape.total_gpus)
+        lighter = None
+        if reclaim and self.cfg.reclaim_spares_lighter:
+            own = self.fair.share(task.tenant)
+            lighter = lambda tenant: self.fair.share(tenant) < own  # noqa: E731 - a closure over this task's share
+        if reclaim and not urgent and self.cfg.reclaim_victims == "heaviest":
+            pool = heaviest_first(pool, self.fair.share)
         victims = candidates(task, rank, reclaim, urgent, pool, self.victims, feasible, self.quota, self.cfg,
-                             rounded=rounded)
+                             rounded=rounded, lighter=lighter)
         leaving = stopping(leaving_pool, self.victims, feasible)
         chosen = None
         if victims or leaving:

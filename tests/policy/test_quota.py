@@ -9,9 +9,14 @@ from meta.policy.plan import ReasonCode
 from tests.policy.builders import NOW, Case, JobKind, TenantState, node, run_case, running, snap, task
 
 PATIENT = SchedulerConfig(reclaim_patience_s=1800)
+SPARING = SchedulerConfig(reclaim_spares_lighter=True)
 
 Q = ReasonCode.WAITING_FOR_QUOTA
 MIXED = (node("h1"), node("a1", gpu_type="a100"))
+
+BORROWERS = [running("rb", "h1", 4, tenant="b", preemptible=True, checkpoint=NOW - 60),
+             running("rc", "h1", 4, tenant="c", preemptible=True, checkpoint=NOW - 3000)]
+HEAVY_C = [TenantState("a", guaranteed={"h100": 4}), TenantState("b"), TenantState("c", decayed_usage=4e7)]
 
 CASES = [
     Case("at its h100 limit waits, a100 still runs",
@@ -70,6 +75,32 @@ CASES = [
               [running("rb", "h1", 8, tenant="b", preemptible=True)],
               tenants=[TenantState("a", guaranteed={"h100": 4}), TenantState("b")]),
          want_waiting={"a": ReasonCode.NO_FEASIBLE_NODE}, config=SchedulerConfig(guarantee_rounds_up_to_task=False)),
+    # issue 21: share = decayed usage / (8 H100 x cost 3 x half-life / ln 2 = 2.1e7) + GPUs held / 8, weights equal
+    Case("sparing: a lighter borrower keeps its work",
+         snap([node("h1")], [task("a", "a", gpus=8, kind=JobKind.EVALUATION)],
+              [running("rb", "h1", 8, tenant="b", preemptible=True)],
+              tenants=[TenantState("a", guaranteed={"h100": 8}, decayed_usage=5e7), TenantState("b")]),  # 2.4 > 1
+         want_waiting={"a": ReasonCode.NO_FEASIBLE_NODE}, config=SPARING),
+    Case("sparing: a heavier borrower is reclaimed from",
+         snap([node("h1")], [task("a", "a", gpus=8, kind=JobKind.EVALUATION)],
+              [running("rb", "h1", 8, tenant="b", preemptible=True)],
+              tenants=[TenantState("a", guaranteed={"h100": 8}), TenantState("b", decayed_usage=5e6)]),  # 0 < 1.24
+         want_waiting={"a": ReasonCode.PREEMPTING}, want_preempted={"rb"}, config=SPARING),
+    Case("sparing: the lighter borrower's neighbour on the node is taken instead",
+         snap([node("h1")], [task("a", "a", gpus=4, kind=JobKind.EVALUATION)],
+              [running("rb", "h1", 4, tenant="b", preemptible=True),
+               running("rc", "h1", 4, tenant="c", preemptible=True, checkpoint=NOW - 3000)],
+              tenants=[TenantState("a", guaranteed={"h100": 4}, decayed_usage=2e7), TenantState("b"),
+                       TenantState("c", decayed_usage=4e7)]),  # b 0.5 < a 0.96 < c 2.4
+         want_waiting={"a": ReasonCode.PREEMPTING}, want_preempted={"rc"}, config=SPARING),
+    # b's job has the least lost work (a recent checkpoint), c is the heavier borrower
+    Case("least lost work: the light borrower's job goes",
+         snap([node("h1")], [task("a", "a", gpus=4, kind=JobKind.EVALUATION)], BORROWERS, tenants=HEAVY_C),
+         want_waiting={"a": ReasonCode.PREEMPTING}, want_preempted={"rb"}),
+    Case("heaviest first: the heavier borrower's job goes",
+         snap([node("h1")], [task("a", "a", gpus=4, kind=JobKind.EVALUATION)], BORROWERS, tenants=HEAVY_C),
+         want_waiting={"a": ReasonCode.PREEMPTING}, want_preempted={"rc"},
+         config=SchedulerConfig(reclaim_victims="heaviest")),
 ]
 
 
