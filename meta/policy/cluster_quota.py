@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from meta.policy.quota import ANY, gpu_capacity
+from meta.policy.quota import count, gpu_capacity, keys_of
 
 Counts = dict[str, int]  # key (GPU type or "*") -> GPUs
 
@@ -45,11 +45,7 @@ class ClusterQuota:
 
     def charge(self, tenant: str, cluster: str, gpu_type: str | None, gpus: int) -> None:
         """charge counts GPUs of the tenant on the cluster (running, placed or about to be placed)."""
-        if gpus:
-            used = self.used[tenant][cluster]
-            if gpu_type:
-                used[gpu_type] += gpus
-            used[ANY] += gpus
+        count(self.used[tenant][cluster], gpu_type, gpus)
 
     def broken_on(self, limits: Counts, tenant: str, cluster: str, gpu_type: str | None,
                   gpus: int) -> tuple[str, int, int] | None:
@@ -57,7 +53,7 @@ class ClusterQuota:
         limits = self.limits_on(limits, tenant, cluster)
         used = self.used[tenant][cluster] if tenant in self.used else {}
         capacity = self.capacity.get(cluster, {})
-        for key in ((gpu_type,) if gpu_type else ()) + (ANY,):
+        for key in keys_of(gpu_type):
             cap = limits.get(key)
             if cap is not None and used.get(key, 0) + gpus > cap and cap < capacity.get(key, 0):
                 return key, used.get(key, 0), cap

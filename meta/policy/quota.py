@@ -24,6 +24,18 @@ if TYPE_CHECKING:  # cluster_quota.py builds on gpu_capacity below
 ANY = "*"
 
 
+def keys_of(gpu_type: str | None) -> tuple[str, ...]:
+    """keys_of are the quota keys GPUs of a type count against: the type's own (if typed) and "*"."""
+    return ((gpu_type,) if gpu_type else ()) + (ANY,)
+
+
+def count(used: dict[str, int], gpu_type: str | None, gpus: int) -> None:
+    """count adds ``gpus`` of a type to a usage table under every key they count against."""
+    if gpus:
+        for key in keys_of(gpu_type):
+            used[key] += gpus
+
+
 class QuotaLedger:
     """QuotaLedger tracks GPUs in use per tenant and type, against guarantees and limits."""
 
@@ -39,12 +51,8 @@ class QuotaLedger:
             self.guaranteed[t.name] = t.guaranteed
             self.limit[t.name] = t.limit
         for tenant, (by_type, _, _) in usage.items():
-            used = self.used[tenant]
             for gpu_type, gpus in by_type.items():
-                if gpus:
-                    if gpu_type:
-                        used[gpu_type] += gpus
-                    used[ANY] += gpus
+                count(self.used[tenant], gpu_type, gpus)
 
     def reachable(self, key: str, limit: int) -> bool:
         """reachable tells whether a limit is below the cluster's capacity for its key (unknown: yes)."""
@@ -59,10 +67,7 @@ class QuotaLedger:
     def charge(self, tenant: str, gpu_type: str | None, gpus: int, cluster: str | None = None) -> None:
         """charge counts GPUs against the tenant (running, placed or about to be placed), on ``cluster`` too."""
         if gpus:
-            used = self.used[tenant]
-            if gpu_type:
-                used[gpu_type] += gpus
-            used[ANY] += gpus
+            count(self.used[tenant], gpu_type, gpus)
             if self.per_cluster is not None and cluster is not None:
                 self.per_cluster.charge(tenant, cluster, gpu_type, gpus)
 
@@ -76,7 +81,7 @@ class QuotaLedger:
             return None
         used = self.used.get(tenant, {})
         broken = None
-        for key in ((gpu_type,) if gpu_type else ()) + (ANY,):
+        for key in keys_of(gpu_type):
             cap = limits.get(key)
             if cap is not None and used.get(key, 0) + gpus > cap:
                 if self.reachable(key, cap):
@@ -90,7 +95,7 @@ class QuotaLedger:
             return False
         guaranteed = self.guaranteed.get(tenant) or {}
         used = self.used.get(tenant, {})
-        for key in ((gpu_type,) if gpu_type else ()) + (ANY,):
+        for key in keys_of(gpu_type):
             amount = guaranteed.get(key)
             if amount is not None and used.get(key, 0) + gpus <= amount:
                 return True
@@ -104,7 +109,7 @@ class QuotaLedger:
         """
         guaranteed = self.guaranteed.get(tenant) or {}
         used = self.used.get(tenant, {})
-        for key in ((gpu_type,) if gpu_type else ()) + (ANY,):
+        for key in keys_of(gpu_type):
             amount = guaranteed.get(key)
             if amount and used.get(key, 0) - released < amount:
                 return False
