@@ -74,6 +74,10 @@ class SlurmClient(Protocol):
         """qos_names lists the QOS names accounting knows (``sacctmgr show qos``)."""
         ...
 
+    def registered_clusters(self) -> list[str]:
+        """registered_clusters are the clusters the accounting database serves whose controller registered."""
+        ...
+
     def user_associations(self, user: str | None = None) -> list[UserAssociations]:
         """user_associations reads one user's (or every user's) accounts, default account, admin level, coordinators."""
         ...

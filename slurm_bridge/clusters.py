@@ -21,7 +21,7 @@ import os
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, TypeVar
@@ -55,10 +55,11 @@ _ROUTED_OPTION = re.compile(
 
 @dataclass(frozen=True, slots=True)
 class ClusterAccess:
-    """ClusterAccess says how to reach one cluster: its name and its own SLURM_CONF file (None: the default)."""
+    """ClusterAccess says how to reach one cluster: its name, its own SLURM_CONF file (None: the default), or -M."""
 
     name: str
     slurm_conf: str | None = None
+    by_name: bool = False  # -M NAME through the default slurm.conf and the shared slurmdbd
 
     def __post_init__(self) -> None:
         check_cluster_name(self.name)
@@ -72,12 +73,13 @@ def cluster_client(
     bin_dir: str | None = None,
     observer: CallObserver | None = None,
 ) -> CliSlurmClient:
-    """cluster_client is a CliSlurmClient whose commands run with the cluster's SLURM_CONF."""
+    """cluster_client is a CliSlurmClient whose commands reach the cluster: its SLURM_CONF, or -M NAME."""
     env = dict(os.environ if runner_env is None else runner_env)
     if access.slurm_conf:
         # every CLI (and sbatch's job, see job_env) finds this cluster's controller through it
         env["SLURM_CONF"] = access.slurm_conf
-    return CliSlurmClient(CommandRunner(env=env, bin_dir=bin_dir, observer=observer), timeouts)
+    cluster = access.name if access.by_name else None
+    return CliSlurmClient(CommandRunner(env=env, bin_dir=bin_dir, observer=observer, cluster=cluster), timeouts)
 
 
 def _qualified(cluster: str, names: Iterable[str]) -> tuple[str, ...]:
@@ -173,6 +175,11 @@ class Reachability:
                 self._prober = threading.Thread(target=self._probe_loop, name="cluster-prober", daemon=True)
                 self._prober.start()
 
+    def forget(self, cluster: str) -> None:
+        """forget drops a cluster that left the site."""
+        with self._lock:
+            self._down.pop(cluster, None)
+
     def answered(self, cluster: str) -> None:
         """answered: the cluster is reachable again."""
         with self._lock:
@@ -224,14 +231,45 @@ class ClusterSet:
     """ClusterSet is a SlurmClient over several clusters' clients; the first is the home cluster."""
 
     def __init__(
-        self, clients: Mapping[str, SlurmClient], *, probe_every_s: float = PROBE_EVERY_S, background: bool = True
+        self, clients: Mapping[str, SlurmClient], *, probe_every_s: float = PROBE_EVERY_S, background: bool = True,
+        connect: Callable[[str], SlurmClient] | None = None,
     ) -> None:
         if not clients:
             raise ValueError("a cluster set needs at least one cluster")
+        # replaced whole, never changed in place: a read or the prober iterates a snapshot of it
         self._clients = {check_cluster_name(name): client for name, client in clients.items()}
         # sdiag: the cheapest question only the cluster's own slurmctld answers
         self._reach = Reachability(lambda cluster: self._clients[cluster].sdiag(), probe_every_s, background)
         self._last: dict[tuple[str, str], list[Any]] = {}  # (read, cluster) -> its last good answer
+        # clusters: auto — a client for a cluster slurmdbd lists (follow_registry); None: a fixed list
+        self._connect = connect
+
+    @property
+    def follows_registry(self) -> bool:
+        """follows_registry tells whether the set follows slurmdbd's cluster list (``clusters: auto``)."""
+        return self._connect is not None
+
+    def follow_registry(self, keep: Collection[str] = ()) -> tuple[list[str], list[str]]:
+        """follow_registry makes the members the clusters slurmdbd lists; returns (added, removed).
+
+        The home cluster always stays; so does every cluster in ``keep`` (those with live
+        attempts: dropping one would make its jobs look lost), until it is no longer listed and
+        no longer kept. A fixed set (no ``connect``) never changes. SlurmError when slurmdbd
+        does not answer: the members stay as they are.
+        """
+        if self._connect is None:
+            return [], []
+        current = self._clients
+        listed = [check_cluster_name(name) for name in self.home.registered_clusters()]
+        home = next(iter(current))
+        wanted = [home] + [n for n in listed if n != home] + [n for n in current if n in keep and n not in listed]
+        clients = {name: current[name] if name in current else self._connect(name) for name in dict.fromkeys(wanted)}
+        added, removed = [n for n in clients if n not in current], [n for n in current if n not in clients]
+        self._clients = clients
+        for name in removed:
+            self._reach.forget(name)
+            self._last = {key: value for key, value in self._last.items() if key[1] != name}
+        return added, removed
 
     def unreachable(self) -> dict[str, float]:
         """unreachable are the clusters whose last read failed (with seconds dark): their jobs are not judged, their nodes not used."""
@@ -301,14 +339,15 @@ class ClusterSet:
         """
         found: list[T] = []
         errors: list[SlurmError] = []
-        for cluster, client in self._clients.items():
+        clients = self._clients
+        for cluster, client in clients.items():
             try:
                 answer = self._read_one(cluster, client, read, kind)
             except SlurmError as error:
                 errors.append(error)
                 answer = self._last.get((kind, cluster), []) if stale else []
             found.extend(local(cluster, item) for item in answer)
-        if len(errors) == len(self._clients):
+        if len(errors) == len(clients):
             raise errors[0]
         return found
 
@@ -484,6 +523,10 @@ class ClusterSet:
     def user_associations(self, user: str | None = None) -> list[UserAssociations]:
         """user_associations is the home cluster's answer (the clusters share one slurmdbd)."""
         return self.home.user_associations(user)
+
+    def registered_clusters(self) -> list[str]:
+        """registered_clusters is the home cluster's answer (the clusters share one slurmdbd)."""
+        return self.home.registered_clusters()
 
     def account_shares(self) -> list[AccountShares]:
         """account_shares is the home cluster's answer (the clusters share one slurmdbd)."""

@@ -27,7 +27,9 @@ from slurm_bridge.parse.sacctmgr import (
     account_shares_args,
     parse_account_shares,
     parse_qos_names,
+    parse_registered_clusters,
     parse_user_associations,
+    registered_clusters_args,
     user_associations_args,
 )
 from slurm_bridge.parse.scontrol import (
@@ -193,6 +195,12 @@ class CliSlurmClient:
         """qos_names runs ``sacctmgr -n -P show qos format=Name``."""
         return self.runner.run_parsed(
             "sacctmgr", ["-n", "-P", "show", "qos", "format=Name"], parse_qos_names, timeout_s=self.timeouts.accounting
+        )
+
+    def registered_clusters(self) -> list[str]:
+        """registered_clusters runs ``sacctmgr -n -P show clusters``: the clusters slurmdbd can reach."""
+        return self.runner.run_parsed(
+            "sacctmgr", registered_clusters_args(), parse_registered_clusters, timeout_s=self.timeouts.accounting
         )
 
     def user_associations(self, user: str | None = None) -> list[UserAssociations]:

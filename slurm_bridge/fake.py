@@ -174,12 +174,13 @@ class FakeSlurm:
         self.users: dict[str, UserAssociations] = {}
         self.accounts: dict[str, AccountShares] = {}
         self.accounting_fault: Exception | None = None  # sacctmgr (slurmdbd) fails
+        self.registered: list[str] | None = None  # sacctmgr show clusters (None: this cluster alone)
         # calls, for assertions
         self.submitted_scripts: list[str] = []  # every script handed to submit (accepted or not)
         self.submitted_as: list[RunAs | None] = []  # the user each of them was submitted as
         self.cancels: list[tuple[str, str | None]] = []  # (job id, signal)
         self.calls: dict[str, int] = {"submit": 0, "cancel": 0, "squeue": 0, "sacct": 0, "sinfo": 0,
-                                      "user_associations": 0, "account_shares": 0}
+                                      "user_associations": 0, "account_shares": 0, "registered_clusters": 0}
         # faults
         self.submit_faults: deque[str] = deque()
         self.squeue_fault: Exception | None = None
@@ -286,6 +287,13 @@ class FakeSlurm:
     def qos_names(self) -> list[str]:
         """qos_names lists the QOS the fake's accounting knows."""
         return list(self.qos)
+
+    def registered_clusters(self) -> list[str]:
+        """registered_clusters are the clusters set in ``registered`` (its own cluster by default)."""
+        self.calls["registered_clusters"] += 1
+        if self.accounting_fault is not None:
+            raise self.accounting_fault
+        return list(self.registered) if self.registered is not None else [self.config.cluster_name]
 
     def user_associations(self, user: str | None = None) -> list[UserAssociations]:
         """user_associations lists the configured users (one, when named; [] for an unknown one)."""

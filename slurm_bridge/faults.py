@@ -128,6 +128,10 @@ class FaultInjectingClient:
         """qos_names delegates, with faults."""
         return self._call("qos_names", self.inner.qos_names)
 
+    def registered_clusters(self) -> list[str]:
+        """registered_clusters delegates, with faults."""
+        return self._call("registered_clusters", self.inner.registered_clusters)
+
     def user_associations(self, user: str | None = None) -> list[UserAssociations]:
         """user_associations delegates, with faults."""
         return self._call("user_associations", lambda: self.inner.user_associations(user))

@@ -60,6 +60,10 @@ def clean_env(env: Mapping[str, str]) -> dict[str, str]:
     return {k: v for k, v in env.items() if not k.startswith(_DROPPED_ENV_PREFIXES)}
 
 
+# the commands that take -M/--clusters (sacctmgr does not: slurmdbd serves every cluster)
+CLUSTER_COMMANDS = frozenset({"sbatch", "scancel", "scontrol", "squeue", "sinfo", "sacct", "sdiag"})
+
+
 class CommandRunner:
     """CommandRunner executes Slurm commands by name (``sbatch``) through configurable binaries."""
 
@@ -72,7 +76,11 @@ class CommandRunner:
         default_timeout_s: float = DEFAULT_TIMEOUT_S,
         env: Mapping[str, str] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        cluster: str | None = None,
     ) -> None:
+        # cluster: every command that takes -M asks that cluster (Slurm finds its controller through
+        # slurmdbd), so a cluster of the site needs no slurm.conf of its own on the daemon's host
+        self._cluster = cluster
         # binaries maps a command name to an argv prefix, e.g. {"sbatch": ["/opt/slurm/bin/sbatch"]}
         # or a fake for tests: {"sbatch": ["sh", "-c", "echo 42", "sbatch"]}.
         self._binaries = {name: tuple(prefix) for name, prefix in (binaries or {}).items()}
@@ -96,6 +104,8 @@ class CommandRunner:
             prefix = [os.path.join(self._bin_dir, command)]
         else:
             prefix = [command]
+        if self._cluster and command in CLUSTER_COMMANDS:
+            prefix.append(f"--clusters={self._cluster}")
         return prefix + [str(arg) for arg in args]
 
     def run(

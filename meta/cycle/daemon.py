@@ -64,6 +64,7 @@ from meta.cycle.apply.decision_log import DecisionLog, DecisionLogSettings
 from meta.cycle.apply.reasons import ReasonMemo
 from meta.cycle.apply.transaction import ApplyResult, apply_plan
 from meta.cycle.health import NodeWatch, evict_from_unusable_nodes
+from meta.cycle.inventory.members import MemberSync
 from meta.cycle.inventory.reader import InventoryReader, effective_nodes
 from meta.cycle.inventory.shares import SharesSync
 from meta.cycle.lease import Leadership, NotLeader, fence, release, renew, try_acquire
@@ -213,6 +214,7 @@ class Daemon:
         self.node_watch = NodeWatch(config.unhealthy_grace_s)
         self.inventory = InventoryReader(db, client, config.topology_refresh_s)
         self.shares = SharesSync(db, client, config.topology_refresh_s)  # step 3, at the topology cadence
+        self.members = MemberSync(db, client, config.topology_refresh_s)  # step 3b: clusters: auto
         limit_idle_transactions(db, config.leader_lease_s)
         # an sbatch still in flight can land until its own deadline: a launch is only "absent"
         # once the look-up window has outlasted the submit timeout (the runner caps its lifetime)
@@ -434,6 +436,7 @@ class Daemon:
     def _shares(self) -> None:
         """_shares runs step 3 at the topology cadence, on its own clock (a cluster without a switch tree re-reads topology each period)."""
         self.shares.sync_if_due(time.monotonic())
+        self.members.sync_if_due(time.monotonic())
 
     def _reconcile(self, report: PeriodReport) -> None:
         """_reconcile runs step 4, every period: a new leader never schedules on a stale picture.

@@ -78,7 +78,7 @@ def check_clusters(settings: ServeSettings) -> None:
         clusters = parse_clusters(settings.clusters)
     except ValueError as exc:
         raise ServeError(f"bad --clusters: {exc}") from None
-    if len(clusters) > 1 and settings.managed_partitions:
+    if clusters.several and settings.managed_partitions:
         raise ServeError("--managed-partitions works on a single cluster only: adopting plain sbatch jobs "
                          "across several clusters is not supported yet")
 

@@ -19,6 +19,34 @@ def parse_qos_names(text: str) -> list[str]:
     return names
 
 
+MAX_REGISTERED_CLUSTERS = 64  # clusters one slurmdbd serves: more is not a site metasched schedules
+
+
+def registered_clusters_args() -> list[str]:
+    """registered_clusters_args asks slurmdbd for its clusters and where each one's slurmctld registered from."""
+    return ["-n", "-P", "show", "clusters", "format=Cluster,ControlHost,ControlPort"]
+
+
+def parse_registered_clusters(text: str) -> list[str]:
+    """parse_registered_clusters reads ``registered_clusters_args`` output: the clusters whose slurmctld registered.
+
+    A cluster slurmdbd knows but whose controller never registered (no ControlHost, or port 0)
+    cannot be reached with ``-M`` and is left out.
+    """
+    names: list[str] = []
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        fields = line.split("|")
+        if len(fields) < 3 or not is_slurm_name(fields[0]):
+            raise SlurmParseError(f"sacctmgr show clusters: not a cluster line: {line[:80]!r}")
+        if fields[1].strip() and fields[2].strip() not in ("", "0"):
+            names.append(fields[0])
+    if len(names) > MAX_REGISTERED_CLUSTERS:
+        raise SlurmParseError(f"sacctmgr show clusters: {len(names)} clusters, at most {MAX_REGISTERED_CLUSTERS} read")
+    return names
+
+
 # The fields of the two association reads, in the order the parsers expect them.
 USER_FIELDS = ("User", "DefaultAccount", "AdminLevel", "Coordinators", "Cluster", "Account", "QOS")
 _USER_FIELDS_BEFORE_QOS = 6  # captures made before the associations' QOS were read (issue 21)

@@ -181,6 +181,8 @@ def test_the_site_name_comes_from_the_file_or_its_flag_and_a_bad_one_refuses_the
         (("dev/2=/etc/x.conf",), "not a cluster name"),
         (("dev2=relative.conf",), "absolute path"),
         (("x" * 21,), "not a cluster name"),
+        (("dev2=-X",), "absolute path (or -M)"),
+        (("auto", "auto"), "'auto' is listed twice"),
     ],
 )
 def test_a_bad_clusters_list_refuses_the_start(clusters: tuple[str, ...], want: str) -> None:
@@ -200,3 +202,16 @@ def test_clusters_come_from_the_file_or_the_flag_and_adoption_needs_one_cluster(
     check_settings(dataclasses.replace(DEFAULTS, clusters=("emu",), managed_partitions=("managed",)))  # one: fine
     with pytest.raises(ServeError, match="single cluster only"):
         check_settings(dataclasses.replace(DEFAULTS, clusters=("emu", "dev2=/x.conf"), managed_partitions=("managed",)))
+
+
+def test_auto_and_by_name_entries_are_read() -> None:
+    from meta.serve.slurm_access import parse_clusters
+
+    site = parse_clusters(["auto", "emu", "dev2=-M", "dev3=/etc/slurm-dev3/slurm.conf"])
+    assert site.auto and site.several
+    assert [(a.name, a.slurm_conf, a.by_name) for a in site.clusters] == [
+        ("emu", None, False), ("dev2", None, True), ("dev3", "/etc/slurm-dev3/slurm.conf", False)]  # fmt: skip
+    assert parse_clusters(["emu", "dev2=-M"]).several and not parse_clusters(["emu"]).several
+    assert parse_clusters(["auto"]).several  # a site that follows slurmdbd: names are qualified
+    with pytest.raises(ServeError, match="single cluster only"):
+        check_settings(dataclasses.replace(DEFAULTS, clusters=("auto",), managed_partitions=("managed",)))

@@ -28,7 +28,7 @@ from meta.model.states import AttemptState, JobState
 from meta.policy.plan import ReasonCode
 from meta.store.models import Tenant, TenantUsage
 from tests.harness import DaemonHarness
-from tests.integration.second_cluster import SECOND
+from tests.integration.second_cluster import SECOND, SECOND_CONF
 from tests.integration.two_cluster_support import (
     FIRST,
     WHOLE_A100,
@@ -228,3 +228,25 @@ def test_each_clusters_own_association_limit_holds_there(two_clusters: DaemonHar
         assert most_on_dev2 == 1 and most_at_once == 3, (most_on_dev2, most_at_once)
     finally:
         _set_dev2_grptres("tenant-a", "gres/gpu:a100=16")  # as deploy/devcluster sets it
+
+
+def test_clusters_auto_finds_dev2_in_slurmdbd_and_reaches_it_with_minus_m(
+    slurm_exclusive: None, pg_service, tmp_path  # noqa: ANN001 - fixtures
+) -> None:
+    """``--clusters auto``: no slurm.conf of dev2's is named; sacctmgr lists it and every command asks it with -M."""
+    from tests.integration.two_cluster_support import daemon_over_pair
+
+    with daemon_over_pair(pg_service, tmp_path, entries=["auto"]) as h:
+        assert h.client.clusters == (FIRST, SECOND)  # type: ignore[attr-defined]
+        job = h.submit(_spec("by-name-on-dev2", sbatch={"clusters": [SECOND]}, command="sleep 2"))
+        h.run_until(h.all_finished([job]), timeout_s=120)
+        assert h.state(job) == JobState.SUCCEEDED
+        (attempt,) = _attempts(h, job)
+        cluster, bare = split_qualified(attempt.slurm_job_id)
+        assert cluster == SECOND and {cluster_of(node) for node in _nodes(h, job)} == {SECOND}
+        runner = h.client.client(SECOND).runner  # type: ignore[attr-defined]
+        assert runner.argv_for("sbatch", []) == ["sbatch", f"--clusters={SECOND}"]
+        assert runner.env.get("SLURM_CONF") != SECOND_CONF  # dev2's own slurm.conf is never named
+        done = subprocess.run(["sacct", "-M", SECOND, "-n", "-X", "-P", "-j", bare, "-o", "State"],
+                              capture_output=True, text=True, timeout=30)  # fmt: skip
+        assert done.stdout.split() == ["COMPLETED"], done.stdout + done.stderr

@@ -44,10 +44,13 @@ def _spec(name: str, **fields: object) -> dict[str, object]:
 
 @contextmanager
 def daemon_over_pair(pg_service: Service, tmp_path: Path, second_conf: str = SECOND_CONF,
-                     dark_grace_s: float = DARK_GRACE_S) -> Iterator[DaemonHarness]:  # fmt: skip
-    """daemon_over_pair is an in-process daemon over emu and dev2 (reached through ``second_conf``); it cleans dev2 up."""
+                     dark_grace_s: float = DARK_GRACE_S, entries: list[str] | None = None) -> Iterator[DaemonHarness]:  # fmt: skip
+    """daemon_over_pair is an in-process daemon over emu and dev2 (reached through ``second_conf``); it cleans dev2 up.
+
+    ``entries``: the ``clusters`` setting instead (e.g. ``["auto"]``: dev2 found in slurmdbd, reached with -M).
+    """
     require_second_cluster()
-    client = slurm_client([FIRST, f"{SECOND}={second_conf}"], bin_dir=None, observer=None)
+    client = slurm_client(entries or [FIRST, f"{SECOND}={second_conf}"], bin_dir=None, observer=None)
     harness = DaemonHarness(pg_service, tmp_path, client=client, lost_grace_s=LOST_GRACE_S, dark_grace_s=dark_grace_s)
     try:
         yield harness

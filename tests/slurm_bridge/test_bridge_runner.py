@@ -188,3 +188,25 @@ def test_no_shell_anywhere_in_slurm_bridge():
         text = path.read_text()
         for forbidden in ("shell=True", "os.system(", "os.popen(", "getoutput("):
             assert forbidden not in text, f"{forbidden} in {path}"
+
+
+def test_a_runner_for_one_cluster_asks_it_with_minus_m():
+    runner = CommandRunner(cluster="dev2")
+    assert runner.argv_for("squeue", ["--noheader"]) == ["squeue", "--clusters=dev2", "--noheader"]
+    assert runner.argv_for("scontrol", ["show", "node"]) == ["scontrol", "--clusters=dev2", "show", "node"]
+    # slurmdbd serves every cluster: sacctmgr takes no -M
+    assert runner.argv_for("sacctmgr", ["-n", "show", "qos"]) == ["sacctmgr", "-n", "show", "qos"]
+    assert CommandRunner().argv_for("squeue", []) == ["squeue"]
+
+
+def test_slurmdbds_registered_clusters_are_those_whose_controller_registered():
+    from slurm_bridge.errors import SlurmParseError
+    from slurm_bridge.parse.sacctmgr import parse_registered_clusters
+
+    # sacctmgr -n -P show clusters format=Cluster,ControlHost,ControlPort on the dev pair, plus one never started
+    text = "dev2|127.0.0.1|6827\nemu|127.0.0.1|6817\nnew|| 0\n"
+    assert parse_registered_clusters(text) == ["dev2", "emu"]
+    with pytest.raises(SlurmParseError, match="not a cluster line"):
+        parse_registered_clusters("a b|x|1\n")
+    with pytest.raises(SlurmParseError, match="at most 64"):
+        parse_registered_clusters("".join(f"c{i}|h|1\n" for i in range(65)))

@@ -29,7 +29,6 @@ class SharesSync:
     def __init__(self, db: Database, client: SlurmClient, refresh_s: float = 300.0) -> None:
         self.db = db
         self.client = client
-        self.site_clusters = site_clusters(client)  # empty: one cluster
         self.refresh_s = refresh_s
         self._cluster: str | None = None
         self._synced_at: float | None = None
@@ -49,7 +48,7 @@ class SharesSync:
         except SlurmError as exc:
             log.warning("cannot read Slurm's account shares (tenant weights and limits unchanged): %s", exc)
             return None
-        per_cluster = limits_by_cluster(accounts, self.site_clusters)
+        per_cluster = limits_by_cluster(accounts, site_clusters(self.client))  # read now: clusters may join
         shares = [to_shares(a, per_cluster.get(a.account, {})) for a in accounts
                   if a.account != ROOT_ACCOUNT and (not cluster or a.cluster == cluster)]  # fmt: skip
         with self.db.session() as session:
