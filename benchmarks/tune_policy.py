@@ -114,6 +114,8 @@ GRID: dict[str, dict[str, Any]] = {
     # Issue 21: ... and a reclaim spares borrowers lighter (by fair share) than the reclaiming tenant.
     "multifactor-hold-any-spare": WEEK1 | {"guaranteed_in_share_order": False, "tenant_order": "multifactor",
                                            "hold_min_gpus": 0, "reclaim_spares_lighter": True},
+    # The shipped order, with a reclaim taking from the heaviest borrowing tenant first.
+    "owned-shortest-heaviest": WEEK1 | {"guaranteed_in_share_order": False, "reclaim_victims": "heaviest"},
     # ... or a reclaim takes from the heaviest borrowing tenant first (Kueue's order), not the least lost work.
     "multifactor-hold-any-heaviest": WEEK1 | {"guaranteed_in_share_order": False, "tenant_order": "multifactor",
                                               "hold_min_gpus": 0, "reclaim_victims": "heaviest"},
