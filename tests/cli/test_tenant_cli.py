@@ -44,6 +44,7 @@ def test_set_then_list_shows_guarantees_with_their_sources(run) -> None:
         "submit_limits": {},
         "priority_classes": [],  # none beyond the job kinds' own (issue 21)
         "clusters": None,  # any cluster (issue 26)
+        "cluster_limits": {},  # the limits above hold on every cluster (issue 26)
     }
     assert tenant["sources"]["guaranteed"] == "metasched"
 
