@@ -1,7 +1,7 @@
 """The metrics, the alert rules and the Grafana dashboard against a real Prometheus (issue 16).
 
-One ``metasched serve`` runs on the dev cluster (PostgreSQL, the real Slurm commands) with its
-``/metrics`` on a free port; ``deploy/prometheus-up`` (which installs the Debian package when it
+One ``metasched serve`` runs over the dev pair (emu and dev2: ``--clusters``, so the per-cluster
+series exist; PostgreSQL, the real Slurm commands) with its ``/metrics`` on a free port; ``deploy/prometheus-up`` (which installs the Debian package when it
 is missing) runs a Prometheus built from ``deploy/prometheus/prometheus.yml`` that scrapes it
 every second and loads ``deploy/prometheus/alerts.yml``. Checked: ``promtool check rules`` and
 ``check config`` pass, the target is up, every rule loads healthy, every alert expression
@@ -28,6 +28,8 @@ import yaml
 
 from meta.service.api import Service
 from tests.harness import REPO, ServeProcess, wait_for
+from tests.integration.second_cluster import SECOND, SECOND_CONF, require_second_cluster
+from tests.integration.two_cluster_support import FIRST
 
 PROMETHEUS_UP = REPO / "deploy" / "prometheus-up"
 ALERTS = REPO / "deploy" / "prometheus" / "alerts.yml"
@@ -116,11 +118,16 @@ def installed() -> None:
 
 @pytest.fixture
 def daemon(slurm_exclusive: None, pg_service: Service, tmp_path: Path) -> Iterator[tuple[ServeProcess, int, int]]:
-    """daemon is one metasched serve on the dev cluster with /metrics and the API on free TCP ports."""
+    """daemon is one metasched serve over the dev pair (emu, dev2) with /metrics and the API on free TCP ports.
+
+    Over both clusters, so that the per-cluster series the alerts and panels read exist too.
+    """
+    require_second_cluster()
     metrics_port, api_port = _free_port(), _free_port()
     serve = ServeProcess(
         tmp_path, "prom", lease_s=5.0, bin_dir=None,
-        extra=["--metrics-port", str(metrics_port), "--api-listen", f"127.0.0.1:{api_port}"],
+        extra=["--metrics-port", str(metrics_port), "--api-listen", f"127.0.0.1:{api_port}",
+               "--clusters", f"{FIRST},{SECOND}={SECOND_CONF}"],
     )  # fmt: skip
     serve.start()
     try:
