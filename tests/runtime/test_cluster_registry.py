@@ -28,7 +28,7 @@ def test_a_cluster_registered_later_joins_and_leaves_only_when_its_work_is_done(
     a.registered = ["a"]
     site = ClusterSet({"a": a}, background=False, connect={"b": b}.__getitem__)
     daemon = daemon_over(service, site, tmp_path, "registry-test")
-    daemon.members.refresh_s = 0.0  # follow slurmdbd every period here
+    daemon.members.cadence.every_s = 0.0  # follow slurmdbd every period here
     on_b = service.submit(training("on-b", resources=WHOLE_NODE, sbatch={"clusters": ["b"]})).job.id
     for _ in range(2):
         period(daemon, a, b)

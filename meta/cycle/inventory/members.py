@@ -13,6 +13,7 @@ import logging
 
 from sqlalchemy import select
 
+from meta.cycle.inventory.cadence import Cadence
 from meta.cycle.reconcile.dark import attempt_cluster
 from meta.model.states import LIVE_ATTEMPT_STATES
 from meta.store import audit
@@ -30,8 +31,7 @@ class MemberSync:
     def __init__(self, db: Database, client: object, refresh_s: float = 300.0) -> None:
         self.db = db
         self.client = client
-        self.refresh_s = refresh_s
-        self._synced_at: float | None = None
+        self.cadence = Cadence(refresh_s)
 
     @property
     def following(self) -> bool:
@@ -40,10 +40,7 @@ class MemberSync:
 
     def sync_if_due(self, now: float) -> tuple[list[str], list[str]] | None:
         """sync_if_due syncs on the first call and then every ``refresh_s`` (monotonic seconds)."""
-        if not self.following or (self._synced_at is not None and now - self._synced_at < self.refresh_s):
-            return None
-        self._synced_at = now
-        return self.sync()
+        return self.sync() if self.following and self.cadence.due(now) else None
 
     def sync(self) -> tuple[list[str], list[str]] | None:
         """sync follows the registry once; (added, removed), or None when slurmdbd did not answer."""

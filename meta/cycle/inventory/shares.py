@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import logging
 
+from meta.cycle.inventory.cadence import Cadence
 from meta.store.db import Database
 from meta.store.tenant_shares import SlurmShares, apply_slurm_shares
 from slurm_bridge.client import SlurmClient
@@ -29,16 +30,12 @@ class SharesSync:
     def __init__(self, db: Database, client: SlurmClient, refresh_s: float = 300.0) -> None:
         self.db = db
         self.client = client
-        self.refresh_s = refresh_s
+        self.cadence = Cadence(refresh_s)
         self._cluster: str | None = None
-        self._synced_at: float | None = None
 
     def sync_if_due(self, now: float) -> list[str] | None:
         """sync_if_due syncs on the first call and then every ``refresh_s`` (monotonic seconds)."""
-        if self._synced_at is not None and now - self._synced_at < self.refresh_s:
-            return None
-        self._synced_at = now  # a failed read waits for the next refresh too: sacctmgr is slow when down
-        return self.sync()
+        return self.sync() if self.cadence.due(now) else None
 
     def sync(self) -> list[str] | None:
         """sync reads the accounts and applies them; returns the tenants changed (None: accounting unreadable)."""
