@@ -95,7 +95,7 @@ from meta.store.schema_plan import head as schema_head
 from meta.store.schema_plan import newer_schema
 from meta.store.site import ensure_site_id
 from slurm_bridge.client import SlurmClient
-from slurm_bridge.clusters import unreachable_clusters
+from slurm_bridge.clusters import site_clusters, unreachable_clusters
 from slurm_bridge.errors import SlurmError
 from slurm_bridge.inventory import Inventory
 
@@ -430,7 +430,7 @@ class Daemon:
         """_inventory runs step 2: sinfo (topology and QOS when due), stored; each cluster's reachability gauged."""
         inventory = self.inventory.read()
         report.slurm_reads += 1
-        self.metrics.clusters_seen(getattr(self.client, "clusters", ()), unreachable_clusters(self.client))
+        self.metrics.clusters_seen(site_clusters(self.client), unreachable_clusters(self.client))
         return inventory
 
     def _shares(self) -> None:
@@ -597,5 +597,5 @@ class Daemon:
             depth, attempts = store_counts(session)
         publish(
             self.metrics, cycle.snapshot, cycle.plan, self.config.scheduler, skipped=cycle.skipped, depth=depth,
-            attempts=attempts, clusters=getattr(self.client, "clusters", ()), drained=cycle.drained,
+            attempts=attempts, clusters=site_clusters(self.client), drained=cycle.drained,
         )

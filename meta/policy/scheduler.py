@@ -32,7 +32,7 @@ One cycle, in order:
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from meta.model.kinds import Topology
 from meta.model.resources import ResourceVector
@@ -453,7 +453,8 @@ class SchedulePass:
         if shape.workers > 1:
             cands = gang_candidates(self.cap, shape, classes, never)
             fit_workers = min(shape.workers - 1, sum(n for _, n in cands))
-        free_total = sum(g * (len(b) if not shape.clusters else sum(self.inv.cluster[i] in shape.clusters for i in b))
+        usable = self._usable(shape)
+        free_total = sum(g * (len(b) if usable is None else sum(map(usable, b)))
                          for c in classes for g, b in enumerate(self.cap.buckets[c.id]))  # fmt: skip
         return explain.no_capacity(shape, best_node, best_free, fit_workers, free_total)
 
@@ -466,14 +467,20 @@ class SchedulePass:
                     return job
         return self.plan.held[0].job_id
 
+    def _usable(self, shape: Shape) -> Callable[[int], bool] | None:
+        """_usable tells, for messages, whether a node is on a cluster the shape may use (None: any; a class may span clusters)."""
+        if not shape.clusters:
+            return None
+        return lambda i: self.inv.cluster[i] in shape.clusters
+
     def _most_free(self, shape: Shape, classes: Sequence[NodeClass]) -> tuple[str | None, int]:
         """_most_free finds the feasible node with the most free GPUs, for messages."""
         best, most = None, 0
-        usable = (lambda i: self.inv.cluster[i] in shape.clusters) if shape.clusters else (lambda i: True)
+        usable = self._usable(shape)
         for c in classes:
             buckets = self.cap.buckets[c.id]
             for free in range(len(buckets) - 1, most, -1):
-                node = next((i for i in buckets[free] if usable(i)), None)  # a class may span clusters
+                node = next((i for i in buckets[free] if usable is None or usable(i)), None)
                 if node is not None:
                     best, most = self.cap.names[node], free
                     break

@@ -20,12 +20,14 @@ from __future__ import annotations
 
 import subprocess
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
 from meta.model.clusters import cluster_of, split_qualified
 from meta.model.states import AttemptState, JobState
 from meta.policy.plan import ReasonCode
+from meta.service.api import Service
 from meta.store.models import Tenant, TenantUsage
 from tests.harness import DaemonHarness
 from tests.integration.second_cluster import SECOND, SECOND_CONF
@@ -39,6 +41,7 @@ from tests.integration.two_cluster_support import (
     _running_in_slurm,
     _slurm_state,
     _spec,
+    daemon_over_pair,
 )
 
 pytestmark = pytest.mark.slurm
@@ -231,11 +234,9 @@ def test_each_clusters_own_association_limit_holds_there(two_clusters: DaemonHar
 
 
 def test_clusters_auto_finds_dev2_in_slurmdbd_and_reaches_it_with_minus_m(
-    slurm_exclusive: None, pg_service, tmp_path  # noqa: ANN001 - fixtures
+    slurm_exclusive: None, pg_service: Service, tmp_path: Path
 ) -> None:
     """``--clusters auto``: no slurm.conf of dev2's is named; sacctmgr lists it and every command asks it with -M."""
-    from tests.integration.two_cluster_support import daemon_over_pair
-
     with daemon_over_pair(pg_service, tmp_path, entries=["auto"]) as h:
         assert h.client.clusters == (FIRST, SECOND)  # type: ignore[attr-defined]
         job = h.submit(_spec("by-name-on-dev2", sbatch={"clusters": [SECOND]}, command="sleep 2"))
