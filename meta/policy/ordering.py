@@ -260,10 +260,19 @@ def _interleave(
             # The tenant got capacity since it was queued: re-queue at its new position.
             push(tenant, heads[tenant])
             continue
-        at = heads[tenant]
-        heads[tenant] = at + 1
-        if trace is not None:
-            trace.in_turns(pos)
-        yield queues[tenant][at]
-        if at + 1 < len(queues[tenant]):
-            push(tenant, at + 1)
+        tasks, at = queues[tenant], heads[tenant]
+        while True:
+            heads[tenant] = at + 1
+            if trace is not None:
+                trace.in_turns(pos)
+            yield tasks[at]
+            at += 1
+            if at == len(tasks):
+                break
+            key = key_of(tasks[at])
+            pos = position(tenant, key)
+            # The tenant's next task goes on at once if it is ahead of every other head: what
+            # pushing it and popping the heap would give, without either (a long run is common).
+            if heap and not (pos, key, tenant) < heap[0]:
+                heapq.heappush(heap, (pos, key, tenant))
+                break

@@ -125,6 +125,11 @@ class Recorder:
         tasks, tiers, positions, groups, codes = self._ring
         return [(tasks[i], tiers[i], positions[i], groups[i], codes[i]) for i in order]
 
+    @property
+    def waits(self) -> int:
+        """waits is how many waiting tasks the record has been told of so far."""
+        return self._filled
+
     def waited(self, task: PendingTask, reason: PendingReason) -> None:
         """waited notes a task that stays waiting for capacity (a later placement may go past it)."""
         tr = self.trace

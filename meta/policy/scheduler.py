@@ -61,6 +61,7 @@ from meta.policy.plan import (
 from meta.policy.preemption import Evictable, candidates, choose, evictable, heaviest_first, stopping
 from meta.policy.quota import QuotaLedger, gpu_capacity
 from meta.policy.recorder import Recorder
+from meta.policy.repeat import Outcome, RepeatMemo, signature
 from meta.policy.shape import Shape, shape_of
 from meta.policy.slurmlike import multifactor
 from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot
@@ -79,13 +80,15 @@ _CAPACITY_CODES = frozenset({
 })
 
 
-def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None, record: int = 0) -> Plan:
+def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None, record: int = 0,
+             repeats: bool = True) -> Plan:
     """schedule decides one cycle: placements, preemptions, held nodes and a reason per waiter.
 
     With ``record`` > 0 the plan also carries the decisions on record (decisions.py): each
     placement's, preemption's and hold's order key and up to ``record`` alternatives of each kind.
+    ``repeats=False`` runs every task through the whole pipeline (repeat.py; the tests compare).
     """
-    run = SchedulePass(snapshot, config or SchedulerConfig(), record)
+    run = SchedulePass(snapshot, config or SchedulerConfig(), record, repeats)
     within = run.within_guarantee if run.quota.any_guarantee() else None
     trace = run.rec.trace if run.rec else None
     run.keep_promises()
@@ -102,8 +105,10 @@ def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None, record: 
 class SchedulePass:
     """SchedulePass is the mutable working state of one schedule() call (one pass, not the daemon's cycle)."""
 
-    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, record: int = 0) -> None:
+    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, record: int = 0, repeats: bool = True) -> None:
         self.snap, self.cfg, self.now = snapshot, config, snapshot.now
+        self.repeats = RepeatMemo() if repeats else None
+        self._marked: tuple | None = None  # the state's mark after the last task, while nothing else changed it
         self.inv = inventory_for(snapshot.nodes, snapshot.switch_parent)
         self.classes = self.inv.classes
         self.cap = Capacity(self.inv, snapshot.reservations)
@@ -188,7 +193,53 @@ class SchedulePass:
     # --- the per-task pipeline ----------------------------------------------------------------
 
     def schedule_one(self, task: PendingTask) -> None:
-        """schedule_one runs filters, quota, fit and the fallbacks for one pending task."""
+        """schedule_one decides one pending task: as the identical task before it when nothing changed since (repeat.py)."""
+        sig = self._signature(task)
+        if sig is None:
+            self._schedule_one(task)
+            self._marked = None
+            return
+        mark = self._marked or self._mark()  # only _schedule_one changes the state a mark sums up
+        outcome = self.repeats.get(sig, mark)  # type: ignore[union-attr]
+        if outcome is not None:
+            self._repeat(task, outcome)
+            self._marked = mark
+            return
+        waits = self.rec.waits if self.rec else 0
+        self._schedule_one(task)
+        after = self._marked = self._mark()
+        reason = self.plan.reasons.get(task.task_id)
+        if reason is not None and after == mark:
+            recorded = bool(self.rec) and self.rec.waits != waits  # type: ignore[union-attr]
+            self.repeats.put(sig, Outcome(mark, self.shapes.get(task.task_id), reason, recorded))  # type: ignore[union-attr]
+
+    def _signature(self, task: PendingTask) -> tuple | None:
+        """_signature is the task's repeat signature, or None when its outcome depends on who it is."""
+        if self.repeats is None or task.max_parallel is not None:
+            return None
+        tid = task.task_id
+        if tid in self.promised or tid in self.bound or tid in self.kept or tid in self.unbound:
+            return None
+        aged = is_aged(task, self.now, self.cfg)
+        return signature(task, aged, not aged and is_urgent(task, self.now, self.cfg))
+
+    def _mark(self) -> tuple:
+        """_mark sums up the pass's mutable state: while it is unchanged, an identical task goes the same way."""
+        plan = self.plan
+        return (len(plan.placements), len(plan.preemptions), len(plan.held), self.holds_made, self.preempt_attempts,
+                len(self.victims), self.waiting_ahead, len(self.bound), len(self.unbound), len(self.kept),
+                len(self.promised))  # fmt: skip
+
+    def _repeat(self, task: PendingTask, outcome: Outcome) -> None:
+        """_repeat gives a task the outcome of the identical one before it."""
+        if outcome.shape is not None:
+            self.shapes[task.task_id] = outcome.shape
+        if outcome.recorded and self.rec:
+            self.rec.waited(task, outcome.reason)
+        self.plan.reasons[task.task_id] = outcome.reason
+
+    def _schedule_one(self, task: PendingTask) -> None:
+        """_schedule_one runs filters, quota, fit and the fallbacks for one pending task."""
         if task.task_id in self.promised:
             self._lift_promise(task.task_id)
         if task.task_id in self.bound:

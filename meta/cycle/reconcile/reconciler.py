@@ -21,7 +21,7 @@ from meta.cycle.reconcile.seen import choose, seen
 from meta.cycle.reconcile.settings import LIVE, ReconcileResult, ReconcileSettings, SuccessHook
 from meta.cycle.reconcile.sightings import Sightings
 from meta.cycle.reconcile.spoofed import SpoofReports
-from meta.cycle.reconcile.steady import classify, move_together
+from meta.cycle.reconcile.steady import classify, live_rows, move_together
 from meta.cycle.reconcile.unseen import unseen
 from meta.model.durations import utcnow
 from meta.model.errors import JOB_FAULTS, ConcurrentModification, StaleFencingToken, invalid_spec_reason
@@ -99,12 +99,15 @@ class Reconciler:
         race (a user cancel at the same moment) is simply looked at again next period.
         """
         result = ReconcileResult(slurm_reads=observation.calls)
-        live_ids = self._live_ids()  # read again: the observation may be older than this call
+        with self.db.session() as session:  # read again: the observation may be older than this call
+            rows = live_rows(session)
+        live_ids = [row.id for row in rows]
         self._screen(observation, result)
-        for chunk in chunked(live_ids, _CHUNK):
+        for chunk_rows in chunked(rows, _CHUNK):
+            chunk = [row.id for row in chunk_rows]
             with self.db.session() as session:
                 fence(session, leadership)
-                steady, groups = classify(session, chunk, observation)
+                steady, groups = classify(chunk_rows, observation)
                 done = set(steady)
                 reading: set[str] = set()  # succeeded, output still being read: only their sighting is new
                 for key, stimuli in groups.items():

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable
 from datetime import datetime
 
-from sqlalchemy import select
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from meta.cycle.reconcile.observe import Observation
@@ -23,20 +24,27 @@ _CLEAN_MOVES = frozenset({AttemptState.RUNNING, AttemptState.SUCCEEDED})
 GroupKey = tuple[AttemptState, AttemptState, str, "int | None"]
 
 
+def live_rows(session: Session) -> list[Row]:
+    """live_rows are every live attempt's state and recorded job, in one statement (what classify reads)."""
+    return list(session.execute(
+        select(Attempt.id, Attempt.state, Attempt.slurm_job_id, Attempt.stop_reason, Attempt.cancel_requested)
+        .where(Attempt.state.in_(LIVE))
+    ))  # fmt: skip
+
+
 def classify(
-    session: Session, attempt_ids: list[str], observation: Observation
+    rows: Iterable[Row], observation: Observation
 ) -> tuple[list[str], dict[GroupKey, dict[str, str]]]:
-    """classify finds the common cases a chunk can handle with a few statements.
+    """classify finds the common cases a chunk of ``live_rows`` can handle with a few statements.
 
     Steady: seen once, under the recorded Slurm id, in the state it is in — a period only
     renews its lease. Clean moves: the same, but started running or finished with exit 0 —
     moved in groups by (from, to, reason, exit code). Everything else (unseen, duplicated,
-    not yet recorded, failed, preempted, cancelled) takes the one-at-a-time path.
+    not yet recorded, failed, preempted, cancelled) takes the one-at-a-time path. The rows are
+    read once per period, not per chunk (one statement, not one ``IN`` of a thousand ids per
+    chunk: issue 24); a row that changed since is caught where it is written — a group's move
+    checks its from-state, a sighting renews only a live attempt.
     """
-    rows = session.execute(
-        select(Attempt.id, Attempt.state, Attempt.slurm_job_id, Attempt.stop_reason, Attempt.cancel_requested)
-        .where(Attempt.id.in_(attempt_ids), Attempt.state.in_(LIVE))
-    )
     steady: list[str] = []
     groups: dict[GroupKey, dict[str, str]] = {}
     for row in rows:
@@ -83,11 +91,15 @@ def move_together(
                 if not stimuli:
                     _add(reading, still_reading)
                     return True
-            move_attempts(session, stimuli, from_state, target, reason=reason, actor="reconciler", values=values)
+            move_attempts(
+                session, stimuli, from_state, target, reason=reason, actor="reconciler", values=values
+            )
     except (ConcurrentModification, IllegalTransition, *JOB_FAULTS) as exc:
         # one attempt's bad data (e.g. in its success hook) must not hold the group: each is then
         # followed alone, where a poison attempt is quarantined
-        log.info("bulk move of %d attempts to %s fell back to one by one: %s", len(stimuli), target.value, exc)
+        log.info(
+            "bulk move of %d attempts to %s fell back to one by one: %s", len(stimuli), target.value, exc
+        )
         return False
     _add(reading, still_reading)
     result.transitions += len(stimuli)
