@@ -17,6 +17,7 @@ import hashlib
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from meta.model.nodes import NodeState
 from meta.model.resources import ZERO, ResourceVector
@@ -72,14 +73,16 @@ def _gpus(gres: Iterable[Gres]) -> tuple[int, str | None]:
 
 def capacity(node: SinfoNode) -> ResourceVector:
     """capacity is a node's configured resources as a ResourceVector (typed GPUs from gres)."""
-    gpus, gpu_type = _gpus(node.gres)
-    return ResourceVector(
-        cpus=node.cpus,
-        memory=node.real_memory_mib,
-        gpus=gpus,
-        gpu_type=gpu_type,
-        storage=node.tmp_disk_mib // 1024,
-    )
+    return _capacity(node.cpus, node.real_memory_mib, node.gres, node.tmp_disk_mib)
+
+
+# A node's configuration rarely changes: its TRES are parsed once per distinct configuration, not
+# twice per node per period (4,000 nodes: ~40 ms of validation; issue 24). ResourceVector is frozen.
+@lru_cache(maxsize=4096)
+def _capacity(cpus: float, memory_mib: int, gres: tuple[Gres, ...], tmp_disk_mib: int) -> ResourceVector:
+    """_capacity is ``capacity`` of one node configuration."""
+    gpus, gpu_type = _gpus(gres)
+    return ResourceVector(cpus=cpus, memory=memory_mib, gpus=gpus, gpu_type=gpu_type, storage=tmp_disk_mib // 1024)
 
 
 def node_state(node: SinfoNode, switch: str | None = None) -> NodeState:

@@ -77,7 +77,7 @@ from meta.cycle.snapshot.build import SpecCache, build_snapshot
 from meta.cycle.snapshot.gates import GateResult, apply_gates, cancel_doomed, cancel_doomed_tasks
 from meta.cycle.snapshot.live_view import LiveView
 from meta.cycle.snapshot.pending_view import PendingView
-from meta.cycle.usage import accrue
+from meta.cycle.usage import accrue, live_rates
 from meta.model.clusters import cluster_of
 from meta.model.durations import utcnow
 from meta.model.errors import invalid_spec_reason
@@ -326,7 +326,8 @@ class Daemon:
             self._schedule(cycle)
             with self.db.session() as session:  # steps 10 and 11 commit in one transaction
                 # 10. usage
-                accrue(session, self.config.scheduler, cycle.started_at)
+                accrue(session, self.config.scheduler, cycle.started_at,
+                       live_rates(cycle.snapshot.reservations, self.config.scheduler))  # type: ignore[union-attr]
                 # 11. apply
                 result = self._apply(session, cycle)
             self._applied(cycle, result, report)  # step 11, once committed

@@ -15,6 +15,7 @@ a refusal (over a cap, a symlink) fails the partition with that reason.
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -29,6 +30,7 @@ from meta.cycle.snapshot.build import SpecCache
 from meta.model.errors import JOB_FAULTS, MetaschedError
 from meta.model.spec import InferenceSpec
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
+from meta.store.chunks import chunked
 from meta.store.models import Attempt, Job, PartitionCommit, Task
 
 log = logging.getLogger("metasched.outputs")
@@ -49,7 +51,7 @@ def commit_on_success(
     folder is being read off the period (look again next period); with a reason: refused.
     """
     spec = specs.get(session, attempt.job_id)
-    if not isinstance(spec, InferenceSpec) or session.get(PartitionCommit, attempt.task_id) is not None:
+    if not isinstance(spec, InferenceSpec) or _committed(session, attempt.task_id):
         return None
     job = session.get(Job, attempt.job_id)
     assert job is not None
@@ -63,9 +65,41 @@ def commit_on_success(
         return OutputHold(f"output not committed: {answer.reason}; {_ADVICE}")
     try:
         commit(session, attempt.id, attempt.fencing_token, check_manifest(answer.data))
+        session.info.get(_KNOWN, set()).discard(attempt.task_id)
     except MetaschedError as exc:
         log.warning("could not commit output of attempt %s: %s", attempt.id, exc)
     return None
+
+
+_KNOWN = "metasched.outputs.uncommitted"  # session.info key: tasks read as not committed (expect_commits)
+
+
+def expect_commits(session: Session, task_ids: Collection[str]) -> list[object]:
+    """expect_commits reads, for a group of succeeding attempts, which partitions are committed, and their tasks, at once.
+
+    Without it each attempt's check was a query of its own (``session.get`` cannot remember that
+    a row is absent), and its commit's audit line another for the task: ~1 s per 300 ended
+    partitions (issue 24). The rows returned keep the session's weak identity map holding them;
+    the tasks found uncommitted are remembered for this transaction in ``session.info``.
+    """
+    ids = sorted(set(task_ids))
+    rows: list[object] = []
+    done: set[str] = set()
+    for chunk in chunked(ids):
+        commits = list(session.scalars(select(PartitionCommit).where(PartitionCommit.task_id.in_(chunk))))
+        done.update(c.task_id for c in commits)
+        rows.extend(commits)
+        rows.extend(session.scalars(select(Task).where(Task.id.in_(chunk))))
+    session.info[_KNOWN] = set(ids) - done
+    return rows
+
+
+def _committed(session: Session, task_id: str) -> bool:
+    """_committed: the partition's output is committed (known from expect_commits, or read)."""
+    known = session.info.get(_KNOWN)
+    if known is not None and task_id in known:
+        return False
+    return session.get(PartitionCommit, task_id) is not None
 
 
 @dataclass

@@ -129,7 +129,8 @@ def apply_plan(
     session.add(record)
     session.flush()
     result.cycle_id = record.id
-    _place_all(session, plan, _ledger(session, nodes), record.id, leadership, lease_s, result)
+    if plan.placements:  # the I5 re-check reads every live placement: only when something is placed
+        _place_all(session, plan, _ledger(session, nodes), record.id, leadership, lease_s, result)
     for preemption in plan.preemptions:
         if _preempt(session, preemption.attempt_id, preemption.reason, record.id):
             result.preempting.append(preemption.attempt_id)

@@ -87,6 +87,9 @@ def effective_nodes(inventory: Inventory, ours: dict[str, ResourceVector]) -> li
         foreign_cpus = max(0.0, u.allocated.cpus - (mine.cpus if mine else 0.0))
         foreign_mem = max(0, u.allocated.memory_mib - (mine.memory_mib if mine else 0))
         foreign_gpus = max(0, u.allocated.gpus - (mine.gpus if mine else 0))
+        if not (foreign_cpus or foreign_mem or foreign_gpus):
+            nodes.append(node)  # the usual case: all of Slurm's allocation there is metasched's own
+            continue
         cap = node.capacity
         capacity = cap.model_copy(
             update={

@@ -9,6 +9,7 @@ from datetime import datetime
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
+from meta.cycle.outputs import expect_commits
 from meta.cycle.reconcile.observe import Observation
 from meta.cycle.reconcile.settings import LIVE, ReconcileResult, SuccessHook
 from meta.cycle.reconcile.sightings import Sightings
@@ -114,6 +115,7 @@ def _settle_outputs(session: Session, stimuli: dict[str, str], on_success: Succe
     # map (which holds them only weakly: ``jobs`` keeps them there for the loop)
     job_ids = sorted({attempt.job_id for attempt in attempts})
     jobs = session.scalars(select(Job).where(Job.id.in_(job_ids))).all()
+    known = expect_commits(session, [attempt.task_id for attempt in attempts])  # the group's commits and tasks at once
     holds = {attempt.id: on_success(session, attempt) for attempt in attempts}
     # The first pass handed the folders to the workers; most scans (an empty or small folder) are
     # done by now, and asking once more commits them in this period rather than the next.
@@ -128,7 +130,7 @@ def _settle_outputs(session: Session, stimuli: dict[str, str], on_success: Succe
         del stimuli[attempt_id]  # output not settled: refused ones fail on the one-by-one path
         if hold.failure is None:
             reading.add(attempt_id)
-    del jobs
+    del jobs, known
     return reading
 
 

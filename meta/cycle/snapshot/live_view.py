@@ -37,6 +37,7 @@ class LiveView:
     def __init__(self) -> None:
         self._described: dict[str, tuple[_Key, str, Reservation]] = {}  # id -> (key, state, reservation)
         self.rebuilt = 0  # reservations built in the last read
+        self._held: dict[str, ResourceVector] | None = None  # held_per_node's sums, until the attempts change
 
     def read(self, session: Session, describe: Describe) -> tuple[Reservation, ...]:
         """read returns a Reservation per live attempt, rebuilding only new or changed ones."""
@@ -50,10 +51,18 @@ class LiveView:
         fresh = self._describe(session, stale, keys, checkpoints, describe)
         self._described = {a: fresh[a] if a in fresh else old[a] for a in keys if a in fresh or a in old}
         self.rebuilt = len(fresh)
+        if fresh or len(self._described) != len(old):  # no new key and as many: the same attempts, unchanged
+            self._held = None
         return tuple(entry[2] for entry in self._described.values())
 
     def held_per_node(self) -> dict[str, ResourceVector]:
-        """held_per_node is what running and stopping attempts hold per node, as of the last read."""
+        """held_per_node is what running and stopping attempts hold per node, as of the last read (summed once per change)."""
+        if self._held is None:
+            self._held = self._sum_held()
+        return self._held
+
+    def _sum_held(self) -> dict[str, ResourceVector]:
+        """_sum_held adds up the shares of the running and stopping attempts, node by node."""
         totals: dict[str, ResourceVector] = {}
         for _, state, reservation in self._described.values():
             if state not in _HOLDING:
