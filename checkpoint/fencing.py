@@ -16,11 +16,16 @@ def current_attempt(session: Session, attempt_id: str, token: int, now: datetime
     attempt = session.get(Attempt, attempt_id)
     if attempt is None:
         raise NotFound(f"attempt {attempt_id} not found")
-    if attempt.fencing_token != token:
-        raise StaleFencingToken(f"attempt {attempt_id}: token {token} is not its token {attempt.fencing_token}")
     live = live_attempt(session, attempt.task_id)
-    if live is None or live.id != attempt.id:
-        raise StaleFencingToken(f"attempt {attempt_id} is no longer its task's current attempt ({attempt.state})")
-    if need_lease and (attempt.lease_expires_at is None or attempt.lease_expires_at <= now):
-        raise StaleFencingToken(f"attempt {attempt_id}: its lease expired at {attempt.lease_expires_at}")
+    check_current(attempt, token, live.id if live is not None else None, now, need_lease=need_lease)
     return attempt
+
+
+def check_current(attempt: Attempt, token: int, live_id: str | None, now: datetime, *, need_lease: bool) -> None:
+    """check_current raises unless ``attempt`` carries ``token``, is its task's live attempt (``live_id``) and, if asked, holds its lease."""
+    if attempt.fencing_token != token:
+        raise StaleFencingToken(f"attempt {attempt.id}: token {token} is not its token {attempt.fencing_token}")
+    if live_id != attempt.id:
+        raise StaleFencingToken(f"attempt {attempt.id} is no longer its task's current attempt ({attempt.state})")
+    if need_lease and (attempt.lease_expires_at is None or attempt.lease_expires_at <= now):
+        raise StaleFencingToken(f"attempt {attempt.id}: its lease expired at {attempt.lease_expires_at}")

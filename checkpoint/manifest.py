@@ -12,6 +12,7 @@ import json
 import os
 import shutil
 import tempfile
+from collections.abc import Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,18 +21,19 @@ from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
-from checkpoint.fencing import current_attempt
+from checkpoint.fencing import check_current, current_attempt
 from checkpoint.manifest_files import build_manifest
 from meta.model.durations import utcnow
-from meta.model.errors import Conflict, NotFound
+from meta.model.errors import Conflict, MetaschedError, NotFound
 from meta.model.states import LIVE_ATTEMPT_STATES
 from meta.store import audit
+from meta.store.chunks import chunked
 from meta.store.models import Attempt, Job, PartitionCommit, Task
 
 STAGING = "_attempts"
 JOB_MANIFEST = "_manifest.json"
 
-__all__ = ["JOB_MANIFEST", "STAGING", "build_manifest", "commit", "committed", "gc_staging", "job_manifest",
+__all__ = ["JOB_MANIFEST", "STAGING", "build_manifest", "commit", "commit_many", "committed", "gc_staging", "job_manifest",
            "write_atomically"]
 
 
@@ -52,11 +54,9 @@ def commit(
     """
     moment = now or utcnow()
     attempt = current_attempt(session, attempt_id, token, moment, need_lease=True)
-    existing = session.get(PartitionCommit, attempt.task_id)
+    existing = _existing(session.get(PartitionCommit, attempt.task_id), attempt.id, manifest)
     if existing is not None:
-        if existing.attempt_id == attempt.id and existing.manifest == manifest:
-            return existing  # the same commit again: a retried call, same result
-        raise Conflict(f"partition already committed by attempt {existing.attempt_id}")
+        return existing  # the same commit again: a retried call, same result
     row = PartitionCommit(
         task_id=attempt.task_id,
         job_id=attempt.job_id,
@@ -73,6 +73,72 @@ def commit(
         raise Conflict("partition already committed by a concurrent attempt") from exc
     _audit_commit(session, actor, attempt, row)
     return row
+
+
+def commit_many(
+    session: Session, wanted: Sequence[tuple[Attempt, dict[str, Any]]], now: datetime | None = None, *,
+    actor: str = "scheduler",
+) -> dict[str, PartitionCommit | MetaschedError]:
+    """commit_many is ``commit`` for a group of attempts (each with its own token), in a few statements.
+
+    The same checks and the same rows and audit lines as one ``commit`` each, but the live
+    attempts and existing commits are read once for the group and the rows inserted in one
+    savepoint (issue 24: 2,000 ended partitions cost ~12 s one by one). If a concurrent commit
+    won one of them, the group falls back to one ``commit`` each. Per attempt: its commit, or
+    the error ``commit`` would have raised.
+    """
+    moment = now or utcnow()
+    task_ids = sorted({attempt.task_id for attempt, _ in wanted})
+    live: dict[str, str] = {}
+    existing: dict[str, PartitionCommit] = {}
+    for chunk in chunked(task_ids):
+        rows = session.execute(select(Attempt.task_id, Attempt.id).where(
+            Attempt.task_id.in_(chunk), Attempt.state.in_([s.value for s in LIVE_ATTEMPT_STATES])))
+        live.update((task_id, attempt_id) for task_id, attempt_id in rows)
+        existing.update((c.task_id, c) for c in session.scalars(
+            select(PartitionCommit).where(PartitionCommit.task_id.in_(chunk))))  # fmt: skip
+    out: dict[str, PartitionCommit | MetaschedError] = {}
+    new: list[tuple[Attempt, PartitionCommit]] = []
+    for attempt, manifest in wanted:
+        try:
+            check_current(attempt, attempt.fencing_token, live.get(attempt.task_id), moment, need_lease=True)
+            out[attempt.id] = _existing(existing.get(attempt.task_id), attempt.id, manifest)
+        except MetaschedError as exc:
+            out[attempt.id] = exc
+        if out.get(attempt.id) is None:
+            del out[attempt.id]
+            new.append((attempt, PartitionCommit(task_id=attempt.task_id, job_id=attempt.job_id, attempt_id=attempt.id,
+                                                 fencing_token=attempt.fencing_token, manifest=manifest,
+                                                 committed_at=moment)))  # fmt: skip
+    try:
+        with session.begin_nested():
+            session.add_all([row for _, row in new])
+            session.flush()
+    except IntegrityError:  # a concurrent commit for one of the partitions won: each on its own
+        return out | _one_by_one(session, new, moment, actor)
+    for attempt, row in new:
+        _audit_commit(session, actor, attempt, row)
+        out[attempt.id] = row
+    return out
+
+
+def _existing(row: PartitionCommit | None, attempt_id: str, manifest: dict[str, Any]) -> PartitionCommit | None:
+    """_existing is the partition's commit if it is this very one again (None: none yet); another's is a Conflict."""
+    if row is None or (row.attempt_id == attempt_id and row.manifest == manifest):
+        return row
+    raise Conflict(f"partition already committed by attempt {row.attempt_id}")
+
+
+def _one_by_one(session: Session, new: list[tuple[Attempt, PartitionCommit]], moment: datetime,
+                actor: str) -> dict[str, PartitionCommit | MetaschedError]:
+    """_one_by_one commits each attempt on its own (commit_many's fallback)."""
+    out: dict[str, PartitionCommit | MetaschedError] = {}
+    for attempt, row in new:
+        try:
+            out[attempt.id] = commit(session, attempt.id, attempt.fencing_token, row.manifest, moment, actor=actor)
+        except MetaschedError as exc:
+            out[attempt.id] = exc
+    return out
 
 
 def _audit_commit(session: Session, actor: str, attempt: Attempt, row: PartitionCommit) -> None:

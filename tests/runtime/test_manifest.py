@@ -11,7 +11,16 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from checkpoint.manifest import build_manifest, commit, committed, gc_staging, job_manifest, write_atomically
+import checkpoint.manifest as checkpoint_manifest
+from checkpoint.manifest import (
+    build_manifest,
+    commit,
+    commit_many,
+    committed,
+    gc_staging,
+    job_manifest,
+    write_atomically,
+)
 from cli.main import cli
 from meta.cycle.actuate.launch_plan import job_output_dir
 from meta.model.durations import utcnow
@@ -20,7 +29,7 @@ from meta.model.states import AttemptState
 from meta.service.api import Service
 from meta.store import audit
 from meta.store.lifecycle import attempt_event
-from meta.store.models import Job
+from meta.store.models import Attempt, Job, PartitionCommit
 from tests.runtime.support import attempt, inference, place, share, submit
 
 
@@ -300,3 +309,65 @@ def test_gc_staging_never_follows_a_symlinked_staging_folder(service: Service, t
     with service.db.session() as session:
         assert gc_staging(session, job, _folder(service, spec, job)) == []
     assert (elsewhere / loser / "keep.tsv").read_bytes() == b"abc"
+
+
+def test_commit_many_makes_the_commits_and_audit_lines_of_one_commit_each(service: Service, tmp_path: Path) -> None:
+    """A group commit: a new partition committed, the same commit again returned, a different one a Conflict."""
+    _, job, tasks = _partition(service, tmp_path, partitions=4)
+    ids = [place(service.db, t, [share("node1", gpus=1)], AttemptState.RUNNING) for t in tasks]
+    with service.db.session() as session:
+        commit(session, ids[1], 1, MANIFEST)  # already committed, by the same attempt
+        commit(session, ids[3], 1, MANIFEST)
+    other = {**MANIFEST, "bytes": 4}
+    with service.db.session() as session:
+        rows = {a: session.get(Attempt, a) for a in ids}
+        wanted = [(rows[ids[0]], MANIFEST), (rows[ids[1]], MANIFEST), (rows[ids[3]], other)]
+        out = commit_many(session, wanted)
+        assert out[ids[0]].attempt_id == ids[0] and out[ids[1]].attempt_id == ids[1]
+        assert isinstance(out[ids[3]], Conflict)
+    with service.db.session() as session:
+        assert sorted(c.attempt_id for c in committed(session, job)) == sorted([ids[0], ids[1], ids[3]])
+        lines = [e for e in audit.read(session) if e.action == "output.commit"]
+        assert sorted(e.detail["attempt"] for e in lines) == sorted([ids[0], ids[1], ids[3]])  # one line per first commit
+
+
+def test_commit_many_refuses_what_commit_refuses(service: Service, tmp_path: Path) -> None:
+    """An attempt whose lease expired, or that is no longer live, is refused in the group as it is alone."""
+    _, job, tasks = _partition(service, tmp_path, partitions=2)
+    ids = [place(service.db, t, [share("node1", gpus=1)], AttemptState.RUNNING) for t in tasks]
+    with service.db.session() as session:
+        rows = [session.get(Attempt, a) for a in ids]
+        rows[0].lease_expires_at = utcnow() - timedelta(seconds=1)
+        session.flush()
+        out = commit_many(session, [(rows[0], MANIFEST), (rows[1], MANIFEST)])
+        assert isinstance(out[ids[0]], StaleFencingToken)
+        assert out[ids[1]].attempt_id == ids[1]
+
+
+def test_commit_many_falls_back_when_a_concurrent_commit_won(pg_service: Service, tmp_path: Path) -> None:
+    """A commit made by another transaction after the group read the commits: the group goes one by one, that one a Conflict.
+
+    PostgreSQL only: SQLite serialises writers, so no other transaction can commit in between.
+    """
+    service = pg_service
+    _, job, tasks = _partition(service, tmp_path, partitions=2)
+    ids = [place(service.db, t, [share("node1", gpus=1)], AttemptState.RUNNING) for t in tasks]
+    with service.db.session() as session:
+        rows = [session.get(Attempt, a) for a in ids]
+        real = checkpoint_manifest.check_current
+
+        def racing(*args, **kwargs):  # another transaction commits partition 0 while the group checks
+            with service.db.session() as other:
+                if other.get(PartitionCommit, tasks[0]) is None:
+                    commit(other, ids[0], 1, {**MANIFEST, "bytes": 9})
+            return real(*args, **kwargs)
+
+        checkpoint_manifest.check_current = racing
+        try:
+            out = commit_many(session, [(rows[0], MANIFEST), (rows[1], MANIFEST)])
+        finally:
+            checkpoint_manifest.check_current = real
+        assert isinstance(out[ids[0]], Conflict)
+        assert out[ids[1]].attempt_id == ids[1]
+    with service.db.session() as session:
+        assert {c.task_id: c.manifest["bytes"] for c in committed(session, job)} == {tasks[0]: 9, tasks[1]: 3}

@@ -9,9 +9,9 @@ from datetime import datetime
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
-from meta.cycle.outputs import expect_commits
+from meta.cycle.outputs import commit_expected, expect_commits, forget_expected
 from meta.cycle.reconcile.observe import Observation
-from meta.cycle.reconcile.settings import LIVE, ReconcileResult, SuccessHook
+from meta.cycle.reconcile.settings import LIVE, OutputHold, ReconcileResult, SuccessHook
 from meta.cycle.reconcile.sightings import Sightings
 from meta.cycle.reconcile.target import stimulus, target_of
 from meta.model.errors import JOB_FAULTS, ConcurrentModification
@@ -116,13 +116,11 @@ def _settle_outputs(session: Session, stimuli: dict[str, str], on_success: Succe
     job_ids = sorted({attempt.job_id for attempt in attempts})
     jobs = session.scalars(select(Job).where(Job.id.in_(job_ids))).all()
     known = expect_commits(session, [attempt.task_id for attempt in attempts])  # the group's commits and tasks at once
-    holds = {attempt.id: on_success(session, attempt) for attempt in attempts}
-    # The first pass handed the folders to the workers; most scans (an empty or small folder) are
-    # done by now, and asking once more commits them in this period rather than the next.
-    for attempt in attempts:
-        hold = holds[attempt.id]
-        if hold is not None and hold.failure is None:
-            holds[attempt.id] = on_success(session, attempt)
+    try:
+        holds = _ask(session, attempts, on_success)
+        commit_expected(session)
+    finally:
+        forget_expected(session)
     reading: set[str] = set()
     for attempt_id, hold in holds.items():
         if hold is None:
@@ -132,6 +130,18 @@ def _settle_outputs(session: Session, stimuli: dict[str, str], on_success: Succe
             reading.add(attempt_id)
     del jobs, known
     return reading
+
+
+def _ask(session: Session, attempts: list[Attempt], on_success: SuccessHook) -> dict[str, OutputHold | None]:
+    """_ask runs the hook for each attempt, twice for those whose folder it handed to the workers."""
+    holds = {attempt.id: on_success(session, attempt) for attempt in attempts}
+    # The first pass handed the folders to the workers; most scans (an empty or small folder) are
+    # done by now, and asking once more commits them in this period rather than the next.
+    for attempt in attempts:
+        hold = holds[attempt.id]
+        if hold is not None and hold.failure is None:
+            holds[attempt.id] = on_success(session, attempt)
+    return holds
 
 
 def _add(into: set[str] | None, ids: set[str]) -> None:
