@@ -22,8 +22,10 @@ queue looks like; ``mixed()``). Per size (idle and steady report their median an
   reconciles the ends and places as many waiting tasks (median of ``--periods``);
 * burst: a period after 2,000 one-GPU nodes joined the cluster: it places 2,000 new attempts;
   ``stream`` is how long the launch pool then takes to send them behind it;
-* ends: a period after 2,000 running jobs ended: it follows the ends (each commits its inference
-  partition's output) and places 2,000 waiting tasks where they ran;
+* ends: a period after 2,000 running jobs ended: it follows the ends and hands each inference
+  partition's output folder to the workers to read; ``then`` is the next period, which commits
+  the outputs read meanwhile (in bulk), lets the attempts succeed and places waiting tasks where
+  they ran;
 * failover: the first period of a new leader (empty memory: it rebuilds its view of every
   waiting task and rewrites no reason it finds stored).
 
@@ -248,6 +250,7 @@ def measure(
     burst = run_period(daemon, clock, fake)
     end_running(fake, BURST)
     ends = run_period(daemon, clock, fake)
+    ends_next = run_period(daemon, clock, fake)  # the ended partitions' outputs, read meanwhile, commit here
     rss_now = current_rss_mib()
     leader = new_leader(db, fake, config, daemon)
     clock.wrap(leader)
@@ -267,6 +270,7 @@ def measure(
         burst_steps={k: round(burst.get(k, 0.0), 3) for k in (*STEPS, *INNER)},
         ends=ends["period"], ends_placed=ends["placed"],
         ends_steps={k: round(ends.get(k, 0.0), 3) for k in (*STEPS, *INNER)},
+        ends_next=ends_next["period"], ends_next_placed=ends_next["placed"],
         failover=failover["period"], failover_next=again["period"],
         rss_peak_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, rss_mib=rss_now,
     )  # fmt: skip
@@ -312,8 +316,8 @@ def main(argv: list[str] | None = None) -> int:
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
     print("| waiting × nodes × running | first (placed) | view | idle median / max | steady median / max (placed) | burst (placed) "
-          "| stream | ends (placed) | failover | reconcile | snapshot | schedule | apply | actuate | RSS MiB (peak) |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+          "| stream | ends (placed) | then (placed) | failover | reconcile | snapshot | schedule | apply | actuate | RSS MiB (peak) |")  # fmt: skip
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     rows = []
     for waiting, nodes, running in sizes:
         r = measure(waiting, nodes, running, args.db, max(1, args.periods), args.gc, args.shape)
@@ -321,7 +325,7 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"| {waiting:,} × {nodes:,} × {running:,} | {r['first']:.2f} ({r['first_placed']:,}) | {r['view']:.2f} "
             f"| {r['idle']:.3f} / {r['idle_max']:.3f} | {r['period']:.3f} / {r['steady_max']:.3f} ({r['steady_placed']:.0f}) | {r['burst']:.2f} ({r['burst_placed']:,}) "
-            f"| {r['burst_stream']:.2f} | {r['ends']:.2f} ({r['ends_placed']:,}) | {r['failover']:.2f} | {r['_reconcile']:.3f} | {r['build_snapshot']:.3f} "
+            f"| {r['burst_stream']:.2f} | {r['ends']:.2f} ({r['ends_placed']:,}) | {r['ends_next']:.2f} ({r['ends_next_placed']:,}) | {r['failover']:.2f} | {r['_reconcile']:.3f} | {r['build_snapshot']:.3f} "
             f"| {r['schedule']:.3f} | {r['apply_plan']:.3f} | {r['_actuate']:.3f} | {r['rss_mib']:.0f} ({r['rss_peak_mib']:.0f}) |",
             flush=True,
         )

@@ -105,9 +105,11 @@ class Reconciler:
         self._screen(observation, result)
         for chunk_rows in chunked(rows, _CHUNK):
             chunk = [row.id for row in chunk_rows]
+            steady, groups = classify(chunk_rows, observation)
+            if self._quiet(chunk, steady, groups, observation):
+                continue  # every attempt steady and its sighting fresh: no transaction at all
             with self.db.session() as session:
                 fence(session, leadership)
-                steady, groups = classify(chunk_rows, observation)
                 done = set(steady)
                 reading: set[str] = set()  # succeeded, output still being read: only their sighting is new
                 for key, stimuli in groups.items():
@@ -123,6 +125,12 @@ class Reconciler:
         self.claims.keep(set(live_ids) | _named(observation))
         cancel_orphans(observation, set(live_ids), set(self._live_ids()), result, self._scancel)
         return result
+
+    def _quiet(self, chunk: list[str], steady: list[str], groups: dict, observation: Observation) -> bool:
+        """_quiet: the chunk needs no write — nothing moves, nothing to judge alone, no sighting due (issue 24)."""
+        if groups or len(steady) != len(chunk):
+            return False
+        return self.sightings.none_due(steady, observation.at)
 
     def _claims(self, attempt_ids: Collection[str] | None = None) -> Claims:
         """_claims are the recorded ids and run-as users of ``attempt_ids`` (None: the live attempts)."""

@@ -41,6 +41,16 @@ class Sightings:
         self.seen_at = {a: at for a, at in self.seen_at.items() if a in still}
         self.stored_at = {a: at for a, at in self.stored_at.items() if a in still}
 
+    def none_due(self, attempt_ids: list[str], now: datetime) -> bool:
+        """none_due notes these attempts seen at ``now`` and tells whether none of their stored sightings is due (nothing to write)."""
+        due = now - timedelta(seconds=min(self.settings.renew_every_s, self.settings.lease_s / 3))
+        stored = self.stored_at
+        if any((at := stored.get(a)) is None or at <= due for a in attempt_ids):
+            return False
+        for attempt_id in attempt_ids:
+            self.seen_at[attempt_id] = now
+        return True
+
     def renew(self, session: Session, attempt_ids: list[str], now: datetime) -> None:
         """renew records a sighting and renews the lease of steady attempts whose stored one is due, in one statement."""
         if not attempt_ids:
