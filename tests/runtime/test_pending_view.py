@@ -3,7 +3,9 @@
 A hypothesis state machine submits jobs (retry backoffs, max_parallel, several tenants), cancels
 and retries them, places tasks, ends their attempts (success, failure with a retry backoff),
 marks nodes to avoid, moves the clock, and changes leader (a new, empty view); after every step
-the snapshot read through the view equals one read without it.
+the snapshot read through the view equals one read without it, and the policy's plan of it
+(repeats reused, meta/policy/repeat.py) equals the plan of the fresh read with every task run
+through the whole pipeline.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from meta.cycle.snapshot.pending_view import PendingView
 from meta.model.durations import utcnow
 from meta.model.spec import spec_from_dict
 from meta.model.states import AttemptState, TaskState
+from meta.policy.scheduler import schedule
 from meta.service.api import Service
 from meta.store.db import Database
 from meta.store.lifecycle import attempt_event
@@ -127,6 +130,9 @@ class PendingViewMachine(RuleBasedStateMachine):
             fresh = build_snapshot(session, NODES, self.specs, now=self.now)
             viewed = build_snapshot(session, NODES, self.specs, now=self.now, view=self.view)
         assert viewed.pending == fresh.pending
+        # issue 24: the maintained snapshot, scheduled with repeats reused, makes the plan of a
+        # fresh read run through the whole pipeline, decisions on record included
+        assert schedule(viewed, record=3) == schedule(fresh, record=3, repeats=False)
 
     def teardown(self) -> None:
         self.db.dispose()
