@@ -23,8 +23,8 @@ from meta.model.spec import InferenceSpec
 from meta.model.states import AttemptState
 from meta.policy.cluster_figures import NODE_STATES, ClusterFigures, cluster_figures
 from meta.policy.config import SchedulerConfig
+from meta.policy.gpu_keys import ANY
 from meta.policy.plan import Plan, ReasonCode
-from meta.policy.quota import ANY
 from meta.policy.snapshot import NodeShare, Snapshot
 from meta.store.models import Attempt, Job, Task
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
 
-from meta.policy.quota import count, gpu_capacity, keys_of
+from meta.policy.gpu_keys import count, gpu_capacity, keys_of
 
 Counts = dict[str, int]  # key (GPU type or "*") -> GPUs
 

@@ -47,6 +47,7 @@ from meta.policy.fairshare import FairShare
 from meta.policy.feasibility import Verdict, evaluate
 from meta.policy.fragmentation import report
 from meta.policy.gang import Pick
+from meta.policy.gpu_keys import gpu_capacity
 from meta.policy.inventory import inventory_for
 from meta.policy.ordering import is_aged, is_urgent, ordered
 from meta.policy.placement import fit, gang_candidates, type_groups
@@ -59,7 +60,7 @@ from meta.policy.plan import (
     ReasonCode,
 )
 from meta.policy.preemption import Evictable, candidates, choose, evictable, heaviest_first, stopping
-from meta.policy.quota import QuotaLedger, gpu_capacity
+from meta.policy.quota import QuotaLedger
 from meta.policy.recorder import Recorder
 from meta.policy.repeat import Outcome, RepeatMemo, signature
 from meta.policy.shape import Shape, shape_of
