@@ -62,7 +62,7 @@ from meta.policy.plan import (
 from meta.policy.preemption import Evictable, candidates, choose, evictable, heaviest_first, stopping
 from meta.policy.quota import QuotaLedger
 from meta.policy.recorder import Recorder
-from meta.policy.repeat import Outcome, RepeatMemo, signature
+from meta.policy.repeat import Outcome, RepeatMemo, signature, worth_it
 from meta.policy.shape import Shape, shape_of
 from meta.policy.slurmlike import multifactor
 from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot
@@ -82,12 +82,13 @@ _CAPACITY_CODES = frozenset({
 
 
 def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None, record: int = 0,
-             repeats: bool = True) -> Plan:
+             repeats: bool | None = None) -> Plan:
     """schedule decides one cycle: placements, preemptions, held nodes and a reason per waiter.
 
     With ``record`` > 0 the plan also carries the decisions on record (decisions.py): each
     placement's, preemption's and hold's order key and up to ``record`` alternatives of each kind.
-    ``repeats=False`` runs every task through the whole pipeline (repeat.py; the tests compare).
+    ``repeats``: reuse a repeat's outcome (repeat.py) — by default on long queues only; True or
+    False forces it (the tests compare the two).
     """
     run = SchedulePass(snapshot, config or SchedulerConfig(), record, repeats)
     within = run.within_guarantee if run.quota.any_guarantee() else None
@@ -106,10 +107,13 @@ def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None, record: 
 class SchedulePass:
     """SchedulePass is the mutable working state of one schedule() call (one pass, not the daemon's cycle)."""
 
-    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, record: int = 0, repeats: bool = True) -> None:
+    def __init__(self, snapshot: Snapshot, config: SchedulerConfig, record: int = 0,
+                 repeats: bool | None = None) -> None:
         self.snap, self.cfg, self.now = snapshot, config, snapshot.now
-        self.repeats = RepeatMemo() if repeats else None
+        self.repeats = RepeatMemo() if worth_it(len(snapshot.pending), repeats) else None
         self._marked: tuple | None = None  # the state's mark after the last task, while nothing else changed it
+        self._stored_mark: tuple | None = None  # the mark the last repeat outcome was stored under
+        self._raw_shape: tuple[PendingTask | None, Shape | None] = (None, None)  # the last task _shape saw, its shape_of
         self.inv = inventory_for(snapshot.nodes, snapshot.switch_parent)
         self.classes = self.inv.classes
         self.cap = Capacity(self.inv, snapshot.reservations)
@@ -195,34 +199,42 @@ class SchedulePass:
 
     def schedule_one(self, task: PendingTask) -> None:
         """schedule_one decides one pending task: as the identical task before it when nothing changed since (repeat.py)."""
-        sig = self._signature(task)
-        if sig is None:
+        if not self._memoisable(task):
             self._schedule_one(task)
             self._marked = None
             return
         mark = self._marked or self._mark()  # only _schedule_one changes the state a mark sums up
-        outcome = self.repeats.get(sig, mark)  # type: ignore[union-attr]
-        if outcome is not None:
-            self._repeat(task, outcome)
-            self._marked = mark
-            return
+        sig = None
+        if mark == self._stored_mark:  # an outcome stored under this very state may be this task's
+            sig = self._signature(task)
+            self._raw_shape = (task, sig[0])  # the pipeline's _shape takes it rather than computing it again
+            outcome = self.repeats.get(sig, mark)  # type: ignore[union-attr]
+            if outcome is not None:
+                self._repeat(task, outcome)
+                self._marked = mark
+                return
         waits = self.rec.waits if self.rec else 0
         self._schedule_one(task)
         after = self._marked = self._mark()
         reason = self.plan.reasons.get(task.task_id)
         if reason is not None and after == mark:
             recorded = bool(self.rec) and self.rec.waits != waits  # type: ignore[union-attr]
+            raw = self._raw_shape[1] if self._raw_shape[0] is task else None  # the pipeline's shape_of, not redone
+            sig = sig or self._signature(task, raw)
             self.repeats.put(sig, Outcome(mark, self.shapes.get(task.task_id), reason, recorded))  # type: ignore[union-attr]
+            self._stored_mark = mark
 
-    def _signature(self, task: PendingTask) -> tuple | None:
-        """_signature is the task's repeat signature, or None when its outcome depends on who it is."""
+    def _memoisable(self, task: PendingTask) -> bool:
+        """_memoisable: repeats are on and the task's outcome does not depend on who it is (a throttle, a kept place)."""
         if self.repeats is None or task.max_parallel is not None:
-            return None
+            return False
         tid = task.task_id
-        if tid in self.promised or tid in self.bound or tid in self.kept or tid in self.unbound:
-            return None
+        return not (tid in self.promised or tid in self.bound or tid in self.kept or tid in self.unbound)
+
+    def _signature(self, task: PendingTask, shape: Shape | None = None) -> tuple:
+        """_signature is the task's repeat signature (repeat.py)."""
         aged = is_aged(task, self.now, self.cfg)
-        return signature(task, aged, not aged and is_urgent(task, self.now, self.cfg))
+        return signature(task, aged, not aged and is_urgent(task, self.now, self.cfg), shape)
 
     def _mark(self) -> tuple:
         """_mark sums up the pass's mutable state: while it is unchanged, an identical task goes the same way."""
@@ -295,7 +307,9 @@ class SchedulePass:
 
     def _shape(self, task: PendingTask) -> tuple[Shape, Verdict]:
         """_shape is the task's shape and the filters' verdict on it."""
-        shape = shape_of(task)
+        seen, known = self._raw_shape
+        shape = known if seen is task and known is not None else shape_of(task)
+        self._raw_shape = (task, shape)
         tenant = self.confined.get(task.tenant)
         if tenant:
             outside = outside_tenant(task, tenant)

@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from meta.policy.config import SchedulerConfig
 from meta.policy.plan import carried
+from meta.policy.repeat import REPEATS_FROM
 from meta.policy.scheduler import SchedulePass, schedule
 from meta.policy.snapshot import PendingTask, Snapshot
 from tests.policy.builders import NOW, node, running, task
@@ -84,7 +85,7 @@ def test_a_queue_of_repeats_runs_the_pipeline_once_per_shape() -> None:
     busy = [task(f"big{i}", gpus=8) for i in range(4)]
     shards = [replace(task(f"s{i}", gpus=1, submit=NOW - 50), job_id="jshards") for i in range(1000)]
     snapshot = Snapshot(NOW, tuple(nodes), (), (), tuple(busy + shards), {})
-    run = SchedulePass(snapshot, SchedulerConfig())
+    run = SchedulePass(snapshot, SchedulerConfig(), repeats=True)
     for t in snapshot.pending:
         run.schedule_one(t)
     assert len(run.plan.placements) == 4
@@ -102,7 +103,18 @@ def test_a_shorter_copy_backfills_where_the_long_one_was_blocked() -> None:
     short = replace(long, task_id="long-copy", runtime_estimate_s=60)
     snapshot = Snapshot(NOW, tuple(nodes), tuple(busy), (), (gang, long, again, short), {})
     config = SchedulerConfig(short_job_weight=0.0)  # submit order: the short copy comes after the long ones
-    plan = schedule(snapshot, config)
+    plan = schedule(snapshot, config, repeats=True)
     assert [h.task_id for h in plan.held] == ["gang"]
     assert [p.task_id for p in plan.placements] == ["long-copy"]
     assert plan == schedule(snapshot, config, repeats=False)
+
+
+def test_repeats_are_reused_by_default_only_on_long_queues() -> None:
+    """Below REPEATS_FROM waiting tasks a pass runs each through the pipeline (cheaper there); True or False forces it."""
+    nodes = (node("n0", gpus=8),)
+    short = Snapshot(NOW, nodes, (), (), tuple(task(f"s{i}") for i in range(REPEATS_FROM - 1)), {})
+    long = replace(short, pending=short.pending + (task("last"),))
+    assert SchedulePass(short, SchedulerConfig()).repeats is None
+    assert SchedulePass(long, SchedulerConfig()).repeats is not None
+    assert SchedulePass(short, SchedulerConfig(), repeats=True).repeats is not None
+    assert SchedulePass(long, SchedulerConfig(), repeats=False).repeats is None
