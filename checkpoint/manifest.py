@@ -57,14 +57,7 @@ def commit(
     existing = _existing(session.get(PartitionCommit, attempt.task_id), attempt.id, manifest)
     if existing is not None:
         return existing  # the same commit again: a retried call, same result
-    row = PartitionCommit(
-        task_id=attempt.task_id,
-        job_id=attempt.job_id,
-        attempt_id=attempt.id,
-        fencing_token=token,
-        manifest=manifest,
-        committed_at=moment,
-    )
+    row = _new_row(attempt, manifest, moment)  # its token is ``token``: current_attempt checked it
     try:
         with session.begin_nested():
             session.add(row)
@@ -102,14 +95,14 @@ def commit_many(
     for attempt, manifest in wanted:
         try:
             check_current(attempt, attempt.fencing_token, live.get(attempt.task_id), moment, need_lease=True)
-            out[attempt.id] = _existing(existing.get(attempt.task_id), attempt.id, manifest)
+            again = _existing(existing.get(attempt.task_id), attempt.id, manifest)
         except MetaschedError as exc:
             out[attempt.id] = exc
-        if out.get(attempt.id) is None:
-            del out[attempt.id]
-            new.append((attempt, PartitionCommit(task_id=attempt.task_id, job_id=attempt.job_id, attempt_id=attempt.id,
-                                                 fencing_token=attempt.fencing_token, manifest=manifest,
-                                                 committed_at=moment)))  # fmt: skip
+            continue
+        if again is not None:
+            out[attempt.id] = again
+        else:
+            new.append((attempt, _new_row(attempt, manifest, moment)))
     try:
         with session.begin_nested():
             session.add_all([row for _, row in new])
@@ -120,6 +113,12 @@ def commit_many(
         _audit_commit(session, actor, attempt, row)
         out[attempt.id] = row
     return out
+
+
+def _new_row(attempt: Attempt, manifest: dict[str, Any], moment: datetime) -> PartitionCommit:
+    """_new_row is the commit row of a checked attempt, under its own fencing token."""
+    return PartitionCommit(task_id=attempt.task_id, job_id=attempt.job_id, attempt_id=attempt.id,
+                           fencing_token=attempt.fencing_token, manifest=manifest, committed_at=moment)
 
 
 def _existing(row: PartitionCommit | None, attempt_id: str, manifest: dict[str, Any]) -> PartitionCommit | None:

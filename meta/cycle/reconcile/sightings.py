@@ -41,9 +41,13 @@ class Sightings:
         self.seen_at = {a: at for a, at in self.seen_at.items() if a in still}
         self.stored_at = {a: at for a, at in self.stored_at.items() if a in still}
 
+    def _due(self, now: datetime) -> datetime:
+        """_due is the moment a sighting stored at or before it must be written again."""
+        return now - timedelta(seconds=min(self.settings.renew_every_s, self.settings.lease_s / 3))
+
     def none_due(self, attempt_ids: list[str], now: datetime) -> bool:
         """none_due notes these attempts seen at ``now`` and tells whether none of their stored sightings is due (nothing to write)."""
-        due = now - timedelta(seconds=min(self.settings.renew_every_s, self.settings.lease_s / 3))
+        due = self._due(now)
         stored = self.stored_at
         if any((at := stored.get(a)) is None or at <= due for a in attempt_ids):
             return False
@@ -55,7 +59,7 @@ class Sightings:
         """renew records a sighting and renews the lease of steady attempts whose stored one is due, in one statement."""
         if not attempt_ids:
             return
-        due = now - timedelta(seconds=min(self.settings.renew_every_s, self.settings.lease_s / 3))
+        due = self._due(now)
         stored = self.stored_at
         # only those this reconciler has not written lately are sent (the WHERE re-checks the store)
         candidates = [a for a in attempt_ids if (at := stored.get(a)) is None or at <= due]

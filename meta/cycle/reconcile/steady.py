@@ -33,9 +33,7 @@ def live_rows(session: Session) -> list[Row]:
     ))  # fmt: skip
 
 
-def classify(
-    rows: Iterable[Row], observation: Observation
-) -> tuple[list[str], dict[GroupKey, dict[str, str]]]:
+def classify(rows: Iterable[Row], observation: Observation) -> tuple[list[str], dict[GroupKey, dict[str, str]]]:
     """classify finds the common cases a chunk of ``live_rows`` can handle with a few statements.
 
     Steady: seen once, under the recorded Slurm id, in the state it is in — a period only
@@ -92,15 +90,11 @@ def move_together(
                 if not stimuli:
                     _add(reading, still_reading)
                     return True
-            move_attempts(
-                session, stimuli, from_state, target, reason=reason, actor="reconciler", values=values
-            )
+            move_attempts(session, stimuli, from_state, target, reason=reason, actor="reconciler", values=values)
     except (ConcurrentModification, IllegalTransition, *JOB_FAULTS) as exc:
         # one attempt's bad data (e.g. in its success hook) must not hold the group: each is then
         # followed alone, where a poison attempt is quarantined
-        log.info(
-            "bulk move of %d attempts to %s fell back to one by one: %s", len(stimuli), target.value, exc
-        )
+        log.info("bulk move of %d attempts to %s fell back to one by one: %s", len(stimuli), target.value, exc)
         return False
     _add(reading, still_reading)
     result.transitions += len(stimuli)
