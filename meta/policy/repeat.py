@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from meta.policy.plan import PendingReason
-from meta.policy.shape import Shape, shape_of
+from meta.policy.shape import Shape
 from meta.policy.snapshot import PendingTask
 
 Signature = tuple
@@ -41,10 +41,10 @@ class Outcome:
     recorded: bool
 
 
-def signature(task: PendingTask, aged: bool, urgent: bool, shape: Shape | None = None) -> Signature:
-    """signature is everything the per-task pipeline reads of a waiting task, minus its identity (``shape``: its shape_of, if known)."""
+def signature(task: PendingTask, shape: Shape, aged: bool, urgent: bool) -> Signature:
+    """signature is everything the per-task pipeline reads of a waiting task, minus its identity (``shape``: its shape_of)."""
     return (
-        shape or shape_of(task), task.tenant, task.priority_class, task.kind, task.deadline, task.runtime_estimate_s,
+        shape, task.tenant, task.priority_class, task.kind, task.deadline, task.runtime_estimate_s,
         task.preemptible, task.data_cluster, task.data_required, task.checkpoint_cluster, aged, urgent,
     )  # fmt: skip
 

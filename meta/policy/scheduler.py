@@ -113,7 +113,6 @@ class SchedulePass:
         self.repeats = RepeatMemo() if worth_it(len(snapshot.pending), repeats) else None
         self._marked: tuple | None = None  # the state's mark after the last task, while nothing else changed it
         self._stored_mark: tuple | None = None  # the mark the last repeat outcome was stored under
-        self._raw_shape: tuple[PendingTask | None, Shape | None] = (None, None)  # the last task _shape saw, its shape_of
         self.inv = inventory_for(snapshot.nodes, snapshot.switch_parent)
         self.classes = self.inv.classes
         self.cap = Capacity(self.inv, snapshot.reservations)
@@ -204,22 +203,21 @@ class SchedulePass:
             self._marked = None
             return
         mark = self._marked or self._mark()  # only _schedule_one changes the state a mark sums up
+        raw = shape_of(task)  # computed once: the signature and the pipeline's _shape both take it
         sig = None
         if mark == self._stored_mark:  # an outcome stored under this very state may be this task's
-            sig = self._signature(task)
-            self._raw_shape = (task, sig[0])  # the pipeline's _shape takes it rather than computing it again
+            sig = self._signature(task, raw)
             outcome = self.repeats.get(sig, mark)  # type: ignore[union-attr]
             if outcome is not None:
                 self._repeat(task, outcome)
                 self._marked = mark
                 return
         waits = self.rec.waits if self.rec else 0
-        self._schedule_one(task)
+        self._schedule_one(task, raw)
         after = self._marked = self._mark()
         reason = self.plan.reasons.get(task.task_id)
         if reason is not None and after == mark:
             recorded = bool(self.rec) and self.rec.waits != waits  # type: ignore[union-attr]
-            raw = self._raw_shape[1] if self._raw_shape[0] is task else None  # the pipeline's shape_of, not redone
             sig = sig or self._signature(task, raw)
             self.repeats.put(sig, Outcome(mark, self.shapes.get(task.task_id), reason, recorded))  # type: ignore[union-attr]
             self._stored_mark = mark
@@ -231,10 +229,10 @@ class SchedulePass:
         tid = task.task_id
         return not (tid in self.promised or tid in self.bound or tid in self.kept or tid in self.unbound)
 
-    def _signature(self, task: PendingTask, shape: Shape | None = None) -> tuple:
-        """_signature is the task's repeat signature (repeat.py)."""
+    def _signature(self, task: PendingTask, shape: Shape) -> tuple:
+        """_signature is the task's repeat signature (repeat.py); ``shape`` is its shape_of."""
         aged = is_aged(task, self.now, self.cfg)
-        return signature(task, aged, not aged and is_urgent(task, self.now, self.cfg), shape)
+        return signature(task, shape, aged, not aged and is_urgent(task, self.now, self.cfg))
 
     def _mark(self) -> tuple:
         """_mark sums up the pass's mutable state: while it is unchanged, an identical task goes the same way."""
@@ -251,8 +249,8 @@ class SchedulePass:
             self.rec.waited(task, outcome.reason)
         self.plan.reasons[task.task_id] = outcome.reason
 
-    def _schedule_one(self, task: PendingTask) -> None:
-        """_schedule_one runs filters, quota, fit and the fallbacks for one pending task."""
+    def _schedule_one(self, task: PendingTask, raw: Shape | None = None) -> None:
+        """_schedule_one runs filters, quota, fit and the fallbacks for one pending task (``raw``: its shape_of, if known)."""
         if task.task_id in self.promised:
             self._lift_promise(task.task_id)
         if task.task_id in self.bound:
@@ -261,7 +259,7 @@ class SchedulePass:
         if throttled is not None:
             self.plan.reasons[task.task_id] = throttled
             return
-        shape, verdict = self._shape(task)
+        shape, verdict = self._shape(task, raw)
         self.shapes[task.task_id] = shape
         if verdict.reason is not None:
             self.plan.reasons[task.task_id] = verdict.reason
@@ -305,11 +303,9 @@ class SchedulePass:
             self.rec.waited(task, reason)
         self.plan.reasons[task.task_id] = reason
 
-    def _shape(self, task: PendingTask) -> tuple[Shape, Verdict]:
-        """_shape is the task's shape and the filters' verdict on it."""
-        seen, known = self._raw_shape
-        shape = known if seen is task and known is not None else shape_of(task)
-        self._raw_shape = (task, shape)
+    def _shape(self, task: PendingTask, raw: Shape | None = None) -> tuple[Shape, Verdict]:
+        """_shape is the task's shape and the filters' verdict on it (``raw``: its shape_of, if known)."""
+        shape = raw or shape_of(task)
         tenant = self.confined.get(task.tenant)
         if tenant:
             outside = outside_tenant(task, tenant)
