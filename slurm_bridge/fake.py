@@ -558,12 +558,19 @@ def _nodelist(nodes: tuple[str, ...]) -> str:
     return hostlist.compress(nodes)
 
 
+_NAMES: dict[int, str] = {}  # uids found in the password database: a listing of 10,000 jobs asks once
+
+
 def _user_name(uid: int) -> str:
     """_user_name is the login name of ``uid`` as squeue shows it (the uid itself when it has none)."""
+    name = _NAMES.get(uid)
+    if name is not None:
+        return name
     try:
-        return pwd.getpwuid(uid).pw_name
+        name = _NAMES[uid] = pwd.getpwuid(uid).pw_name
     except KeyError:
-        return str(uid)
+        return str(uid)  # not remembered: a test may create the user later
+    return name
 
 
 def observed_state(job: FakeJob) -> str:

@@ -18,6 +18,8 @@ One period, in order:
 5. adopt (``adopt/``): held plain sbatch jobs in managed partitions become metasched jobs;
    a Slurm cancel of one still waiting cancels it (step 13 releases placed ones instead of sbatch).
 6. health (``health.py``): evict whole attempts from nodes drained or down past a grace.
+   Then a quiet period (``snapshot/quiet.py``) — no write to what steps 7 to 9 read, the same nodes, a last
+   pass that acted on nothing, its time not up — skips 7 to 9, 11, 12 and 15 and reuses that pass.
 7. snapshot (``snapshot/``): one consistent read of pending tasks, live attempts and tenants.
 8. gates (``snapshot/gates.py``): held, dependent and not-yet-begun jobs wait before the policy,
    with their reason; jobs whose dependency can never be met and asked for it are cancelled.
@@ -77,6 +79,7 @@ from meta.cycle.snapshot.build import SpecCache, build_snapshot
 from meta.cycle.snapshot.gates import GateResult, apply_gates, cancel_doomed, cancel_doomed_tasks
 from meta.cycle.snapshot.live_view import LiveView
 from meta.cycle.snapshot.pending_view import PendingView
+from meta.cycle.snapshot.quiet import Inputs, QuietWatch
 from meta.cycle.usage import accrue, live_rates
 from meta.model.clusters import cluster_of
 from meta.model.durations import utcnow
@@ -87,6 +90,8 @@ from meta.policy.config import SchedulerConfig
 from meta.policy.plan import Plan
 from meta.policy.scheduler import schedule
 from meta.policy.snapshot import Snapshot
+from meta.policy.wake import next_wake
+from meta.store.changes import take_changes
 from meta.store.cluster_drains import drained_clusters
 from meta.store.db import Database
 from meta.store.lifecycle import quarantine_task
@@ -130,6 +135,8 @@ class DaemonConfig:
     outputs: OutputCaps = field(default_factory=OutputCaps)
     # the site's human name, for display only (logs); the store's site id is what tags carry
     site_name: str | None = None
+    # a quiet period reuses the last pass for at most this long (quiet.py; 0: every period passes in full)
+    quiet_max_s: float = 30.0
 
 
 @dataclass
@@ -144,6 +151,7 @@ class PeriodReport:
     queued: int = 0  # attempts handed to the launch pool in this period
     reconcile_transitions: int = 0
     slurm_reads: int = 0
+    rested: bool = False  # steps 7 to 11 reused the last pass: nothing they read changed (quiet.py)
     error: str = ""
 
 
@@ -261,6 +269,9 @@ class Daemon:
         self.live_view = LiveView()  # each live attempt's reservation, likewise
         self.decision_log = DecisionLog(config.decisions)  # what each cycle decided and why, bounded
         self._started_at = utcnow()  # deadline outcomes count jobs that ended since this replica started
+        self.quiet = QuietWatch(config.quiet_max_s)  # when a period may reuse the last pass
+        self._inputs: Inputs | None = None  # what this period's steps 7 to 9 read besides the store
+        self._rates: dict[str, float] = {}  # the live attempts' usage rates at the last full pass
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -313,21 +324,26 @@ class Daemon:
             # 3. shares
             self._shares()
             # 4. reconcile
-            self._reconcile(report)
+            changed = self._changes()  # writes since the last period: a calm reconcile needs none
+            self._reconcile(report, changed)
             # 5. adopt
             self._adopt()
             # 6. health
             self._health(inventory, report)
+            # 7 to 11 and 15 rest when nothing they read changed since a pass that acted on nothing
+            if self._quiet(inventory, changed):
+                self._rest(report)
+                return report
             # 7. snapshot
             cycle = self._snapshot(inventory)
             # 8. gates
             self._gates(cycle)
             # 9. schedule
             self._schedule(cycle)
+            self._rates = live_rates(cycle.snapshot.reservations, self.config.scheduler)  # type: ignore[union-attr]
             with self.db.session() as session:  # steps 10 and 11 commit in one transaction
                 # 10. usage
-                accrue(session, self.config.scheduler, cycle.started_at,
-                       live_rates(cycle.snapshot.reservations, self.config.scheduler))  # type: ignore[union-attr]
+                accrue(session, self.config.scheduler, cycle.started_at, self._rates)
                 # 11. apply
                 result = self._apply(session, cycle)
             self._applied(cycle, result, report)  # step 11, once committed
@@ -339,8 +355,10 @@ class Daemon:
             self._outputs()
             # 15. gauges
             self._gauges(cycle)
+            self._passed(cycle)
         except NotLeader as exc:
             self.reasons.forget()
+            self._forget_rest()
             log.warning("lost leadership: %s", exc)
             self.launches.abandon()
             self.leadership = None
@@ -349,8 +367,10 @@ class Daemon:
         except SlurmError as exc:
             # Slurm unreachable or slow: an unknown, not a failure; try again next period
             report.error = f"slurm: {exc}"
+            self._forget_rest()
         except Exception as exc:  # noqa: BLE001 - e.g. PostgreSQL restarting: wait and retry
             self.reasons.forget()  # a failed commit may have dropped what the memo believes stored
+            self._forget_rest()
             log.exception("period failed")
             report.error = f"{type(exc).__name__}: {exc}"
         return report
@@ -377,6 +397,8 @@ class Daemon:
         leadership = try_acquire(self.db, self.config.holder, self.config.leader_lease_s)
         if leadership is not None and self.leadership is None and not self._schema_known(leadership):
             leadership = None
+        if leadership is None or self.leadership is None or leadership.epoch != self.leadership.epoch:
+            self._forget_rest()  # another leader may have taken the store's changes meanwhile
         with self._lease_lock:
             self.leadership = leadership
             self._renewed_at = renewing
@@ -439,13 +461,15 @@ class Daemon:
         self.shares.sync_if_due(time.monotonic())
         self.members.sync_if_due(time.monotonic())
 
-    def _reconcile(self, report: PeriodReport) -> None:
+    def _reconcile(self, report: PeriodReport, changed: int) -> None:
         """_reconcile runs step 4, every period: a new leader never schedules on a stale picture.
 
-        If Slurm cannot be read the period ends here (SlurmError) without scheduling.
+        If Slurm cannot be read the period ends here (SlurmError) without scheduling. With no
+        store write since the last period (``changed`` 0) a calm pass may be skipped
+        (``reconcile/calm.py``); a new leader's first period always reads in full.
         """
         assert self.leadership is not None
-        result = self.reconciler.run(self.leadership)
+        result = self.reconciler.run(self.leadership, store_changed=bool(changed))
         report.slurm_reads += result.slurm_reads
         report.reconcile_transitions = result.transitions
         self.metrics.reconcile_transitions.inc(result.transitions)
@@ -469,6 +493,47 @@ class Daemon:
             bad = self.node_watch.confirmed(inventory.nodes, time.monotonic())
             evicted = evict_from_unusable_nodes(session, self.leadership, inventory.nodes, bad)
         report.preempting += len(evicted)
+
+    def _forget_rest(self) -> None:
+        """_forget_rest makes the next period read and pass in full (a failure, a change of leader)."""
+        self.quiet.forget()
+        self.reconciler.calm.forget()
+
+    def _changes(self) -> int:
+        """_changes takes the store writes logged since the last look (``meta/store/changes.py``), fenced."""
+        assert self.leadership is not None
+        with self.db.session() as session:
+            fence(session, self.leadership)  # a deposed leader must not take changes its successor has to see
+            return take_changes(session)
+
+    def _quiet(self, inventory: Inventory, changed: int) -> bool:
+        """_quiet tells whether steps 7 to 11 may rest: no store write since the last pass, the same nodes, time not up (snapshot/quiet.py)."""
+        assert self.leadership is not None
+        inputs = Inputs(self.leadership.epoch, inventory, frozenset(unreachable_clusters(self.client)))
+        changed += self._changes()  # and steps 4 to 6's own writes, or any committed meanwhile
+        rest = self.quiet.may_rest(inputs, changed, utcnow().timestamp())
+        self._inputs = inputs
+        if not rest:
+            self.quiet.forget()  # until this pass commits, a failure half-way leaves the next one full
+        return rest
+
+    def _rest(self, report: PeriodReport) -> None:
+        """_rest runs a quiet period's remaining steps: usage accrues at the last pass's rates, launches and outputs go on."""
+        self._placed = []
+        report.rested = True
+        with self.db.session() as session:
+            accrue(session, self.config.scheduler, utcnow(), self._rates)  # 10. usage
+        self._actuate(report)  # 13
+        self._outputs()  # 14
+
+    def _passed(self, cycle: _Cycle) -> None:
+        """_passed tells the quiet watch a full pass committed, and when time alone changes its plan."""
+        assert cycle.snapshot is not None and cycle.plan is not None and cycle.gated is not None
+        now = cycle.started_at.timestamp()
+        wake = next_wake(cycle.snapshot.pending, now, self.config.scheduler)
+        if cycle.gated.wake_at is not None:
+            wake = cycle.gated.wake_at if wake is None else min(wake, cycle.gated.wake_at)
+        self.quiet.passed(self._inputs, cycle.plan, now, wake)
 
     def _snapshot(self, inventory: Inventory) -> _Cycle:
         """_snapshot runs step 7: the policy's snapshot on the nodes minus foreign work; poison tasks quarantined."""

@@ -152,6 +152,18 @@ def eligible_since(gates: Gates, jobs: Mapping[str, ObservedJob], now: float, el
     return max(moments) if moments else None
 
 
+def gate_changes_at(gates: Gates, jobs: Mapping[str, ObservedJob], now: float,
+                    element: str | None = None) -> float | None:
+    """gate_changes_at is the next time after ``now`` at which time alone may change ``gate``: a begin time or an ``after+delay``."""
+    moments = [gates.begin] if gates.begin is not None else []
+    for condition in gates.dependency.conditions if gates.dependency is not None else ():
+        job = jobs.get(condition.job or "")
+        if condition.type is DependencyType.AFTER and job is not None and job.started_at is not None:
+            moments.append(job.started_at + condition.delay_s)
+    later = [moment for moment in moments if moment > now]
+    return min(later) if later else None
+
+
 def _named(dependency: Dependency, jobs: Mapping[str, ObservedJob], outcome: Outcome, now: float,
            singleton_blocked: bool, element: str | None) -> str:
     """_named lists the conditions that are in ``outcome`` with the ids users see."""

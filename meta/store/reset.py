@@ -31,6 +31,7 @@ TABLES = (
     "plan_report_plots",
     "plan_reports",
     "cluster_drains",
+    "store_changes",
 )
 
 

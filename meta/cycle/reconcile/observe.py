@@ -54,6 +54,7 @@ class Observation:
     """Observation is one period's batched read of Slurm, indexed by attempt id."""
 
     at: datetime
+    listed: list[SqueueJob] = field(default_factory=list)  # squeue's rows as read (calm.py compares them)
     squeue: dict[str, list[Sighting]] = field(default_factory=dict)
     sacct: dict[str, list[Sighting]] = field(default_factory=dict)
     calls: int = 0
@@ -149,17 +150,19 @@ def observe(
     claims: Claims | None = None,
     *,
     site: str,
+    listed: list[SqueueJob] | None = None,
 ) -> Observation:
     """observe reads squeue, then sacct unless every one of ``live_ids`` is in squeue or on a dark cluster (None: always).
 
     Raises SlurmError if a read fails. ``since`` may be a callable: the sacct window is then
     worked out only when sacct is read. Jobs tagged by another site than ``site`` are dropped as
     they are read. With ``claims``, squeue is screened first: another user's job carrying a live
-    attempt's tag does not make its accounting read unneeded.
+    attempt's tag does not make its accounting read unneeded. ``listed``: squeue's rows, already
+    read this period (the calm check read them).
     """
     now = utcnow()
-    observation = Observation(at=now, calls=1)
-    observation.squeue = _index_squeue(client.squeue(), site, observation)
+    observation = Observation(at=now, calls=1, listed=client.squeue() if listed is None else listed)
+    observation.squeue = _index_squeue(observation.listed, site, observation)
     observation.dark = unreachable_clusters(client)
     if claims is not None:  # the live attempts' claims: the others are screened by the reconciler
         observation.screen(claims, only=claims.claims)

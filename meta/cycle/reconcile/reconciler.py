@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from meta.cycle.lease import Leadership, fence
 from meta.cycle.reconcile.attribution import CancelAttribution
+from meta.cycle.reconcile.calm import CalmMemo
 from meta.cycle.reconcile.cancellers import Canceller
 from meta.cycle.reconcile.dark import on_dark_cluster, replay_if_dark_too_long
 from meta.cycle.reconcile.not_ours import NotOurs
@@ -32,6 +33,7 @@ from meta.store.lifecycle import quarantine_attempt
 from meta.store.models import Attempt
 from meta.store.site import ensure_site_id
 from slurm_bridge.client import SlurmClient
+from slurm_bridge.clusters import unreachable_clusters
 
 log = logging.getLogger("metasched.reconciler")
 _CHUNK = 1000  # attempts per reconcile transaction (steady ones cost a row read each)
@@ -60,6 +62,7 @@ class Reconciler:
         self.sightings = Sightings(self.settings)
         self.spoofs = SpoofReports()
         self.claims = ClaimCache()
+        self.calm = CalmMemo(self.sightings)  # the last pass that moved nothing, while it stands
         # called inside the transaction, before an attempt moves to succeeded (e.g. commit outputs)
         self.on_success = on_success
         # attempts this replica's launch pool has queued or sending: Slurm's silence says nothing yet
@@ -79,15 +82,31 @@ class Reconciler:
         start = (oldest - timedelta(minutes=5)) if oldest else utcnow() - timedelta(minutes=10)
         return max(start, floor)
 
-    def run(self, leadership: Leadership) -> ReconcileResult:
-        """run observes Slurm once and applies what it saw; a failed read changes nothing."""
+    def run(self, leadership: Leadership, store_changed: bool = True) -> ReconcileResult:
+        """run observes Slurm once and applies what it saw; a failed read changes nothing.
+
+        ``store_changed`` False: the caller saw no write to the store since the last pass
+        (``meta/store/changes.py``), so a calm period may skip the pass (calm.py).
+        """
         # read before Slurm is: a launch that ends after this read is recorded before it leaves the set
         self._sending = self.in_flight()
-        live = self._claims()
-        # an attempt still being sent is never judged absent, so accounting is not read for it
-        expected = [attempt_id for attempt_id in live.claims if attempt_id not in self._sending]
         try:
-            return self.apply(observe(self.client, self.since, expected, live, site=self.site), leadership)
+            calm = None if store_changed or self._sending else self.calm.current(utcnow())
+            listed = None
+            if calm is not None:
+                # nothing launched and nothing written since the last pass: its live attempts and
+                # their claims still hold, so reading them after squeue misses nothing
+                listed = self.client.squeue()
+                if calm.shows(listed, unreachable_clusters(self.client)):
+                    return self.calm.rest(calm, utcnow())
+            live = self._claims()
+            # an attempt still being sent is never judged absent, so accounting is not read for it
+            expected = [attempt_id for attempt_id in live.claims if attempt_id not in self._sending]
+            observation = observe(self.client, self.since, expected, live, site=self.site, listed=listed)
+            return self.apply(observation, leadership)
+        except BaseException:
+            self.calm.forget()
+            raise
         finally:
             self._sending = frozenset()
 
@@ -103,11 +122,13 @@ class Reconciler:
             rows = live_rows(session)
         live_ids = [row.id for row in rows]
         self._screen(observation, result)
+        wrote = False
         for chunk_rows in chunked(rows, _CHUNK):
             chunk = [row.id for row in chunk_rows]
             steady, groups = classify(chunk_rows, observation)
             if self._quiet(chunk, steady, groups, observation):
                 continue  # every attempt steady and its sighting fresh: no transaction at all
+            wrote = True
             with self.db.session() as session:
                 fence(session, leadership)
                 done = set(steady)
@@ -124,6 +145,7 @@ class Reconciler:
         self.sightings.keep(live_ids)
         self.claims.keep(set(live_ids) | _named(observation))
         cancel_orphans(observation, set(live_ids), set(self._live_ids()), result, self._scancel)
+        self.calm.remember(result, observation, live_ids, wrote)
         return result
 
     def _quiet(self, chunk: list[str], steady: list[str], groups: dict, observation: Observation) -> bool:

@@ -41,9 +41,26 @@ class Sightings:
         self.seen_at = {a: at for a, at in self.seen_at.items() if a in still}
         self.stored_at = {a: at for a, at in self.stored_at.items() if a in still}
 
+    def seen(self, attempt_ids: Iterable[str], now: datetime) -> None:
+        """seen notes these attempts seen at ``now`` (a calm period's, calm.py)."""
+        self.seen_at.update(dict.fromkeys(attempt_ids, now))
+
+    def next_due(self, attempt_ids: Iterable[str]) -> datetime | None:
+        """next_due is the first moment one of these attempts' stored sightings falls due (None: one was never stored)."""
+        stored = self.stored_at
+        try:
+            oldest = min((stored[a] for a in attempt_ids), default=None)
+        except KeyError:
+            return None
+        return None if oldest is None else oldest + self._interval()
+
+    def _interval(self) -> timedelta:
+        """_interval is how long a stored sighting lasts before it is written again."""
+        return timedelta(seconds=min(self.settings.renew_every_s, self.settings.lease_s / 3))
+
     def _due(self, now: datetime) -> datetime:
         """_due is the moment a sighting stored at or before it must be written again."""
-        return now - timedelta(seconds=min(self.settings.renew_every_s, self.settings.lease_s / 3))
+        return now - self._interval()
 
     def none_due(self, attempt_ids: list[str], now: datetime) -> bool:
         """none_due notes these attempts seen at ``now`` and tells whether none of their stored sightings is due (nothing to write)."""

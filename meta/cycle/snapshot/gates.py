@@ -23,7 +23,15 @@ from sqlalchemy.orm import Session
 
 from meta.model.spec import AnySpec
 from meta.model.states import JobState, TaskState, derive_job_state
-from meta.policy.dependencies import Gates, ObservedJob, Phase, element_key, eligible_since, gate
+from meta.policy.dependencies import (
+    Gates,
+    ObservedJob,
+    Phase,
+    element_key,
+    eligible_since,
+    gate,
+    gate_changes_at,
+)
 from meta.policy.plan import PendingReason
 from meta.policy.snapshot import PendingTask
 from meta.store import audit
@@ -53,6 +61,7 @@ class GateResult:
     job_of_task: dict[str, str] = field(default_factory=dict)  # gated task id -> job id
     doomed: dict[str, str] = field(default_factory=dict)  # job id -> the reason it is cancelled
     doomed_tasks: dict[str, str] = field(default_factory=dict)  # aftercorr: array element (task id) -> reason
+    wake_at: float | None = None  # the next time a gate may open or close by time alone (daemon's rest)
 
 
 def job_gates(spec: AnySpec, hold: str | None) -> Gates | None:
@@ -94,6 +103,7 @@ def apply_gates(
         key = (task.job_id, element)
         if key not in verdicts:
             verdicts[key] = gate(gates, observed, now.timestamp(), task.job_id in blocked, element)
+            result.wake_at = _sooner(result.wake_at, gate_changes_at(gates, observed, now.timestamp(), element))
         reason, never = verdicts[key]
         if reason is None:
             # its age counts from when it became eligible, as Slurm's (begin time, dependency satisfied)
@@ -107,6 +117,11 @@ def apply_gates(
             doomed = result.doomed_tasks if element is not None else result.doomed
             doomed[task.task_id if element is not None else task.job_id] = reason.message
     return result
+
+
+def _sooner(a: float | None, b: float | None) -> float | None:
+    """_sooner is the earlier of two optional moments."""
+    return b if a is None else a if b is None else min(a, b)
 
 
 def task_names(session: Session, task_ids: Sequence[str]) -> dict[str, str]:
