@@ -17,7 +17,9 @@ queue looks like; ``mixed()``). Per size (idle and steady report their median an
 
 * first: the period that places the R running attempts (their launches stream behind it);
 * view: the first period after the W waiting tasks arrive (the leader describes each once);
-* idle: a period with nothing changed (median of ``--periods``);
+* idle: a period with nothing changed (median of ``--periods``; how many rested: a quiet period,
+  ``meta/cycle/snapshot/quiet.py``); idle full pass: one such period made to pass in full, what
+  the daemon pays at each time event and at least every ``quiet_max_s``;
 * steady: a period after 1% of the running jobs ended and as many new tasks were submitted: it
   reconciles the ends and places as many waiting tasks (median of ``--periods``);
 * burst: a period after 2,000 one-GPU nodes joined the cluster: it places 2,000 new attempts;
@@ -177,7 +179,7 @@ def run_period(daemon: Daemon, clock: StepClock, fake: FakeSlurm) -> dict[str, f
         raise RuntimeError("the launch pool did not drain")
     stream = time.perf_counter() - streamed
     fake.advance()  # launched jobs start (run_ticks keeps running ones running)
-    return {"period": elapsed, **steps, "placed": report.placed, "stream": stream}
+    return {"period": elapsed, **steps, "placed": report.placed, "stream": stream, "rested": report.rested}
 
 
 def current_rss_mib() -> float:
@@ -239,6 +241,8 @@ def measure(
     setup += time.perf_counter() - t0
     view = run_period(daemon, clock, fake)
     idle = [run_period(daemon, clock, fake) for _ in range(periods)]
+    daemon.forget_rest()  # the full pass a quiet period stands for: what each quiet_max_s or time event costs
+    idle_full = run_period(daemon, clock, fake)
     churn = max(1, running // 100)
     steady = []
     for _ in range(periods):
@@ -264,6 +268,7 @@ def measure(
         first=first[0]["period"], first_placed=first[0]["placed"], first_stream=first[0]["stream"],
         view=view["period"], idle=statistics.median(p["period"] for p in idle),
         idle_max=max(p["period"] for p in idle), steady_max=max(p["period"] for p in steady), shape=shape,
+        idle_rested=sum(p["rested"] for p in idle), idle_full=idle_full["period"],
         idle_steps={k: round(statistics.median(p.get(k, 0.0) for p in idle), 3) for k in (*STEPS, *INNER)},
         steady_placed=statistics.median(p["placed"] for p in steady),
         burst=burst["period"], burst_placed=burst["placed"], burst_stream=burst["stream"],
@@ -275,6 +280,11 @@ def measure(
         rss_peak_mib=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, rss_mib=rss_now,
     )  # fmt: skip
     return row
+
+
+def periods_run(args: argparse.Namespace) -> int:
+    """periods_run is how many idle and steady periods each size measures."""
+    return max(1, args.periods)
 
 
 def parse_size(text: str) -> tuple[int, int, int]:
@@ -315,16 +325,16 @@ def main(argv: list[str] | None = None) -> int:
         sizes = [parse_size(s) for s in args.sizes.split(",")]
     except argparse.ArgumentTypeError as exc:
         parser.error(str(exc))
-    print("| waiting × nodes × running | first (placed) | view | idle median / max | steady median / max (placed) | burst (placed) "
+    print("| waiting × nodes × running | first (placed) | view | idle median / max (rested) | idle full pass | steady median / max (placed) | burst (placed) "
           "| stream | ends (placed) | then (placed) | failover | reconcile | snapshot | schedule | apply | actuate | RSS MiB (peak) |")  # fmt: skip
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     rows = []
     for waiting, nodes, running in sizes:
-        r = measure(waiting, nodes, running, args.db, max(1, args.periods), args.gc, args.shape)
+        r = measure(waiting, nodes, running, args.db, periods_run(args), args.gc, args.shape)
         rows.append(r)
         print(
             f"| {waiting:,} × {nodes:,} × {running:,} | {r['first']:.2f} ({r['first_placed']:,}) | {r['view']:.2f} "
-            f"| {r['idle']:.3f} / {r['idle_max']:.3f} | {r['period']:.3f} / {r['steady_max']:.3f} ({r['steady_placed']:.0f}) | {r['burst']:.2f} ({r['burst_placed']:,}) "
+            f"| {r['idle']:.3f} / {r['idle_max']:.3f} ({r['idle_rested']}/{periods_run(args)}) | {r['idle_full']:.3f} | {r['period']:.3f} / {r['steady_max']:.3f} ({r['steady_placed']:.0f}) | {r['burst']:.2f} ({r['burst_placed']:,}) "
             f"| {r['burst_stream']:.2f} | {r['ends']:.2f} ({r['ends_placed']:,}) | {r['ends_next']:.2f} ({r['ends_next_placed']:,}) | {r['failover']:.2f} | {r['_reconcile']:.3f} | {r['build_snapshot']:.3f} "
             f"| {r['schedule']:.3f} | {r['apply_plan']:.3f} | {r['_actuate']:.3f} | {r['rss_mib']:.0f} ({r['rss_peak_mib']:.0f}) |",
             flush=True,

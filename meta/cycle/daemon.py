@@ -358,7 +358,7 @@ class Daemon:
             self._passed(cycle)
         except NotLeader as exc:
             self.reasons.forget()
-            self._forget_rest()
+            self.forget_rest()
             log.warning("lost leadership: %s", exc)
             self.launches.abandon()
             self.leadership = None
@@ -367,10 +367,10 @@ class Daemon:
         except SlurmError as exc:
             # Slurm unreachable or slow: an unknown, not a failure; try again next period
             report.error = f"slurm: {exc}"
-            self._forget_rest()
+            self.forget_rest()
         except Exception as exc:  # noqa: BLE001 - e.g. PostgreSQL restarting: wait and retry
             self.reasons.forget()  # a failed commit may have dropped what the memo believes stored
-            self._forget_rest()
+            self.forget_rest()
             log.exception("period failed")
             report.error = f"{type(exc).__name__}: {exc}"
         return report
@@ -398,7 +398,7 @@ class Daemon:
         if leadership is not None and self.leadership is None and not self._schema_known(leadership):
             leadership = None
         if leadership is None or self.leadership is None or leadership.epoch != self.leadership.epoch:
-            self._forget_rest()  # another leader may have taken the store's changes meanwhile
+            self.forget_rest()  # another leader may have taken the store's changes meanwhile
         with self._lease_lock:
             self.leadership = leadership
             self._renewed_at = renewing
@@ -494,8 +494,8 @@ class Daemon:
             evicted = evict_from_unusable_nodes(session, self.leadership, inventory.nodes, bad)
         report.preempting += len(evicted)
 
-    def _forget_rest(self) -> None:
-        """_forget_rest makes the next period read and pass in full (a failure, a change of leader)."""
+    def forget_rest(self) -> None:
+        """forget_rest makes the next period read and pass in full (a failure, a change of leader)."""
         self.quiet.forget()
         self.reconciler.calm.forget()
 
