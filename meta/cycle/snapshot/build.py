@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session
@@ -49,13 +49,26 @@ class SpecCache:
             spec = self._specs[job_id] = spec_from_json(row.spec_json)
         return spec
 
+    def parsed(self, job_id: str, spec_json: str) -> AnySpec:
+        """parsed returns the job's spec, parsing ``spec_json`` (its stored text, read already) only the first time."""
+        spec = self._specs.get(job_id)
+        if spec is None:
+            spec = self._specs[job_id] = spec_from_json(spec_json)
+        return spec
 
-def _spec_or_none(session: Session, specs: SpecCache, job_id: str) -> AnySpec | None:
+
+def _spec_of(session: Session, specs: SpecCache, job: JobFacts) -> AnySpec:
+    """_spec_of is the job's spec from the cache: a row of the views' facts carries its text, a Job has it joined."""
+    text = getattr(job, "spec_json", None)
+    return specs.get(session, job.id) if text is None else specs.parsed(job.id, text)
+
+
+def _spec_or_none(session: Session, specs: SpecCache, job: JobFacts) -> AnySpec | None:
     """_spec_or_none is the job's spec, or None when the current rules refuse what was stored."""
     try:
-        return specs.get(session, job_id)
+        return _spec_of(session, specs, job)
     except JOB_FAULTS as exc:
-        log.warning("job %s: stored spec refused (%s): its live attempt is reserved as placed", job_id, exc)
+        log.warning("job %s: stored spec refused (%s): its live attempt is reserved as placed", job.id, exc)
         return None
 
 
@@ -105,7 +118,26 @@ def share_to_json(share: NodeShare) -> dict[str, Any]:
     }
 
 
-def pending_task(job: Job, task: Task, spec: AnySpec, checkpoint_cluster: str = "") -> PendingTask:
+class JobFacts(Protocol):
+    """JobFacts is what describing a waiting task reads of its job (a Job, or a row of pending_view.JOB_FACTS)."""
+
+    id: str
+    tenant: str
+    kind: str
+    priority_class: str
+    submitted_at: datetime
+    short_id: str
+
+
+class TaskFacts(Protocol):
+    """TaskFacts is what describing a waiting task reads of it (a Task, or a row of pending_view.TASK_FACTS)."""
+
+    id: str
+    avoid_nodes: list[str]
+    attempts_made: int
+
+
+def pending_task(job: JobFacts, task: TaskFacts, spec: AnySpec, checkpoint_cluster: str = "") -> PendingTask:
     """pending_task describes one waiting task to the policy (``checkpoint_cluster``: checkpoint.site.resume_cluster)."""
     training = spec if isinstance(spec, TrainingSpec) else None
     deadline = spec.deadline if isinstance(spec, InferenceSpec) else None
@@ -137,14 +169,14 @@ def pending_task(job: Job, task: Task, spec: AnySpec, checkpoint_cluster: str = 
     )
 
 
-def _describe(session: Session, specs: SpecCache, job: Job, task: Task) -> PendingTask:
+def _describe(session: Session, specs: SpecCache, job: JobFacts, task: TaskFacts) -> PendingTask:
     """_describe is pending_task with the spec from the cache and the cluster a retry's checkpoint is readable on.
 
     The leader describes a waiting task again only when its row changes (pending_view.py), so the
     checkpoint query runs once per retry, not once per period.
     """
-    spec = specs.get(session, job.id)
-    return pending_task(job, task, spec, resume_cluster(session, task, spec))
+    spec = _spec_of(session, specs, job)
+    return pending_task(job, task, spec, resume_cluster(session, task, spec))  # type: ignore[arg-type]
 
 
 def reservation(job: Job, attempt: Attempt, spec: AnySpec | None, last_checkpoint: datetime | None) -> Reservation:
@@ -228,7 +260,7 @@ def build_snapshot(
     moment = now or utcnow()
     if live is not None:
         reservations = live.read(
-            session, lambda job, attempt, ckpt: reservation(job, attempt, _spec_or_none(session, specs, job.id), ckpt)
+            session, lambda job, attempt, ckpt: reservation(job, attempt, _spec_or_none(session, specs, job), ckpt)
         )
     else:
         reservations = _reservations(session, specs)
@@ -279,7 +311,7 @@ def _reservations(session: Session, specs: SpecCache) -> tuple[Reservation, ...]
 
     checkpoints = _last_checkpoints(session, [a.task_id for a in live])
     return tuple(
-        reservation(job_of(a.job_id), a, _spec_or_none(session, specs, a.job_id), checkpoints.get(a.task_id))
+        reservation(job_of(a.job_id), a, _spec_or_none(session, specs, job_of(a.job_id)), checkpoints.get(a.task_id))
         for a in live
     )
 

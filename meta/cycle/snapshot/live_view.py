@@ -15,19 +15,20 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import func, select
+from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
+from meta.cycle.snapshot.facts import ATTEMPT_FACTS, JOB_FACTS
 from meta.model.resources import ResourceVector
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState
 from meta.policy.snapshot import Reservation
 from meta.store.chunks import chunked
-from meta.store.models import Attempt, Checkpoint, Job
+from meta.store.models import Attempt, Checkpoint, Job, JobSpecRow
 
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
 _HOLDING = frozenset({AttemptState.RUNNING.value, AttemptState.STOPPING.value})  # held on Slurm's nodes
 
-Describe = Callable[[Job, Attempt, "datetime | None"], Reservation]
+Describe = Callable[[Row[Any], Row[Any], "datetime | None"], Reservation]  # (job facts, attempt facts, checkpoint)
 _Key = tuple[Any, ...]
 
 
@@ -80,13 +81,16 @@ class LiveView:
         checkpoints: dict[str, datetime],
         describe: Describe,
     ) -> dict[str, tuple[_Key, str, Reservation]]:
-        """_describe loads the full rows of ``attempt_ids`` (and their jobs) in chunks and describes each."""
+        """_describe reads the facts of ``attempt_ids`` and of their jobs (each job once) in chunks and describes each."""
         described: dict[str, tuple[_Key, str, Reservation]] = {}
+        jobs: dict[str, Row[Any]] = {}
         for chunk in chunked(attempt_ids):
-            for attempt, job in session.execute(
-                select(Attempt, Job).join(Job, Job.id == Attempt.job_id).where(Attempt.id.in_(chunk))
-            ):
-                reservation = describe(job, attempt, checkpoints.get(attempt.task_id))
+            attempts = session.execute(select(*ATTEMPT_FACTS).where(Attempt.id.in_(chunk))).all()
+            for job_chunk in chunked(sorted({attempt.job_id for attempt in attempts}.difference(jobs))):
+                query = select(*JOB_FACTS).join(JobSpecRow, JobSpecRow.job_id == Job.id).where(Job.id.in_(job_chunk))
+                jobs.update((job.id, job) for job in session.execute(query))
+            for attempt in attempts:
+                reservation = describe(jobs[attempt.job_id], attempt, checkpoints.get(attempt.task_id))
                 described[attempt.id] = (keys[attempt.id], attempt.state, reservation)
         return described
 

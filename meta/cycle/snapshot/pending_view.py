@@ -14,16 +14,17 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Text, or_, select, type_coerce
+from sqlalchemy import Row, Text, or_, select, type_coerce
 from sqlalchemy.orm import Session
 
+from meta.cycle.snapshot.facts import JOB_FACTS, TASK_FACTS
 from meta.model.errors import JOB_FAULTS
 from meta.model.states import TaskState
 from meta.policy.snapshot import PendingTask
 from meta.store.chunks import chunked
-from meta.store.models import Job, Task
+from meta.store.models import Job, JobSpecRow, Task
 
-Describe = Callable[[Job, Task], PendingTask]
+Describe = Callable[[Row[Any], Row[Any]], PendingTask]  # (job facts, task facts): rows of facts.py's columns
 
 
 class PendingView:
@@ -66,12 +67,17 @@ class PendingView:
         describe: Describe,
         quarantine: list[tuple[str, Exception]] | None,
     ) -> dict[str, tuple[tuple[Any, ...], PendingTask]]:
-        """_describe loads the full rows of ``task_ids`` in chunks and describes each one."""
+        """_describe reads the facts of ``task_ids`` and of their jobs (each job once) in chunks and describes each task."""
         described: dict[str, tuple[tuple[Any, ...], PendingTask]] = {}
+        jobs: dict[str, Row[Any]] = {}
         for chunk in chunked(task_ids):
-            for task, job in session.execute(select(Task, Job).join(Job, Job.id == Task.job_id).where(Task.id.in_(chunk))):
+            tasks = session.execute(select(*TASK_FACTS).where(Task.id.in_(chunk))).all()
+            for job_chunk in chunked(sorted({task.job_id for task in tasks}.difference(jobs))):
+                query = select(*JOB_FACTS).join(JobSpecRow, JobSpecRow.job_id == Job.id).where(Job.id.in_(job_chunk))
+                jobs.update((job.id, job) for job in session.execute(query))
+            for task in tasks:
                 try:
-                    described[task.id] = (keys[task.id], describe(job, task))
+                    described[task.id] = (keys[task.id], describe(jobs[task.job_id], task))
                 except JOB_FAULTS as exc:  # this job's data, not the cycle's: the caller quarantines it
                     if quarantine is not None:
                         quarantine.append((task.id, exc))
