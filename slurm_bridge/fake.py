@@ -20,6 +20,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
+from typing import Any
 
 from slurm_bridge import hostlist
 from slurm_bridge.errors import SlurmRejected, SlurmTransient, SlurmUnknownOutcome
@@ -184,6 +185,7 @@ class FakeSlurm:
         # faults
         self.submit_faults: deque[str] = deque()
         self.squeue_fault: Exception | None = None
+        self._listed: dict[int, tuple[tuple[Any, ...], list[SqueueJob]]] = {}  # job id -> (what it shows, its rows)
         self.sacct_fault: Exception | None = None
         self.cancel_fault: Exception | None = None  # scancel (with or without a signal) fails
         # how a job ends when advance() finishes it: (state, exit code) by attempt id
@@ -481,6 +483,21 @@ class FakeSlurm:
         job.state, job.exit_code, job.signal, job.ended_at = state, exit_code, signal, _now()
 
     def _squeue_records(self, job: FakeJob) -> list[SqueueJob]:
+        """_squeue_records are the job's squeue rows, built again only when something they show changed.
+
+        A benchmark's 10,000 running jobs would otherwise cost the fake more than the daemon
+        spends reading them; the rows are immutable, so handing out the same ones is safe.
+        """
+        key = (job.name, job.comment, job.state, job.account, tuple(job.components), job.exit_code, job.signal,
+               job.submitted_at, job.started_at, job.ended_at, job.uid)  # fmt: skip
+        cached = self._listed.get(job.job_id)
+        if cached is not None and cached[0] == key:
+            return cached[1]
+        records = self._build_squeue_records(job)
+        self._listed[job.job_id] = (key, records)
+        return records
+
+    def _build_squeue_records(self, job: FakeJob) -> list[SqueueJob]:
         het = len(job.components) > 1
         records = []
         for offset, nodes in enumerate(job.components):
