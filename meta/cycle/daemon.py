@@ -72,7 +72,14 @@ from meta.cycle.inventory.shares import SharesSync
 from meta.cycle.lease import Leadership, NotLeader, fence, release, renew, try_acquire
 from meta.cycle.metrics import Metrics
 from meta.cycle.outputs import Finalizing, commit_on_success, finalize_jobs
-from meta.cycle.period_metrics import count_placements, deadline_outcomes, publish, store_counts
+from meta.cycle.period_metrics import (
+    Oldest,
+    age_oldest,
+    count_placements,
+    deadline_outcomes,
+    publish,
+    store_counts,
+)
 from meta.cycle.reconcile import Reconciler, ReconcileSettings
 from meta.cycle.reconcile.cancellers import CancellerLookup
 from meta.cycle.snapshot.build import SpecCache, build_snapshot
@@ -272,6 +279,7 @@ class Daemon:
         self.quiet = QuietWatch(config.quiet_max_s)  # when a period may reuse the last pass
         self._inputs: Inputs | None = None  # what this period's steps 7 to 9 read besides the store
         self._rates: dict[str, float] = {}  # the live attempts' usage rates at the last full pass
+        self._oldest: Oldest | None = None  # the earliest waits at the last full pass: resting ages them
 
     # --- the loop ------------------------------------------------------------------------------
 
@@ -521,10 +529,13 @@ class Daemon:
         """_rest runs a quiet period's remaining steps: usage accrues at the last pass's rates, launches and outputs go on."""
         self._placed = []
         report.rested = True
+        now = utcnow()
         with self.db.session() as session:
-            accrue(session, self.config.scheduler, utcnow(), self._rates)  # 10. usage
+            accrue(session, self.config.scheduler, now, self._rates)  # 10. usage
         self._actuate(report)  # 13
         self._outputs()  # 14
+        if self._oldest is not None:
+            age_oldest(self.metrics, self._oldest, now.timestamp())  # 15: waits grow; the other gauges hold
 
     def _passed(self, cycle: _Cycle) -> None:
         """_passed tells the quiet watch a full pass committed, and when time alone changes its plan."""
@@ -661,7 +672,7 @@ class Daemon:
         assert cycle.snapshot is not None and cycle.plan is not None
         with self.db.session() as session:
             depth, attempts = store_counts(session)
-        publish(
+        self._oldest = publish(
             self.metrics, cycle.snapshot, cycle.plan, self.config.scheduler, skipped=cycle.skipped, depth=depth,
             attempts=attempts, clusters=site_clusters(self.client), drained=cycle.drained,
         )

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime
 
 from sqlalchemy import func, select
@@ -124,10 +125,18 @@ def share_values(snapshot: Snapshot, tenants: Iterable[str]) -> tuple[dict[Label
     )
 
 
+@dataclass(frozen=True)
+class Oldest:
+    """Oldest is each tenant's earliest waiting submit time, and every tenant the gauge shows."""
+
+    earliest: dict[str, float]
+    names: list[str]
+
+
 def waiting_values(
     snapshot: Snapshot, plan: Plan, tenants: Iterable[str], skipped: Collection[str] = ()
-) -> tuple[dict[Labels, float], ...]:
-    """waiting_values is (waiting tasks per tenant and reason, oldest wait per tenant, overdue tasks per tenant).
+) -> tuple[dict[Labels, float], Oldest, dict[Labels, float]]:
+    """waiting_values is (waiting tasks per tenant and reason, each tenant's earliest waiting submit, overdue tasks per tenant).
 
     A task placed this period no longer waits; one whose placement did not commit still does.
     """
@@ -152,9 +161,18 @@ def waiting_values(
             late[reservation.tenant] += 1
     names = sorted({*tenants, *earliest, *late, *(tenant for tenant, _ in counts)})
     by_reason: dict[Labels, float] = {(n, code.value): counts.get((n, code), 0) for n in names for code in ReasonCode}
-    oldest: dict[Labels, float] = {(n,): max(0.0, now - earliest.get(n, now)) for n in names}
     overdue: dict[Labels, float] = {(n,): late.get(n, 0) for n in names}
-    return by_reason, oldest, overdue
+    return by_reason, Oldest(earliest, names), overdue
+
+
+def oldest_values(oldest: Oldest, now: float) -> dict[Labels, float]:
+    """oldest_values is the oldest wait per tenant at ``now`` (0 for a tenant with nothing waiting)."""
+    return {(n,): max(0.0, now - oldest.earliest.get(n, now)) for n in oldest.names}
+
+
+def age_oldest(metrics: Metrics, oldest: Oldest, now: float) -> None:
+    """age_oldest moves the oldest-wait gauge to ``now`` while the daemon rests (the rest of the gauges hold)."""
+    set_all(metrics.oldest_pending, oldest_values(oldest, now))
 
 
 def capacity_values(snapshot: Snapshot, plan: Plan, types: Iterable[str]) -> tuple[dict[Labels, float], ...]:
@@ -231,8 +249,8 @@ def publish(
     attempts: Mapping[str, int],
     clusters: Iterable[str] = (),
     drained: Collection[str] = (),
-) -> None:
-    """publish sets every cycle gauge from this period's snapshot, plan and store counts.
+) -> Oldest:
+    """publish sets every cycle gauge from this period's snapshot, plan and store counts; the earliest waits, to age while resting.
 
     ``clusters`` are the Slurm clusters the daemon asks (none on a single-cluster site),
     ``drained`` the ones an admin drained.
@@ -250,9 +268,10 @@ def publish(
         set_all(gauge, values)
     for gauge, values in zip((metrics.weight, metrics.usage, metrics.usage_ratio), share_values(snapshot, tenants), strict=True):
         set_all(gauge, values)
-    waiting = waiting_values(snapshot, plan, tenants, skipped)
-    for gauge, values in zip((metrics.pending_tasks, metrics.oldest_pending, metrics.overdue), waiting, strict=True):
-        set_all(gauge, values)
+    by_reason, oldest, overdue = waiting_values(snapshot, plan, tenants, skipped)
+    set_all(metrics.pending_tasks, by_reason)
+    set_all(metrics.oldest_pending, oldest_values(oldest, snapshot.now))
+    set_all(metrics.overdue, overdue)
     capacity = capacity_values(snapshot, plan, types)
     for gauge, values in zip((metrics.cluster_gpus, metrics.free_gpus, metrics.largest_gang), capacity, strict=True):
         set_all(gauge, values)
@@ -264,6 +283,7 @@ def publish(
         set_all(gauge, values)
     metrics.stranded_gpus.set(plan.fragmentation.stranded_gpus)
     metrics.aging_bound.set(config.max_wait_s)
+    return oldest
 
 
 def count_placements(

@@ -17,6 +17,7 @@ def test_the_next_wake_is_the_first_task_to_turn_aged_or_urgent() -> None:
     urgent = task("due", submit=NOW, runtime=100, deadline=NOW + 705)  # urgent at NOW + 5
     assert next_wake([old], NOW, CFG) == NOW + 10
     assert next_wake([old, urgent], NOW, CFG) == NOW + 5
+    assert next_wake([urgent], NOW + 5, CFG) == NOW + 705  # then late, at its deadline
     for moment, who in ((NOW + 10, old), (NOW + 5, urgent)):
         turned = is_aged if who is old else is_urgent
         assert not turned(who, moment - 0.001, CFG) and turned(who, moment, CFG)

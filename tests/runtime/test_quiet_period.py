@@ -196,3 +196,18 @@ def test_a_calm_reconcile_lasts_until_a_sighting_falls_due(busy, monkeypatch: py
     with service.db.session() as session:
         seen = session.scalars(select(Attempt.last_seen_at).where(Attempt.state == "running")).all()
     assert len(seen) == 4 and all(at.replace(tzinfo=None) == later.replace(tzinfo=None) for at in seen)
+
+
+def test_the_oldest_wait_keeps_growing_while_the_daemon_rests(busy, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: ANN001
+    service, fake, daemon, _ = busy
+
+    def oldest() -> float:
+        value = daemon.metrics.registry.get_sample_value("metasched_oldest_pending_seconds", {"tenant": "acme"})
+        assert value is not None
+        return value
+
+    before = oldest()
+    later = utcnow() + timedelta(seconds=20)
+    monkeypatch.setattr(daemon_module, "utcnow", lambda: later)
+    assert _period(daemon, fake).rested
+    assert oldest() >= before + 19
