@@ -86,6 +86,9 @@ _GIVEN = (ParameterSource.COMMANDLINE, ParameterSource.ENVIRONMENT)  # a default
 @click.option("--dark-cluster-grace", type=_float("dark_cluster_grace"), default=DEFAULTS.dark_cluster_grace,
               show_default=True, help="Several clusters: seconds a cluster may not answer before its inference "
               "partitions are replayed on another (their output commits are fenced; training waits).")
+@click.option("--quiet-max", type=_float("quiet_max"), default=DEFAULTS.quiet_max, show_default=True,
+              help="Seconds a quiet period (nothing changed) may reuse the last scheduling pass before a full "
+              "one (0 = a full pass every period).")
 @click.option("--holder", default=DEFAULTS.holder, help="Replica name for leader election (default host:pid).")
 @click.option("--once", is_flag=True, help="Run a single period and print its report.")
 @click.option("--exit-when-idle", is_flag=True, help="Exit once no task waits and no attempt is live.")

@@ -188,6 +188,7 @@ def daemon_config(settings: ServeSettings, scheduler: SchedulerConfig, log_dir: 
         decisions=decision_log(settings),
         managed_partitions=settings.managed_partitions,
         site_name=settings.site_name,
+        quiet_max_s=settings.quiet_max,
     )
     if settings.holder:  # else DaemonConfig's own default, host:pid
         config.holder = settings.holder

@@ -51,6 +51,7 @@ class ServeSettings:
     unknown_window: float = ReconcileSettings.unknown_window_s
     lost_grace: float = ReconcileSettings.lost_grace_s
     dark_cluster_grace: float = ReconcileSettings.dark_grace_s or 600.0
+    quiet_max: float = DaemonConfig.quiet_max_s  # a quiet period reuses the last pass this long at most (0: never)
     slurm_bin_dir: str | None = None  # None: PATH
     state_dir: str | None = None  # None: meta.config.paths.default_state_dir()
     log_dir: str | None = None  # None: <state_dir>/logs
@@ -90,6 +91,7 @@ LIMITS: dict[str, tuple[float | None, float | None]] = {
     "unknown_window": (0, None),
     "lost_grace": (0, None),
     "dark_cluster_grace": (0, None),
+    "quiet_max": (0, 3600),
     "metrics_port": (0, 65535),
     "decision_max_rows": (0, None),
     "decision_alternatives": (0, 20),
