@@ -13,9 +13,16 @@ from __future__ import annotations
 import tempfile
 from datetime import timedelta
 
+import pytest
 from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
-from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+from hypothesis.stateful import (
+    RuleBasedStateMachine,
+    invariant,
+    precondition,
+    rule,
+    run_state_machine_as_test,
+)
 from sqlalchemy import select
 
 from meta.cycle.snapshot.build import SpecCache, build_snapshot
@@ -29,6 +36,7 @@ from meta.store.db import Database
 from meta.store.lifecycle import attempt_event
 from meta.store.migrate import upgrade
 from meta.store.models import Attempt, Job, Task
+from meta.store.reset import truncate_all
 from tests.runtime.support import node_state, place, share
 
 NODES = [node_state("node1"), node_state("node2")]
@@ -37,10 +45,15 @@ NODES = [node_state("node1"), node_state("node2")]
 class PendingViewMachine(RuleBasedStateMachine):
     """PendingViewMachine drives the store at random and compares the view with a fresh read."""
 
-    def __init__(self) -> None:
+    def __init__(self, db: Database | None = None) -> None:
         super().__init__()
-        self.db = Database(f"sqlite:///{tempfile.mkdtemp()}/view.sqlite")
-        upgrade(self.db.engine, self.db.url)
+        self.owned = db is None  # a SQLite file of its own, else PostgreSQL (emptied: one example at a time)
+        if db is None:
+            db = Database(f"sqlite:///{tempfile.mkdtemp()}/view.sqlite")
+            upgrade(db.engine, db.url)
+        else:
+            truncate_all(db)
+        self.db = db
         self.service = Service(self.db)
         self.specs = SpecCache()
         self.view = PendingView()
@@ -135,13 +148,21 @@ class PendingViewMachine(RuleBasedStateMachine):
         assert schedule(viewed, record=3, repeats=True) == schedule(fresh, record=3, repeats=False)
 
     def teardown(self) -> None:
-        self.db.dispose()
+        if self.owned:
+            self.db.dispose()
 
 
-PendingViewMachine.TestCase.settings = settings(
+MACHINE_SETTINGS = settings(
     max_examples=25, stateful_step_count=25, deadline=None, suppress_health_check=[HealthCheck.too_slow]
 )
+PendingViewMachine.TestCase.settings = MACHINE_SETTINGS
 test_pending_view_matches_the_store = PendingViewMachine.TestCase
+
+
+@pytest.mark.postgres
+def test_pending_view_matches_the_store_on_postgres(pg_database: Database) -> None:
+    """On PostgreSQL the view's queue follows only the rows written since its last read (waiting_queue.py)."""
+    run_state_machine_as_test(lambda: PendingViewMachine(pg_database), settings=MACHINE_SETTINGS)
 
 
 def test_unchanged_tasks_are_not_described_again(service: Service) -> None:

@@ -324,7 +324,7 @@ def _pending_candidates(
         select(Task, Job)
         .join(Job, Job.id == Task.job_id)
         .where(Task.state == TaskState.PENDING.value, Job.cancel_requested.is_(False))
-        .order_by(Job.submitted_at, Task.index)
+        .order_by(Job.submitted_at, Task.index, Task.id)
     ).all()
     candidates = []
     for task, job in rows:

@@ -1,8 +1,9 @@
 """Cycle step 7 (snapshot), the waiting tasks: the leader keeps each one's description and rebuilds only what changed.
 
 Loading every waiting task and its job through the ORM each period made the snapshot grow by
-tens of microseconds per waiting task. The view reads only a few columns per waiting task (id,
-version, the fields that shape its description) and loads full rows only for tasks it has not
+tens of microseconds per waiting task. The view takes each waiting task's key (version, the
+fields that shape its description) from the waiting queue (``waiting_queue.py``: on PostgreSQL
+only the rows written since the last read) and loads full rows only for tasks it has not
 described yet or whose row changed. A task's version moves with every write to it, and a job's
 spec never changes, so an unchanged key means an unchanged description; the store stays the
 truth, and a new leader simply starts with an empty view.
@@ -14,12 +15,12 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import Row, Text, or_, select, type_coerce
+from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
 from meta.cycle.snapshot.facts import JOB_FACTS, TASK_FACTS
+from meta.cycle.snapshot.waiting_queue import WaitingQueue
 from meta.model.errors import JOB_FAULTS
-from meta.model.states import TaskState
 from meta.policy.snapshot import PendingTask
 from meta.store.chunks import chunked
 from meta.store.models import Job, JobSpecRow, Task
@@ -33,23 +34,13 @@ class PendingView:
     def __init__(self) -> None:
         self._described: dict[str, tuple[tuple[Any, ...], PendingTask]] = {}
         self.rebuilt = 0  # descriptions built in the last read (the rest were reused)
+        self.queue = WaitingQueue()  # every waiting task's key, in order (kept between reads on PostgreSQL)
 
     def read(
         self, session: Session, moment: datetime, describe: Describe, quarantine: list[tuple[str, Exception]] | None
     ) -> list[PendingTask]:
-        """read returns the waiting tasks eligible at ``moment`` in queue order (submit time, index)."""
-        rows = session.execute(
-            # avoid_nodes as its stored text: decoding JSON for every waiting task each period is the cost saved
-            select(Task.id, Task.version, type_coerce(Task.avoid_nodes, Text), Job.priority_class)
-            .join(Job, Job.id == Task.job_id)
-            .where(
-                Task.state == TaskState.PENDING.value,
-                Job.cancel_requested.is_(False),
-                or_(Task.not_before.is_(None), Task.not_before <= moment),  # retry backoff has passed
-            )
-            .order_by(Job.submitted_at, Task.index)
-        ).all()
-        keys = {task_id: (version, avoid, priority) for task_id, version, avoid, priority in rows}
+        """read returns the waiting tasks eligible at ``moment`` in queue order (submit time, index, id)."""
+        keys = self.queue.read(session, moment)
         old = self._described
         stale = [t for t, key in keys.items() if t not in old or old[t][0] != key]
         fresh = self._describe(session, stale, keys, describe, quarantine)
