@@ -175,3 +175,22 @@ def test_unchanged_tasks_are_not_described_again(service: Service) -> None:
         assert view.rebuilt == 3
         again = build_snapshot(session, NODES, specs, view=view)
         assert view.rebuilt == 0 and len(again.pending) == 3
+
+
+@pytest.mark.postgres
+def test_on_postgres_the_queue_follows_the_rows_written_since_its_last_read(pg_service: Service) -> None:
+    def evaluation(name: str) -> None:
+        pg_service.submit(spec_from_dict({"kind": "evaluation", "name": name, "tenant": "acme", "command": "run",
+                                          "resources": {"cpus": 1, "memory": "1G", "gpus": 1}}))  # fmt: skip
+
+    for i in range(3):
+        evaluation(f"e{i}")
+    view, specs = PendingView(), SpecCache()
+    with pg_service.db.session() as session:
+        assert len(build_snapshot(session, NODES, specs, view=view).pending) == 3
+    assert view.queue.changed_rows == -1  # a new view reads the queue in full
+    evaluation("e3")
+    with pg_service.db.session() as session:
+        assert len(build_snapshot(session, NODES, specs, view=view).pending) == 4
+    # the rows written since (a transaction still open elsewhere on the server may bring back a few more)
+    assert view.queue.changed_rows >= 1 and view.rebuilt == 1
