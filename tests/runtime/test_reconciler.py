@@ -519,3 +519,69 @@ def test_a_steady_sighting_is_stored_only_when_due_and_lost_counts_from_the_last
     # the store's sighting is 19 s older than the remembered one: lost counts from the remembered one
     assert run(SETTINGS.renew_every_s + 20 + SETTINGS.lost_grace_s - 5).lost == []
     assert run(SETTINGS.renew_every_s + 20 + SETTINGS.lost_grace_s + 1).lost == [attempt_id]
+
+
+def _fences(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """_fences counts the reconciler's fenced transactions (one fence each)."""
+    import meta.cycle.reconcile.reconciler as reconciler_module
+
+    calls: list[int] = []
+    real = reconciler_module.fence
+
+    def counted(session, leadership):  # noqa: ANN001, ANN202 - the wrapped fence's own
+        calls.append(1)
+        return real(session, leadership)
+
+    monkeypatch.setattr(reconciler_module, "fence", counted)
+    return calls
+
+
+def test_a_few_ends_among_many_steady_jobs_are_one_transaction(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    import meta.cycle.reconcile.reconciler as reconciler_module
+
+    monkeypatch.setattr(reconciler_module, "_CHUNK", 4)  # 12 running jobs are 3 chunks of live rows
+    fake = FakeSlurm()
+    leadership = lead(service.db)
+    launched = [_launched(service, fake, training(name=f"many-{i}")) for i in range(12)]
+    reconciler = Reconciler(service.db, fake, SETTINGS)
+    reconciler.apply(observe(fake, reconciler.since(), site=reconciler.site), leadership)  # all running, stored
+    fences = _fences(monkeypatch)
+    assert reconciler.apply(observe(fake, reconciler.since(), site=reconciler.site), leadership).transitions == 0
+    assert fences == []  # steady, no sighting due: nothing written, no transaction
+    ended = [launched[i] for i in (1, 6, 11)]
+    for _, _, job in ended:
+        fake.finish(job.job_id, "COMPLETED", 0)
+    assert reconciler.apply(observe(fake, reconciler.since(), site=reconciler.site), leadership).transitions == 3
+    assert len(fences) == 1  # the ends are the period's work, whatever else runs
+    for t, attempt_id, _ in ended:
+        _assert_succeeded(service, t, attempt_id)
+    assert {attempt(service.db, a).state for i, (_, a, _) in enumerate(launched) if i not in (1, 6, 11)} == {"running"}
+
+
+def test_work_larger_than_a_chunk_is_cut_into_transactions(service: Service, monkeypatch: pytest.MonkeyPatch) -> None:
+    import meta.cycle.reconcile.reconciler as reconciler_module
+
+    monkeypatch.setattr(reconciler_module, "_CHUNK", 2)
+    fake = FakeSlurm()
+    leadership = lead(service.db)
+    launched = [_launched(service, fake, training(name=f"cut-{i}")) for i in range(5)]
+    fences = _fences(monkeypatch)
+    result, _ = _reconcile(service, fake, leadership)
+    assert result.transitions == 5 and len(fences) == 3  # 2 + 2 + 1 starts
+    for t, attempt_id, _ in launched:
+        assert attempt(service.db, attempt_id).state == AttemptState.RUNNING.value
+        assert task(service.db, t).state == TaskState.RUNNING.value
+
+
+def test_batches_keep_every_attempt_once_and_respect_the_size() -> None:
+    from meta.cycle.reconcile.batches import batches
+
+    key_a = (AttemptState.LAUNCHING, AttemptState.RUNNING, "Slurm RUNNING", None)
+    key_b = (AttemptState.RUNNING, AttemptState.SUCCEEDED, "Slurm COMPLETED", 0)
+    groups = {key_a: {f"a{i}": f"s{i}" for i in range(5)}, key_b: {"b0": "t0"}}
+    cut = list(batches(groups, ["x", "y"], ["r0", "r1", "r2"], 4))
+    assert [b.size for b in cut] == [4, 4, 3]
+    seen = [a for b in cut for g in b.groups.values() for a in g] + [a for b in cut for a in b.alone + b.renew]
+    assert sorted(seen) == sorted([*groups[key_a], "b0", "x", "y", "r0", "r1", "r2"])
+    assert cut[1].groups[key_a] == {"a4": "s4"} and cut[1].groups[key_b] == {"b0": "t0"}  # stimuli kept
+    assert list(batches({}, [], [], 4)) == []

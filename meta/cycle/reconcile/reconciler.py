@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session
 
 from meta.cycle.lease import Leadership, fence
 from meta.cycle.reconcile.attribution import CancelAttribution
+from meta.cycle.reconcile.batches import Batch, batches
 from meta.cycle.reconcile.calm import CalmMemo
 from meta.cycle.reconcile.cancellers import Canceller
 from meta.cycle.reconcile.dark import on_dark_cluster, replay_if_dark_too_long
@@ -27,7 +28,6 @@ from meta.cycle.reconcile.unseen import unseen
 from meta.model.durations import utcnow
 from meta.model.errors import JOB_FAULTS, ConcurrentModification, StaleFencingToken, invalid_spec_reason
 from meta.model.states import IllegalTransition
-from meta.store.chunks import chunked
 from meta.store.db import Database
 from meta.store.lifecycle import quarantine_attempt
 from meta.store.models import Attempt
@@ -36,7 +36,7 @@ from slurm_bridge.client import SlurmClient
 from slurm_bridge.clusters import unreachable_clusters
 
 log = logging.getLogger("metasched.reconciler")
-_CHUNK = 1000  # attempts per reconcile transaction (steady ones cost a row read each)
+_CHUNK = 1000  # attempts per reconcile transaction (followed alone, each costs a row read)
 
 
 class Reconciler:
@@ -113,46 +113,47 @@ class Reconciler:
     def apply(self, observation: Observation, leadership: Leadership) -> ReconcileResult:
         """apply follows every live attempt and cancels orphans, from one observation.
 
-        Attempts are handled in chunks, one fenced transaction per chunk and a savepoint per
-        attempt: a period costs a few commits however many jobs run, and one attempt that lost a
-        race (a user cancel at the same moment) is simply looked at again next period.
+        Only what Slurm changed is written (batches.py): clean moves in bulk, the rest one by one
+        in a savepoint each, steady attempts only when their stored sighting is due — one fenced
+        transaction per batch of at most a chunk of attempts, none when nothing moved. One
+        attempt that lost a race (a user cancel at the same moment) is simply looked at again
+        next period.
         """
         result = ReconcileResult(slurm_reads=observation.calls)
         with self.db.session() as session:  # read again: the observation may be older than this call
             rows = live_rows(session)
         live_ids = [row.id for row in rows]
         self._screen(observation, result)
-        wrote = False
-        for chunk_rows in chunked(rows, _CHUNK):
-            chunk = [row.id for row in chunk_rows]
-            steady, groups = classify(chunk_rows, observation)
-            if self._quiet(chunk, steady, groups, observation):
-                continue  # every attempt steady and its sighting fresh: no transaction at all
-            wrote = True
+        steady, groups = classify(rows, observation)
+        grouped = {attempt_id for stimuli in groups.values() for attempt_id in stimuli}
+        calm = set(steady) | grouped
+        alone = [row.id for row in rows if row.id not in calm]
+        due = self.sightings.due(steady, observation.at)
+        for batch in batches(groups, alone, due, _CHUNK):
             with self.db.session() as session:
                 fence(session, leadership)
-                done = set(steady)
-                reading: set[str] = set()  # succeeded, output still being read: only their sighting is new
-                for key, stimuli in groups.items():
-                    if move_together(session, key, stimuli, observation.at, result, self.sightings, self.on_success,
-                                     reading):  # fmt: skip
-                        done.update(stimuli)
-                done.update(reading)
-                for attempt_id in chunk:
-                    if attempt_id not in done and self._can_judge(attempt_id, observation):
-                        self._follow(session, attempt_id, observation, result)
-                self.sightings.renew(session, steady + sorted(reading), observation.at)
+                self._work(session, batch, observation, result)
         self.sightings.keep(live_ids)
         self.claims.keep(set(live_ids) | _named(observation))
         cancel_orphans(observation, set(live_ids), set(self._live_ids()), result, self._scancel)
-        self.calm.remember(result, observation, live_ids, wrote)
+        self.calm.remember(result, observation, live_ids, wrote=bool(groups or alone or due))
         return result
 
-    def _quiet(self, chunk: list[str], steady: list[str], groups: dict, observation: Observation) -> bool:
-        """_quiet: the chunk needs no write — nothing moves, nothing to judge alone, no sighting due (issue 24)."""
-        if groups or len(steady) != len(chunk):
-            return False
-        return self.sightings.none_due(steady, observation.at)
+    def _work(self, session: Session, batch: Batch, observation: Observation, result: ReconcileResult) -> None:
+        """_work does one batch in its transaction: bulk moves, the one-by-one path (and failed groups), due sightings."""
+        done: set[str] = set()
+        reading: set[str] = set()  # succeeded, output still being read: only their sighting is new
+        members = [attempt_id for stimuli in batch.groups.values() for attempt_id in stimuli]
+        for key, stimuli in batch.groups.items():
+            # a refused output leaves ``stimuli`` (move_together): it takes the one-by-one path below
+            if move_together(session, key, stimuli, observation.at, result, self.sightings, self.on_success,
+                             reading):  # fmt: skip
+                done.update(stimuli)
+        done.update(reading)
+        for attempt_id in [a for a in members if a not in done] + batch.alone:
+            if self._can_judge(attempt_id, observation):
+                self._follow(session, attempt_id, observation, result)
+        self.sightings.renew(session, batch.renew + sorted(reading), observation.at)
 
     def _claims(self, attempt_ids: Collection[str] | None = None) -> Claims:
         """_claims are the recorded ids and run-as users of ``attempt_ids`` (None: the live attempts)."""

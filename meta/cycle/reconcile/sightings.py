@@ -62,15 +62,13 @@ class Sightings:
         """_due is the moment a sighting stored at or before it must be written again."""
         return now - self._interval()
 
-    def none_due(self, attempt_ids: list[str], now: datetime) -> bool:
-        """none_due notes these attempts seen at ``now`` and tells whether none of their stored sightings is due (nothing to write)."""
-        due = self._due(now)
+    def due(self, attempt_ids: list[str], now: datetime) -> list[str]:
+        """due notes these attempts seen at ``now`` and returns those whose stored sighting must be written again."""
+        limit = self._due(now)
         stored = self.stored_at
-        if any((at := stored.get(a)) is None or at <= due for a in attempt_ids):
-            return False
         for attempt_id in attempt_ids:
             self.seen_at[attempt_id] = now
-        return True
+        return [a for a in attempt_ids if (at := stored.get(a)) is None or at <= limit]
 
     def renew(self, session: Session, attempt_ids: list[str], now: datetime) -> None:
         """renew records a sighting and renews the lease of steady attempts whose stored one is due, in one statement."""
