@@ -26,6 +26,7 @@ from hypothesis.stateful import (
 from sqlalchemy import select
 
 from meta.cycle.snapshot.build import SpecCache, build_snapshot
+from meta.cycle.snapshot import pending_view
 from meta.cycle.snapshot.pending_view import PendingView
 from meta.model.durations import utcnow
 from meta.model.spec import spec_from_dict
@@ -163,6 +164,14 @@ test_pending_view_matches_the_store = PendingViewMachine.TestCase
 def test_pending_view_matches_the_store_on_postgres(pg_database: Database) -> None:
     """On PostgreSQL the view's queue follows only the rows written since its last read (waiting_queue.py)."""
     run_state_machine_as_test(lambda: PendingViewMachine(pg_database), settings=MACHINE_SETTINGS)
+
+
+@pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def test_a_view_reading_the_whole_queue_matches_the_store(backend: str, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Most of the queue to describe (a new leader) is read in two statements over the waiting rows: the same answer."""
+    monkeypatch.setattr(pending_view, "_WHOLE_QUEUE_FROM", 2)
+    db = request.getfixturevalue("pg_database") if backend == "postgres" else None
+    run_state_machine_as_test(lambda: PendingViewMachine(db), settings=MACHINE_SETTINGS)
 
 
 def test_unchanged_tasks_are_not_described_again(service: Service) -> None:

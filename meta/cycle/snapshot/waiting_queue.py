@@ -30,7 +30,7 @@ Place = tuple[datetime, int, str]  # (submitted, index, task id): the queue's or
 
 _COLUMNS = (Task.id, Task.version, type_coerce(Task.avoid_nodes, Text), Job.priority_class, Job.submitted_at,
             Task.index, Task.not_before)  # fmt: skip
-_WAITING = (Task.state == TaskState.PENDING.value, Job.cancel_requested.is_(False))
+WAITING = (Task.state == TaskState.PENDING.value, Job.cancel_requested.is_(False))  # a waiting task (tasks joined to jobs)
 # the oldest transaction the statement's snapshot may not have seen: rows newer than it are read again
 _HORIZON = select(func.pg_snapshot_xmin(func.pg_current_snapshot()).cast(Text))
 
@@ -74,7 +74,7 @@ class WaitingQueue:
 
     def _load(self, session: Session) -> None:
         """_load reads every waiting task (one statement, in queue order)."""
-        rows = session.execute(select(*_COLUMNS).join(Job, Job.id == Task.job_id).where(*_WAITING)).all()
+        rows = session.execute(select(*_COLUMNS).join(Job, Job.id == Task.job_id).where(*WAITING)).all()
         self._tasks = {row[0]: _waiting(row) for row in rows}
         self._order = sorted(waiting.place for waiting in self._tasks.values())
         self.changed_rows = -1
@@ -97,7 +97,7 @@ class WaitingQueue:
         if removed:
             self._order = [place for place in self._order if place[2] not in removed]
         self.changed_rows = len(rows)
-        count = session.scalar(select(func.count()).select_from(Task).join(Job, Job.id == Task.job_id).where(*_WAITING))
+        count = session.scalar(select(func.count()).select_from(Task).join(Job, Job.id == Task.job_id).where(*WAITING))
         return count == len(self._tasks)
 
     def _put(self, task_id: str, waiting: Waiting) -> None:
