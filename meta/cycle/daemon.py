@@ -19,7 +19,7 @@ One period, in order:
    a Slurm cancel of one still waiting cancels it (step 13 releases placed ones instead of sbatch).
 6. health (``health.py``): evict whole attempts from nodes drained or down past a grace.
    Then a quiet period (``snapshot/quiet.py``) — no write to what steps 7 to 9 read, the same nodes, a last
-   pass that acted on nothing, its time not up — skips 7 to 9, 11, 12 and 15 and reuses that pass.
+   pass that placed and preempted nothing, its time not up — skips 7 to 9, 11, 12 and 15 and reuses that pass.
 7. snapshot (``snapshot/``): one consistent read of pending tasks, live attempts and tenants.
 8. gates (``snapshot/gates.py``): held, dependent and not-yet-begun jobs wait before the policy,
    with their reason; jobs whose dependency can never be met and asked for it are cancelled.
@@ -57,7 +57,7 @@ from sqlalchemy.orm import Session
 from checkpoint.owner_workers import OutputCaps, OutputWorkers
 from meta.config.period import DEFAULT_PERIOD_S
 from meta.cycle.actuate.actuator import SUBMIT_PARALLEL, ActuationResult, Actuator
-from meta.cycle.actuate.holds import HoldSync, desired_holds
+from meta.cycle.actuate.holds import HoldSync, desired_holds, holds_due
 from meta.cycle.actuate.launch_order import by_placement, round_robin_by_tenant
 from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.actuate.launch_pool import LaunchPool
@@ -541,9 +541,9 @@ class Daemon:
         """_passed tells the quiet watch a full pass committed, and when time alone changes its plan."""
         assert cycle.snapshot is not None and cycle.plan is not None and cycle.gated is not None
         now = cycle.started_at.timestamp()
-        wake = next_wake(cycle.snapshot.pending, now, self.config.scheduler)
-        if cycle.gated.wake_at is not None:
-            wake = cycle.gated.wake_at if wake is None else min(wake, cycle.gated.wake_at)
+        moments = (next_wake(cycle.snapshot.pending, now, self.config.scheduler), cycle.gated.wake_at,
+                   holds_due(cycle.plan.held))  # fmt: skip
+        wake = min((at for at in moments if at is not None), default=None)
         self.quiet.passed(self._inputs, cycle.plan, now, wake)
 
     def _snapshot(self, inventory: Inventory) -> _Cycle:

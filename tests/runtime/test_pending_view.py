@@ -25,8 +25,8 @@ from hypothesis.stateful import (
 )
 from sqlalchemy import select
 
-from meta.cycle.snapshot.build import SpecCache, build_snapshot
 from meta.cycle.snapshot import pending_view
+from meta.cycle.snapshot.build import SpecCache, build_snapshot
 from meta.cycle.snapshot.pending_view import PendingView
 from meta.model.durations import utcnow
 from meta.model.spec import spec_from_dict

@@ -5,7 +5,8 @@ begin time, two tenants), cancels, holds and releases, Slurm ending jobs, nodes
 added, drained and taken by foreign work, the clock moving by seconds to hours, and a new leader
 (a replica with empty memory). After every step the daemon runs one period; whenever that period
 rested, a pass from scratch — new views, the nodes minus foreign work, the gates, the policy, at
-the daemon's own "now" — must place, preempt and hold nothing.
+the daemon's own "now" — must place and preempt nothing, and hold exactly the gangs the last
+full pass held (a rest keeps their reservations).
 """
 
 from __future__ import annotations
@@ -43,8 +44,15 @@ CLOCKED = [importlib.import_module(name) for name in
            ("meta.cycle.daemon", "meta.cycle.reconcile.reconciler", "meta.cycle.reconcile.observe")]  # fmt: skip
 
 
+def _holds(held) -> set[tuple]:  # noqa: ANN001 - HeldReservation items
+    """_holds is what a hold promises: the task, its nodes, its planned start."""
+    return {(h.task_id, tuple(sorted(h.nodes)), h.planned_start, h.preempting) for h in held}
+
+
 class QuietMachine(RuleBasedStateMachine):
     """QuietMachine changes the store, Slurm and the clock at random; a rested period must have missed nothing."""
+
+    holding_rests = 0  # over all examples: rests on a pass that held a gang (the case is reached)
 
     def __init__(self) -> None:
         super().__init__()
@@ -61,6 +69,7 @@ class QuietMachine(RuleBasedStateMachine):
         self.daemon = self._replica()
         self.counter = 0
         self.rested = 0
+        self.rested_holding = 0  # rests on a pass that held a gang
 
     def _now(self) -> datetime:
         return utcnow() + self.offset
@@ -76,10 +85,11 @@ class QuietMachine(RuleBasedStateMachine):
             return list(dict.fromkeys(session.scalars(query)))
 
     @rule(gpus=st.sampled_from([2, 4, 8]), tenant=st.sampled_from(["acme", "beta"]),
-          begin_s=st.sampled_from([None, None, 20, 3600]))
-    def submit(self, gpus: int, tenant: str, begin_s: int | None) -> None:
+          begin_s=st.sampled_from([None, None, 20, 3600]), workers=st.sampled_from([1, 1, 2]))
+    def submit(self, gpus: int, tenant: str, begin_s: int | None, workers: int) -> None:
         self.counter += 1
-        fields: dict = {"resources": {"cpus": 4, "memory": "16G", "gpus": gpus, "gpu_type": "a100"}}
+        # gangs (2 workers) are held at their earliest start when they do not fit: a rest keeps the hold
+        fields: dict = {"resources": {"cpus": 4, "memory": "16G", "gpus": gpus, "gpu_type": "a100"}, "workers": workers}
         if begin_s is not None:
             fields["begin"] = (self._now() + timedelta(seconds=begin_s)).isoformat()
         self.service.submit(training(f"job{self.counter:03d}", tenant, **fields))
@@ -128,7 +138,11 @@ class QuietMachine(RuleBasedStateMachine):
             snapshot = build_snapshot(session, nodes, specs, switch_parent=inventory.switch_parent, now=now)
             gated = apply_gates(session, snapshot.pending, specs, now, False)
         plan = schedule(replace(snapshot, pending=tuple(gated.open)), SchedulerConfig())
-        assert not plan.placements and not plan.preemptions and not plan.held, plan
+        assert not plan.placements and not plan.preemptions, plan
+        # a rest keeps the last pass's holds (their Slurm reservations): a pass now holds the same
+        assert _holds(plan.held) == _holds(self.daemon.quiet.held), (plan.held, self.daemon.quiet.held)
+        self.rested_holding += bool(plan.held)
+        QuietMachine.holding_rests += bool(plan.held)
 
     @invariant()
     def check_period(self) -> None:

@@ -2,14 +2,15 @@
 
 Each test brings a small fake cluster to rest (every GPU busy, one job waiting), then makes one
 kind of change and checks that the next period makes a full pass. Whenever a period rests, a
-pass from scratch over the same store and nodes must place, preempt and hold nothing.
+pass from scratch over the same store and nodes must place and preempt nothing and hold what the
+last full pass held.
 """
 
 from __future__ import annotations
 
 import importlib
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -70,9 +71,15 @@ def _rests(daemon: Daemon, fake: FakeSlurm, service: Service, within: int = 6) -
     for _ in range(within):
         if _period(daemon, fake).rested:
             plan = _fresh_plan(service, fake)
-            assert not plan.placements and not plan.preemptions and not plan.held
+            assert not plan.placements and not plan.preemptions
+            assert _holds(plan.held) == _holds(daemon.quiet.held)  # a rest keeps the last pass's holds
             return
     pytest.fail(f"no period rested in {within}")
+
+
+def _holds(held) -> set[tuple]:  # noqa: ANN001 - HeldReservation items
+    """_holds is what a hold promises: the task, its nodes, its planned start."""
+    return {(h.task_id, tuple(sorted(h.nodes)), h.planned_start, h.preempting) for h in held}
 
 
 def _full(daemon: Daemon, fake: FakeSlurm) -> PeriodReport:
@@ -169,6 +176,25 @@ def test_time_alone_ends_the_rest(busy, monkeypatch: pytest.MonkeyPatch) -> None
     assert service.status(job).state.value == "pending"
     monkeypatch.setattr(daemon_module, "utcnow", lambda: begin + timedelta(seconds=1))
     assert _full(daemon, fake).placed == 1
+
+
+def test_a_pass_that_holds_a_gang_rests_until_the_hold_is_due(
+    service: Service, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A held gang's reservation stands while the daemon rests; a full pass runs a minute before its planned start."""
+    fake = FakeSlurm(small_cluster(1))
+    fake.run_ticks = 10**6
+    daemon = _daemon(service, fake, tmp_path, quiet_max_s=24 * 3600.0)
+    for n in range(4):
+        submit(service, training(f"run{n}", time_limit="1h"))  # 4 × 2 GPUs: the node is full
+    submit(service, training("gang", workers=2, time_limit="4h"))  # held where the running jobs end
+    _rests(daemon, fake, service)
+    assert daemon.quiet.held, "the gang was not held"
+    due = min(hold.planned_start for hold in daemon.quiet.held) - 60
+    monkeypatch.setattr(daemon_module, "utcnow", lambda: datetime.fromtimestamp(due - 5, UTC))
+    assert _period(daemon, fake).rested
+    monkeypatch.setattr(daemon_module, "utcnow", lambda: datetime.fromtimestamp(due + 1, UTC))
+    _full(daemon, fake)
 
 
 def test_quiet_max_zero_never_rests(service: Service, tmp_path: Path) -> None:

@@ -48,6 +48,16 @@ def desired_holds(
     return specs
 
 
+def holds_due(held: Sequence[HeldReservation]) -> float | None:
+    """holds_due is when the first held reservation must start "now" (epoch seconds; None: nothing held).
+
+    Until then the wanted reservations stay as synced: a quiet period may rest on a pass that
+    held gangs, and the next full pass runs by this moment (issue 24).
+    """
+    starts = [hold.planned_start for hold in held]
+    return min(starts) - _NOW_SLACK.total_seconds() if starts else None
+
+
 def _ceil_minute(moment: datetime) -> datetime:
     """_ceil_minute rounds up to a whole minute (scontrol takes minutes; never round into a job)."""
     floor = moment.replace(second=0, microsecond=0)

@@ -2,8 +2,11 @@
 
 Steps 7 to 11 read 50,000 waiting tasks and walk them through the policy; when no write reached
 the tables they read (``meta/store/changes.py``), Slurm's nodes and their foreign work are as
-they were, and the last pass placed, preempted and held nothing, the same inputs would give the
-same plan — so the period skips them, as Slurm's main scheduler runs on events. Time alone also
+they were, and the last pass placed and preempted nothing, the same inputs would give the same
+plan — so the period skips them, as Slurm's main scheduler runs on events. A pass that held
+gangs (backfill reservations) may be reused too: their planned starts come from running work's
+expected ends, fixed times, so the same pass later holds the same nodes from the same moment
+until the first planned start comes (the daemon wakes then: ``holds_due``). Time alone also
 changes a plan: a task turning aged or urgent, a begin time or ``after+delay`` coming (the pass
 computes the earliest of those), and slow drifts no event marks (usage decay in fair share,
 backfill windows): a full pass runs again at the earliest of those moments and at the latest
@@ -15,7 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from meta.policy.plan import Plan
+from meta.policy.plan import HeldReservation, Plan
 from slurm_bridge.inventory import Inventory
 
 
@@ -42,6 +45,7 @@ class QuietWatch:
         self.max_quiet_s = max_quiet_s
         self._inputs: Inputs | None = None  # None: the next period makes a full pass
         self._until = 0.0  # wall-clock seconds: the next full pass, at the latest
+        self.held: tuple[HeldReservation, ...] = ()  # the last full pass's held gangs, which a rest keeps
 
     def forget(self) -> None:
         """forget makes the next period a full pass (a failed period, a lost lead)."""
@@ -53,8 +57,9 @@ class QuietWatch:
         return last is not None and changes == 0 and now < self._until and inputs.same_as(last)
 
     def passed(self, inputs: Inputs, plan: Plan, now: float, wake_at: float | None) -> None:
-        """passed records a full pass that committed; one that acted (placed, preempted, held) is never reused."""
-        acted = plan.placements or plan.preemptions or plan.held
+        """passed records a full pass that committed; one that acted (placed or preempted) is never reused."""
+        acted = plan.placements or plan.preemptions
+        self.held = tuple(plan.held)
         if acted or self.max_quiet_s <= 0:
             self._inputs = None
             return
