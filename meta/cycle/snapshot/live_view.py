@@ -18,12 +18,12 @@ from typing import Any
 from sqlalchemy import Row, func, select
 from sqlalchemy.orm import Session
 
-from meta.cycle.snapshot.facts import ATTEMPT_FACTS, JOB_FACTS
+from meta.cycle.snapshot.facts import ATTEMPT_FACTS, read_jobs
 from meta.model.resources import ResourceVector
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState
 from meta.policy.snapshot import Reservation
 from meta.store.chunks import chunked
-from meta.store.models import Attempt, Checkpoint, Job, JobSpecRow
+from meta.store.models import Attempt, Checkpoint
 
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
 _HOLDING = frozenset({AttemptState.RUNNING.value, AttemptState.STOPPING.value})  # held on Slurm's nodes
@@ -86,9 +86,7 @@ class LiveView:
         jobs: dict[str, Row[Any]] = {}
         for chunk in chunked(attempt_ids):
             attempts = session.execute(select(*ATTEMPT_FACTS).where(Attempt.id.in_(chunk))).all()
-            for job_chunk in chunked(sorted({attempt.job_id for attempt in attempts}.difference(jobs))):
-                query = select(*JOB_FACTS).join(JobSpecRow, JobSpecRow.job_id == Job.id).where(Job.id.in_(job_chunk))
-                jobs.update((job.id, job) for job in session.execute(query))
+            read_jobs(session, (attempt.job_id for attempt in attempts), jobs)
             for attempt in attempts:
                 reservation = describe(jobs[attempt.job_id], attempt, checkpoints.get(attempt.task_id))
                 described[attempt.id] = (keys[attempt.id], attempt.state, reservation)

@@ -18,7 +18,7 @@ from typing import Any
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
-from meta.cycle.snapshot.facts import JOB_FACTS, TASK_FACTS
+from meta.cycle.snapshot.facts import JOB_FACTS, TASK_FACTS, read_jobs
 from meta.cycle.snapshot.waiting_queue import WAITING, WaitingQueue
 from meta.model.errors import JOB_FAULTS
 from meta.model.states import TaskState
@@ -90,7 +90,5 @@ def _facts(session: Session, task_ids: list[str], waiting: int) -> Iterator[tupl
     jobs: dict[str, Row[Any]] = {}
     for chunk in chunked(task_ids):
         tasks = session.execute(select(*TASK_FACTS).where(Task.id.in_(chunk))).all()
-        for job_chunk in chunked(sorted({task.job_id for task in tasks}.difference(jobs))):
-            query = select(*JOB_FACTS).join(JobSpecRow, JobSpecRow.job_id == Job.id).where(Job.id.in_(job_chunk))
-            jobs.update((job.id, job) for job in session.execute(query))
+        read_jobs(session, (task.job_id for task in tasks), jobs)
         yield list(tasks), jobs
