@@ -182,3 +182,24 @@ def test_owners_are_served_in_turn_so_one_users_backlog_does_not_hold_anothers()
     assert order.index(2001) <= 2, order  # after at most the two of mallory's already taken, not eight
     assert workers.result("scan:alice") == Answer(True, {})
     workers.close()
+
+
+def test_answers_nobody_picked_up_expire_oldest_first(monkeypatch) -> None:  # noqa: ANN001
+    """An answer is kept _KEEP_S seconds; then it goes, and the same key may be asked again."""
+    import checkpoint.owner_workers as owner_workers
+
+    clock = [1000.0]
+    monkeypatch.setattr(owner_workers.time, "monotonic", lambda: clock[0])
+    workers = OutputWorkers(runner=lambda request, owner, timeout_s: Answer(True, {"n": request["n"]}))
+    for n in range(3):
+        workers.submit(f"k{n}", {"n": n}, Owner())
+        assert workers.wait_idle(10)
+        clock[0] += 100.0  # answers at 1000, 1100, 1200
+    clock[0] = 1000.0 + owner_workers._KEEP_S + 150.0  # k0 and k1 are older than the keep
+    workers.submit("k3", {"n": 3}, Owner())
+    assert workers.wait_idle(10)
+    assert workers.result("k0") is None and workers.result("k1") is None
+    assert workers.result("k2").data == {"n": 2} and workers.result("k3").data == {"n": 3}
+    workers.submit("k0", {"n": 10}, Owner())  # expired: asked again, answered again
+    assert workers.wait_idle(10) and workers.result("k0").data == {"n": 10}
+    workers.close()
