@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from meta.model.durations import utcnow
@@ -49,9 +50,12 @@ def save_inventory(
 
     ``qos_names`` None means "not read this time": the stored list stays as it is.
     """
-    row = session.get(InventoryRecord, 1)
-    same_qos = qos_names is None or (row is not None and row.qos_names == sorted(qos_names))
-    if row is not None and row.version == str(version) and same_qos:
+    # only the version and the QOS list: loading the row would decode every node's JSON each period
+    stored = session.execute(
+        select(InventoryRecord.version, InventoryRecord.qos_names).where(InventoryRecord.id == 1)
+    ).first()
+    same_qos = qos_names is None or (stored is not None and stored.qos_names == sorted(qos_names))
+    if stored is not None and stored.version == str(version) and same_qos:
         return
     values: dict[str, Any] = {
         "version": str(version),
@@ -61,11 +65,10 @@ def save_inventory(
     }
     if qos_names is not None:
         values["qos_names"] = sorted(qos_names)
-    if row is None:
+    if stored is None:
         insert_ignore(session, InventoryRecord, id=1, **values)
         return
-    for key, value in values.items():
-        setattr(row, key, value)
+    session.execute(update(InventoryRecord).where(InventoryRecord.id == 1).values(**values))
 
 
 def load_qos_names(session: Session) -> set[str] | None:

@@ -4,9 +4,12 @@ import json
 from dataclasses import replace
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from meta.model.resources import ResourceVector
-from slurm_bridge.inventory import build_inventory, inventory_version, node_usage
+from slurm_bridge.inventory import InventoryMemo, build_inventory, inventory_version, node_usage
+from slurm_bridge.parse.nodestate import node_condition
 from slurm_bridge.parse.sinfo import parse_sinfo_json
 from slurm_bridge.parse.topology import parse_topology
 
@@ -87,3 +90,37 @@ def test_untyped_and_mixed_gpus(sinfo):
     mixed = build_inventory(_edit(sinfo, "t4n1", gres="gpu:t4:2,gpu:a10:6"))
     assert (mixed.node("t4n1").capacity.gpus, mixed.node("t4n1").capacity.gpu_type) == (6, "a10")
     assert replace(mixed.node("t4n1"), healthy=False).schedulable() is False
+
+
+_EDITS = st.sampled_from(["alloc", "gpus", "drain", "down", "gone", "switch", "same"])
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(_EDITS, st.integers(0, 5)), min_size=1, max_size=12))
+def test_memo_builds_what_build_inventory_builds(captured, edits):
+    """Period after period, the memo's inventory equals one built from scratch, whatever changed on which node."""
+    nodes = parse_sinfo_json(captured("sinfo.json").read_text())
+    topology = parse_topology(captured("topology.txt").read_text())
+    memo = InventoryMemo()
+    assert memo.build(nodes, topology) == build_inventory(nodes, topology)
+    for edit, at in edits:
+        nodes, topology = _apply(nodes, topology, edit, at % len(nodes))
+        built = memo.build(nodes, topology)
+        assert built == build_inventory(nodes, topology)
+
+
+def _apply(nodes: list, topology: dict, edit: str, at: int) -> tuple[list, dict]:
+    """_apply changes one node the way a period may find it changed."""
+    node = nodes[at]
+    changed = {
+        "alloc": lambda: replace(node, alloc_cpus=node.alloc_cpus + 1, alloc_memory_mib=node.alloc_memory_mib + 1024),
+        "gpus": lambda: replace(node, gres=tuple(replace(g, count=g.count + 1) for g in node.gres)),
+        "drain": lambda: replace(node, condition=node_condition("IDLE", ["DRAIN"])),
+        "down": lambda: replace(node, condition=node_condition("DOWN", [])),
+        "same": lambda: replace(node),
+    }
+    if edit == "gone":
+        return nodes[:at] + nodes[at + 1:], topology
+    if edit == "switch":  # the switch tree lost its first switch: leaves move, versions change
+        return nodes, dict(list(topology.items())[1:])
+    return nodes[:at] + [changed[edit]()] + nodes[at + 1:], topology

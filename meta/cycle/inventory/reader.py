@@ -25,7 +25,7 @@ from meta.store.inventory import save_inventory
 from meta.store.models import Attempt
 from slurm_bridge.client import SlurmClient
 from slurm_bridge.errors import SlurmError
-from slurm_bridge.inventory import Inventory, build_inventory
+from slurm_bridge.inventory import Inventory, InventoryMemo
 
 log = logging.getLogger("metasched.inventory")
 
@@ -39,6 +39,7 @@ class InventoryReader:
         self.topology_refresh_s = topology_refresh_s
         self._topology: dict = {}
         self._topology_at = 0.0
+        self._memo = InventoryMemo()  # nodes sinfo reports unchanged are not converted again
 
     def read(self) -> Inventory:
         """read calls sinfo (topology and QOS when they are due) and stores the inventory if it changed."""
@@ -49,7 +50,7 @@ class InventoryReader:
             self._topology_at = now
             qos = self._qos_names()
         nodes = self.client.sinfo()
-        inventory = build_inventory(nodes, self._topology)
+        inventory = self._memo.build(nodes, self._topology)
         with self.db.session() as session:
             save_inventory(session, inventory.nodes, inventory.version, inventory.switch_parent, qos)
         return inventory

@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from meta.cycle.reconcile.listed import ListedRows, Sighting
 from meta.cycle.reconcile.ownership import Claims
 from meta.model.clusters import cluster_of, job_ref
 from meta.model.durations import utcnow
@@ -27,26 +28,12 @@ from slurm_bridge.client import SlurmClient
 from slurm_bridge.clusters import unreachable_clusters
 from slurm_bridge.parse.sacct import SacctJob
 from slurm_bridge.parse.squeue import SqueueJob
-from slurm_bridge.states import Observed, Outcome, map_state
+from slurm_bridge.states import Outcome
 from slurm_bridge.tags import AttemptTag, parse_tag
 
 # another site's name is remembered for the log line only: a few are enough, however many a
 # user invents in comments of their own jobs
 _MAX_SITES_NAMED = 16
-
-
-@dataclass(frozen=True)
-class Sighting:
-    """Sighting is one Slurm job seen for an attempt: its id, nodes and mapped state."""
-
-    slurm_job_id: str
-    observed: Observed
-    nodes: tuple[str, ...]
-    source: str  # "squeue" | "sacct"
-    cancelled_by: int | None = None  # sacct's ``CANCELLED by <uid>``
-    uid: int | None = None  # the uid the job runs as (squeue's UserId, sacct's UID)
-    user: str = ""  # its login name, where only that was read
-    legacy: bool = False  # its tag names no site (older than issue 26): ours only if the attempt is stored
 
 
 @dataclass
@@ -111,18 +98,15 @@ def _ours(tag: AttemptTag | None, site: str, observation: Observation) -> bool:
     return True
 
 
-def _index_squeue(jobs: Iterable[SqueueJob], site: str, observation: Observation) -> dict[str, list[Sighting]]:
+def _index_squeue(
+    jobs: list[SqueueJob], site: str, observation: Observation, rows: ListedRows | None = None
+) -> dict[str, list[Sighting]]:
     index: dict[str, list[Sighting]] = {}
-    for job in jobs:
-        if job.het_job_offset not in (None, 0):
-            continue  # a het-job is followed through its leader component
-        tag = parse_tag(job.name, job.comment)
-        if not _ours(tag, site, observation):
+    parsed = (rows or ListedRows()).parse([job for job in jobs if job.het_job_offset in (None, 0)])
+    for tag, sighting in parsed:  # a het-job is followed through its leader component
+        if sighting is None or not _ours(tag, site, observation):
             continue
         assert tag is not None
-        observed = map_state(job.state, job.exit_code, job.signal)
-        sighting = Sighting(job_ref(job.job_id, job.cluster), observed, job.nodes, "squeue", uid=job.user_id, user=job.user_name,
-                            legacy=tag.site is None)  # fmt: skip
         index.setdefault(tag.attempt_id, []).append(sighting)
     return index
 
@@ -151,6 +135,7 @@ def observe(
     *,
     site: str,
     listed: list[SqueueJob] | None = None,
+    rows: ListedRows | None = None,
 ) -> Observation:
     """observe reads squeue, then sacct unless every one of ``live_ids`` is in squeue or on a dark cluster (None: always).
 
@@ -158,11 +143,12 @@ def observe(
     worked out only when sacct is read. Jobs tagged by another site than ``site`` are dropped as
     they are read. With ``claims``, squeue is screened first: another user's job carrying a live
     attempt's tag does not make its accounting read unneeded. ``listed``: squeue's rows, already
-    read this period (the calm check read them).
+    read this period (the calm check read them). ``rows``: the last listing's parsed rows
+    (listed.py), kept by the caller from period to period.
     """
     now = utcnow()
     observation = Observation(at=now, calls=1, listed=client.squeue() if listed is None else listed)
-    observation.squeue = _index_squeue(observation.listed, site, observation)
+    observation.squeue = _index_squeue(observation.listed, site, observation, rows)
     observation.dark = unreachable_clusters(client)
     if claims is not None:  # the live attempts' claims: the others are screened by the reconciler
         observation.screen(claims, only=claims.claims)

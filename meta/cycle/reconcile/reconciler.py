@@ -15,6 +15,7 @@ from meta.cycle.reconcile.batches import Batch, batches
 from meta.cycle.reconcile.calm import CalmMemo
 from meta.cycle.reconcile.cancellers import Canceller
 from meta.cycle.reconcile.dark import on_dark_cluster, replay_if_dark_too_long
+from meta.cycle.reconcile.listed import ListedRows
 from meta.cycle.reconcile.not_ours import NotOurs
 from meta.cycle.reconcile.observe import Observation, observe
 from meta.cycle.reconcile.orphans import cancel_orphans, scancel
@@ -62,6 +63,7 @@ class Reconciler:
         self.sightings = Sightings(self.settings)
         self.spoofs = SpoofReports()
         self.claims = ClaimCache()
+        self.rows = ListedRows()  # the last squeue's rows, parsed: a row listed again unchanged is not parsed again
         self.calm = CalmMemo(self.sightings)  # the last pass that moved nothing, while it stands
         # called inside the transaction, before an attempt moves to succeeded (e.g. commit outputs)
         self.on_success = on_success
@@ -102,7 +104,8 @@ class Reconciler:
             live = self._claims()
             # an attempt still being sent is never judged absent, so accounting is not read for it
             expected = [attempt_id for attempt_id in live.claims if attempt_id not in self._sending]
-            observation = observe(self.client, self.since, expected, live, site=self.site, listed=listed)
+            observation = observe(self.client, self.since, expected, live, site=self.site, listed=listed,
+                                  rows=self.rows)  # fmt: skip
             return self.apply(observation, leadership)
         except BaseException:
             self.calm.forget()
