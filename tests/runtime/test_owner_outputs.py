@@ -18,6 +18,7 @@ from checkpoint.manifest import committed
 from checkpoint.owner_workers import Answer, OutputCaps, OutputWorkers, Owner
 from meta.cycle.outputs import Finalizing, finalize_jobs
 from meta.cycle.snapshot.build import SpecCache
+from meta.model.durations import utcnow
 from meta.model.states import AttemptState
 from meta.service.api import Service
 from meta.store.lifecycle import attempt_event
@@ -202,4 +203,34 @@ def test_answers_nobody_picked_up_expire_oldest_first(monkeypatch) -> None:  # n
     assert workers.result("k2").data == {"n": 2} and workers.result("k3").data == {"n": 3}
     workers.submit("k0", {"n": 10}, Owner())  # expired: asked again, answered again
     assert workers.wait_idle(10) and workers.result("k0").data == {"n": 10}
+    workers.close()
+
+
+def test_a_period_looks_only_at_jobs_with_a_success_since_it_last_looked(service: Service, tmp_path: Path) -> None:
+    """finalize_jobs with ``since``: jobs finished before it are not looked at again, unfinished ones never."""
+    older = service.submit(inference(str(tmp_path / "out"), partitions=2)).job.id
+    _finish_every_task(service, older)
+    since = utcnow()
+    newer = service.submit(inference(str(tmp_path / "out"), partitions=2)).job.id
+    _finish_every_task(service, newer)
+    unfinished = service.submit(inference(str(tmp_path / "out"), partitions=2)).job.id
+    with service.db.session() as session:
+        first = session.scalars(select(Task.id).where(Task.job_id == unfinished)).first()
+    a = place(service.db, first, [share("node1", gpus=1)], AttemptState.RUNNING)
+    with service.db.session() as session:
+        attempt_event(session, a, AttemptState.SUCCEEDED, "test:done")  # one of its two tasks
+    state, workers = Finalizing(), OutputWorkers()
+    with service.db.session() as session:
+        finalize_jobs(session, SpecCache(), state, workers, since)
+    assert state.handed == {newer}
+    state.done.add(newer)
+    state.handed.clear()
+    with service.db.session() as session:
+        finalize_jobs(session, SpecCache(), state, workers, since)
+    assert state.handed == set()  # done is done
+    everything = Finalizing()
+    with service.db.session() as session:
+        finalize_jobs(session, SpecCache(), everything, workers)  # no since: every finished job
+    assert everything.handed == {older, newer}
+    assert workers.wait_idle(30)
     workers.close()

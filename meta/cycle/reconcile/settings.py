@@ -8,20 +8,9 @@ from dataclasses import dataclass, field
 
 from sqlalchemy.orm import Session
 
+from meta.model.output_hold import OutputHold
 from meta.model.states import LIVE_ATTEMPT_STATES
 from meta.store.models import Attempt
-
-
-@dataclass(frozen=True)
-class OutputHold:
-    """OutputHold is a success hook's "not yet": the attempt stays live, or with ``failure`` it fails.
-
-    A hook returns it when the attempt's output is still being committed off the period (looked
-    at again next period), or was refused (the attempt fails with that reason).
-    """
-
-    failure: str | None = None
-
 
 # called inside the transaction before an attempt moves to succeeded; None lets it succeed
 SuccessHook = Callable[[Session, Attempt], "OutputHold | None"]
