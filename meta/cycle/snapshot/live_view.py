@@ -38,7 +38,8 @@ class LiveView:
     def __init__(self) -> None:
         self._described: dict[str, tuple[_Key, str, Reservation]] = {}  # id -> (key, state, reservation)
         self.rebuilt = 0  # reservations built in the last read
-        self._held: dict[str, ResourceVector] | None = None  # held_per_node's sums, until the attempts change
+        self._held: dict[str, ResourceVector] | None = None  # held_per_node's sums, kept up to date once made
+        self._on_node: dict[str, dict[str, list[ResourceVector]]] = {}  # node -> holding attempt -> its shares there
 
     def read(self, session: Session, describe: Describe) -> tuple[Reservation, ...]:
         """read returns a Reservation per live attempt, rebuilding only new or changed ones."""
@@ -52,8 +53,8 @@ class LiveView:
         fresh = self._describe(session, stale, keys, checkpoints, describe)
         self._described = {a: fresh[a] if a in fresh else old[a] for a in keys if a in fresh or a in old}
         self.rebuilt = len(fresh)
-        if fresh or len(self._described) != len(old):  # no new key and as many: the same attempts, unchanged
-            self._held = None
+        if self._held is not None and (fresh or len(self._described) != len(old)):  # else: the same attempts
+            self._update_held(old, set(fresh) | old.keys() - keys.keys())
         return tuple(entry[2] for entry in self._described.values())
 
     def held_per_node(self) -> dict[str, ResourceVector]:
@@ -64,14 +65,43 @@ class LiveView:
 
     def _sum_held(self) -> dict[str, ResourceVector]:
         """_sum_held adds up the shares of the running and stopping attempts, node by node."""
-        totals: dict[str, ResourceVector] = {}
-        for _, state, reservation in self._described.values():
-            if state not in _HOLDING:
-                continue
-            for share in reservation.shares:
-                prev = totals.get(share.node)
-                totals[share.node] = share.resources if prev is None else prev + share.resources
-        return totals
+        self._on_node = {}
+        for attempt_id, (_, state, reservation) in self._described.items():
+            if state in _HOLDING:
+                self._hold(attempt_id, reservation)
+        return {node: _total(held) for node, held in self._on_node.items()}
+
+    def _update_held(self, old: dict[str, tuple[_Key, str, Reservation]], changed: set[str]) -> None:
+        """_update_held sums again only the nodes where ``changed`` attempts came, went or changed state.
+
+        A steady period starts and ends a hundred of 10,000 attempts: summing every share again
+        each period cost ~45 ms (issue 24). The sums equal a fresh ``_sum_held`` (tests compare them).
+        """
+        touched: set[str] = set()
+        for attempt_id in changed:
+            before = old.get(attempt_id)
+            if before is not None and before[1] in _HOLDING:
+                for share in before[2].shares:
+                    self._on_node.get(share.node, {}).pop(attempt_id, None)
+                    touched.add(share.node)
+            now = self._described.get(attempt_id)
+            if now is not None and now[1] in _HOLDING:
+                touched.update(self._hold(attempt_id, now[2]))
+        held = dict(self._held or {})  # a new dict: a caller may still hold the last one
+        for node in touched:
+            on_node = self._on_node.get(node)
+            if on_node:
+                held[node] = _total(on_node)
+            else:
+                held.pop(node, None)
+                self._on_node.pop(node, None)
+        self._held = held
+
+    def _hold(self, attempt_id: str, reservation: Reservation) -> set[str]:
+        """_hold notes the attempt's shares on their nodes; the nodes it holds."""
+        for share in reservation.shares:
+            self._on_node.setdefault(share.node, {}).setdefault(attempt_id, []).append(share.resources)
+        return {share.node for share in reservation.shares}
 
     @staticmethod
     def _describe(
@@ -91,6 +121,15 @@ class LiveView:
                 reservation = describe(jobs[attempt.job_id], attempt, checkpoints.get(attempt.task_id))
                 described[attempt.id] = (keys[attempt.id], attempt.state, reservation)
         return described
+
+
+def _total(held: dict[str, list[ResourceVector]]) -> ResourceVector:
+    """_total is the sum of the shares held on one node."""
+    shares = [resources for per_attempt in held.values() for resources in per_attempt]
+    total = shares[0]
+    for resources in shares[1:]:
+        total = total + resources
+    return total
 
 
 def _newest_checkpoints(session: Session) -> dict[str, datetime]:
