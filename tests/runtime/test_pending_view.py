@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import tempfile
 from datetime import timedelta
+from types import SimpleNamespace
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -27,7 +28,7 @@ from sqlalchemy import select
 
 from meta.cycle.inventory.reader import held_per_node
 from meta.cycle.snapshot import pending_view
-from meta.cycle.snapshot.build import SpecCache, build_snapshot
+from meta.cycle.snapshot.build import SpecCache, build_snapshot, pending_task
 from meta.cycle.snapshot.live_view import LiveView
 from meta.cycle.snapshot.pending_view import PendingView
 from meta.model.durations import utcnow
@@ -220,3 +221,22 @@ def test_on_postgres_the_queue_follows_the_rows_written_since_its_last_read(pg_s
         assert len(build_snapshot(session, NODES, specs, view=view).pending) == 4
     # the rows written since (a transaction still open elsewhere on the server may bring back a few more)
     assert view.queue.changed_rows >= 1 and view.rebuilt == 1
+
+
+def test_a_jobs_shared_fields_follow_its_facts(service: Service) -> None:
+    """The fields a job's tasks share are worked out once per job, and again when its facts change."""
+    job = service.submit(spec_from_dict({"kind": "inference", "name": "inf", "tenant": "acme", "command": "run",
+                                         "partitions": 3, "output": "/tmp/shared-fields", "max_parallel": 2,
+                                         "resources": {"cpus": 1, "memory": "1G", "gpus": 1}})).job.id  # fmt: skip
+    specs = SpecCache()
+    with service.db.session() as session:
+        row, tasks = session.get(Job, job), list(session.scalars(select(Task).where(Task.job_id == job)))
+        spec = specs.get(session, job)
+        described = [pending_task(row, task, spec, "", specs.fields(row, spec)) for task in tasks]
+        assert described == [pending_task(row, task, spec) for task in tasks]  # as each described alone
+        assert specs.fields(row, spec) is specs.fields(row, spec)  # kept
+        # a job's identity is write-once in the store: facts of another shape (a view's row) with another class
+        other = SimpleNamespace(id=row.id, tenant=row.tenant, kind=row.kind, priority_class="high",
+                                submitted_at=row.submitted_at, short_id=row.short_id)  # fmt: skip
+        assert specs.fields(other, spec)["priority_class"] == "high"
+        assert pending_task(other, tasks[0], spec, "", specs.fields(other, spec)) == pending_task(other, tasks[0], spec)

@@ -39,6 +39,9 @@ class SpecCache:
 
     def __init__(self) -> None:
         self._specs: dict[str, AnySpec] = {}
+        # job id -> (the job's facts, its spec, job_fields): a new leader describes 100,000 tasks of a
+        # few hundred jobs, and the per-job part was two thirds of each description (issue 24)
+        self._fields: dict[str, tuple[tuple[Any, ...], AnySpec, dict[str, Any]]] = {}
 
     def get(self, session: Session, job_id: str) -> AnySpec:
         """get returns the parsed spec of a job, reading it only the first time."""
@@ -48,6 +51,16 @@ class SpecCache:
             assert row is not None, f"job {job_id} has no spec"
             spec = self._specs[job_id] = spec_from_json(row.spec_json)
         return spec
+
+    def fields(self, job: JobFacts, spec: AnySpec) -> dict[str, Any]:
+        """fields is ``job_fields(job, spec)``, worked out again only when the job's facts or spec object changed."""
+        facts = (job.tenant, job.kind, job.priority_class, job.submitted_at, job.short_id)
+        kept = self._fields.get(job.id)
+        if kept is not None and kept[0] == facts and kept[1] is spec:
+            return kept[2]
+        fields = job_fields(job, spec)
+        self._fields[job.id] = (facts, spec, fields)
+        return fields
 
     def parsed(self, job_id: str, spec_json: str) -> AnySpec:
         """parsed returns the job's spec, parsing ``spec_json`` (its stored text, read already) only the first time."""
@@ -137,14 +150,13 @@ class TaskFacts(Protocol):
     attempts_made: int
 
 
-def pending_task(job: JobFacts, task: TaskFacts, spec: AnySpec, checkpoint_cluster: str = "") -> PendingTask:
-    """pending_task describes one waiting task to the policy (``checkpoint_cluster``: checkpoint.site.resume_cluster)."""
+def job_fields(job: JobFacts, spec: AnySpec) -> dict[str, Any]:
+    """job_fields are the PendingTask fields every task of a job shares (its facts and spec)."""
     training = spec if isinstance(spec, TrainingSpec) else None
     deadline = spec.deadline if isinstance(spec, InferenceSpec) else None
     checkpoint = training.checkpoint if training else None
     data = spec.data
-    return PendingTask(
-        task_id=task.id,
+    return dict(
         job_id=job.id,
         tenant=job.tenant,
         kind=JobKind(job.kind),
@@ -159,13 +171,26 @@ def pending_task(job: JobFacts, task: TaskFacts, spec: AnySpec, checkpoint_clust
         preemptible=spec.is_preemptible(),
         checkpoint_interval_s=checkpoint.interval_s if checkpoint else None,
         restore_cost_s=checkpoint.restore_cost_s if checkpoint else 0.0,
-        avoid_nodes=frozenset(task.avoid_nodes or ()),
         job_name=job.short_id,
         **placement_filters(spec.sbatch),
         max_parallel=spec.throttle(),
         data_cluster=data.cluster if data else "",
         data_required=bool(data and data.required),
+    )
+
+
+def pending_task(
+    job: JobFacts, task: TaskFacts, spec: AnySpec, checkpoint_cluster: str = "", shared: dict[str, Any] | None = None
+) -> PendingTask:
+    """pending_task describes one waiting task to the policy (``checkpoint_cluster``: checkpoint.site.resume_cluster).
+
+    ``shared``: the job's ``job_fields``, when the caller keeps them (SpecCache.fields).
+    """
+    return PendingTask(
+        task_id=task.id,
+        avoid_nodes=frozenset(task.avoid_nodes or ()),
         checkpoint_cluster=checkpoint_cluster,
+        **(job_fields(job, spec) if shared is None else shared),
     )
 
 
@@ -176,7 +201,7 @@ def _describe(session: Session, specs: SpecCache, job: JobFacts, task: TaskFacts
     checkpoint query runs once per retry, not once per period.
     """
     spec = _spec_of(session, specs, job)
-    return pending_task(job, task, spec, resume_cluster(session, task, spec))  # type: ignore[arg-type]
+    return pending_task(job, task, spec, resume_cluster(session, task, spec), specs.fields(job, spec))  # type: ignore[arg-type]
 
 
 def reservation(job: Job, attempt: Attempt, spec: AnySpec | None, last_checkpoint: datetime | None) -> Reservation:
