@@ -63,7 +63,7 @@ from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.actuate.launch_pool import LaunchPool
 from meta.cycle.adopt.adopter import Adopter
 from meta.cycle.apply.decision_log import DecisionLog, DecisionLogSettings
-from meta.cycle.apply.reasons import ReasonMemo
+from meta.cycle.apply.reasons import ReasonMemo, store_reasons
 from meta.cycle.apply.transaction import ApplyResult, apply_plan
 from meta.cycle.health import NodeWatch, evict_from_unusable_nodes
 from meta.cycle.inventory.members import MemberSync
@@ -96,6 +96,7 @@ from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState
 from meta.policy.config import SchedulerConfig
 from meta.policy.plan import Plan
 from meta.policy.scheduler import schedule
+from meta.policy.shape import ShapeMemo
 from meta.policy.snapshot import Snapshot
 from meta.policy.wake import next_wake
 from meta.store.changes import take_changes
@@ -272,6 +273,8 @@ class Daemon:
         self.leadership: Leadership | None = None
         self._behind_until = 0.0  # a standby of a version older than the store's schema looks again then
         self.reasons = ReasonMemo()  # what this leader stored as each waiting task's reason
+        self._reasons_of: tuple[int, dict[str, str]] = (0, {})  # the last pass's cycle id and each task's job
+        self.shapes = ShapeMemo()  # each waiting task's shape, kept while the view keeps the task object
         self.pending_view = PendingView()  # each waiting task described once, again only when it changes
         self.live_view = LiveView()  # each live attempt's reservation, likewise
         self.decision_log = DecisionLog(config.decisions)  # what each cycle decided and why, bounded
@@ -532,10 +535,22 @@ class Daemon:
         now = utcnow()
         with self.db.session() as session:
             accrue(session, self.config.scheduler, now, self._rates)  # 10. usage
+        self._late_reasons(now)  # 11: the last pass's reasons left for later
         self._actuate(report)  # 13
         self._outputs()  # 14
         if self._oldest is not None:
             age_oldest(self.metrics, self._oldest, now.timestamp())  # 15: waits grow; the other gauges hold
+
+    def _late_reasons(self, now: datetime) -> None:
+        """_late_reasons writes the next share of the reasons the last pass left unwritten (reasons.py)."""
+        late = self.reasons.late()
+        if not late or self.leadership is None:
+            return
+        cycle_id, job_of_task = self._reasons_of
+        with self.db.session() as session:
+            fence(session, self.leadership)
+            store_reasons(session, late, cycle_id, job_of_task, now)
+        self.reasons.written(late)
 
     def _passed(self, cycle: _Cycle) -> None:
         """_passed tells the quiet watch a full pass committed, and when time alone changes its plan."""
@@ -599,7 +614,7 @@ class Daemon:
     def _schedule(self, cycle: _Cycle) -> None:
         """_schedule runs step 9, the pure policy; the gated tasks' reasons join its plan."""
         assert cycle.snapshot is not None and cycle.gated is not None
-        plan = schedule(cycle.snapshot, self.config.scheduler, record=self.decision_log.record)
+        plan = schedule(cycle.snapshot, self.config.scheduler, record=self.decision_log.record, shapes=self.shapes)
         plan.reasons.update(cycle.gated.reasons)
         plan.inventory_version = cycle.inventory.version
         cycle.plan = plan
@@ -630,6 +645,7 @@ class Daemon:
         """_applied ends step 11 once its transaction committed: the reason memo trusts it, the counts take it."""
         assert self.leadership is not None and cycle.snapshot is not None and cycle.plan is not None
         self.reasons.committed(cycle.plan.reasons, self.leadership.epoch, result.reasons_deferred)
+        self._reasons_of = (result.cycle_id, cycle.job_of_task)  # where a quiet period's late reasons belong
         self.metrics.cycle_seconds.observe(cycle.duration_s)
         count_placements(self.metrics, cycle.snapshot, cycle.plan, result.skipped, set(result.preempting))
         report.placed = len(result.created)

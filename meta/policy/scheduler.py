@@ -63,7 +63,7 @@ from meta.policy.preemption import Evictable, candidates, choose, evictable, hea
 from meta.policy.quota import QuotaLedger
 from meta.policy.recorder import Recorder
 from meta.policy.repeat import Outcome, RepeatMemo, signature, worth_it
-from meta.policy.shape import Shape, shape_of
+from meta.policy.shape import Shape, ShapeMemo, shape_of
 from meta.policy.slurmlike import multifactor
 from meta.policy.snapshot import NodeShare, PendingTask, Reservation, Snapshot
 from meta.policy.tenant_clusters import allowed_clusters, outside_tenant
@@ -82,15 +82,16 @@ _CAPACITY_CODES = frozenset({
 
 
 def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None, record: int = 0,
-             repeats: bool | None = None) -> Plan:
+             repeats: bool | None = None, shapes: ShapeMemo | None = None) -> Plan:
     """schedule decides one cycle: placements, preemptions, held nodes and a reason per waiter.
 
     With ``record`` > 0 the plan also carries the decisions on record (decisions.py): each
     placement's, preemption's and hold's order key and up to ``record`` alternatives of each kind.
     ``repeats``: reuse a repeat's outcome (repeat.py) — by default on long queues only; True or
-    False forces it (the tests compare the two).
+    False forces it (the tests compare the two). ``shapes``: the tasks' shapes kept from the last
+    pass (shape.ShapeMemo; the daemon keeps one), exact for the same task objects.
     """
-    run = SchedulePass(snapshot, config or SchedulerConfig(), record, repeats)
+    run = SchedulePass(snapshot, config or SchedulerConfig(), record, repeats, shapes)
     within = run.within_guarantee if run.quota.any_guarantee() else None
     trace = run.rec.trace if run.rec else None
     run.keep_promises()
@@ -99,6 +100,8 @@ def schedule(snapshot: Snapshot, config: SchedulerConfig | None = None, record: 
     for task in ordered(snapshot.pending, run.fair, run.cfg, snapshot.now, run.rank, within, trace, priority):
         run.schedule_one(task)
     run.plan.fragmentation = report(run.cap, run.shapes.values())
+    if shapes is not None:
+        shapes.keep_only(snapshot.pending)
     if run.rec:
         run.plan.decisions, run.plan.context = run.rec.finish(), run.rec.context
     return run.plan
@@ -108,8 +111,9 @@ class SchedulePass:
     """SchedulePass is the mutable working state of one schedule() call (one pass, not the daemon's cycle)."""
 
     def __init__(self, snapshot: Snapshot, config: SchedulerConfig, record: int = 0,
-                 repeats: bool | None = None) -> None:
+                 repeats: bool | None = None, shapes: ShapeMemo | None = None) -> None:
         self.snap, self.cfg, self.now = snapshot, config, snapshot.now
+        self.shape_of: Callable[[PendingTask], Shape] = shape_of if shapes is None else shapes.shape
         self.repeats = RepeatMemo() if worth_it(len(snapshot.pending), repeats) else None
         self._marked: tuple | None = None  # the state's mark after the last task, while nothing else changed it
         self._stored_mark: tuple | None = None  # the mark the last repeat outcome was stored under
@@ -203,7 +207,7 @@ class SchedulePass:
             self._marked = None
             return
         mark = self._marked or self._mark()  # only _schedule_one changes the state a mark sums up
-        raw = shape_of(task)  # computed once: the signature and the pipeline's _shape both take it
+        raw = self.shape_of(task)  # computed once: the signature and the pipeline's _shape both take it
         sig = None
         if mark == self._stored_mark:  # an outcome stored under this very state may be this task's
             sig = self._signature(task, raw)
@@ -305,7 +309,7 @@ class SchedulePass:
 
     def _shape(self, task: PendingTask, raw: Shape | None = None) -> tuple[Shape, Verdict]:
         """_shape is the task's shape and the filters' verdict on it (``raw``: its shape_of, if known)."""
-        shape = raw or shape_of(task)
+        shape = raw or self.shape_of(task)
         tenant = self.confined.get(task.tenant)
         if tenant:
             outside = outside_tenant(task, tenant)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from typing import NamedTuple
 
 from meta.model.clusters import cluster_of
@@ -97,3 +98,33 @@ def shape_of(task: PendingTask) -> Shape:
         per_node=1 if task.one_per_node or task.exclusive else 0,
         clusters=task.clusters,
     )
+
+
+class ShapeMemo:
+    """ShapeMemo keeps each waiting task's shape from pass to pass while the task is the very same object.
+
+    The daemon's view hands the policy the same frozen PendingTask objects period after period
+    (``meta/cycle/snapshot/pending_view.py``); flattening 50,000 of them again each pass was a
+    fifth of a steady pass (issue 24). A task that is not the object the shape was made from (a
+    new view, another process) gets a fresh one, so a kept shape is always its task's shape_of.
+    """
+
+    __slots__ = ("_kept",)
+
+    def __init__(self) -> None:
+        self._kept: dict[str, tuple[PendingTask, Shape]] = {}
+
+    def shape(self, task: PendingTask) -> Shape:
+        """shape is ``shape_of(task)``, made once per task object."""
+        entry = self._kept.get(task.task_id)
+        if entry is not None and entry[0] is task:
+            return entry[1]
+        shape = shape_of(task)
+        self._kept[task.task_id] = (task, shape)
+        return shape
+
+    def keep_only(self, pending: Collection[PendingTask]) -> None:
+        """keep_only drops the shapes of tasks that no longer wait, once the memo holds twice as many as wait."""
+        if len(self._kept) > 2 * len(pending):
+            waiting = {task.task_id for task in pending}
+            self._kept = {tid: entry for tid, entry in self._kept.items() if tid in waiting}

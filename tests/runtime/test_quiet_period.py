@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+import meta.cycle.apply.reasons as reasons_module
 import meta.cycle.daemon as daemon_module
 from meta.cycle.actuate.launch_plan import LaunchSettings
 from meta.cycle.daemon import Daemon, DaemonConfig, PeriodReport
@@ -28,7 +29,7 @@ from meta.policy.plan import Plan
 from meta.policy.scheduler import schedule
 from meta.service.api import Service
 from meta.store.cluster_drains import drain
-from meta.store.models import Attempt, Task
+from meta.store.models import Attempt, Task, TaskReason
 from slurm_bridge.errors import SlurmTransient
 from slurm_bridge.fake import FakeSlurm, sinfo_node, small_cluster
 from slurm_bridge.inventory import build_inventory
@@ -237,3 +238,29 @@ def test_the_oldest_wait_keeps_growing_while_the_daemon_rests(busy, monkeypatch:
     monkeypatch.setattr(daemon_module, "utcnow", lambda: later)
     assert _period(daemon, fake).rested
     assert oldest() >= before + 19
+
+
+def test_quiet_periods_write_the_reasons_a_busy_pass_left_for_later(
+    service: Service, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Seven new tasks' reasons at two a period: the first pass writes two, the quiet periods after it the rest."""
+    monkeypatch.setattr(reasons_module, "MAX_REASONS_PER_PERIOD", 2)
+    fake = FakeSlurm(small_cluster(1))
+    fake.run_ticks = 10**6
+    daemon = _daemon(service, fake, tmp_path)
+    for n in range(4):
+        submit(service, training(f"run{n}"))
+    _rests(daemon, fake, service)
+    waiting = [submit(service, training(f"waits{n}"))[1][0] for n in range(7)]
+
+    def stored() -> set[str]:
+        with service.db.session() as session:
+            return set(session.scalars(select(TaskReason.task_id)))
+
+    assert not _full(daemon, fake).placed
+    counts = [len(stored() & set(waiting))]
+    while counts[-1] < len(waiting) and len(counts) < 8:
+        assert _period(daemon, fake).rested  # writing reasons changes nothing a pass reads
+        counts.append(len(stored() & set(waiting)))
+    assert counts == [2, 4, 6, 7]
+    assert _period(daemon, fake).rested and len(stored() & set(waiting)) == 7

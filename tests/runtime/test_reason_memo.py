@@ -147,28 +147,56 @@ def test_a_forgotten_or_other_epoch_memo_writes_everything_again(service: Servic
     assert len(_stored(db)) == 3
 
 
+def _share(ours: str, theirs: str, tenant: str = "tenant-a") -> PendingReason:
+    return PendingReason(
+        ReasonCode.LOWER_FAIR_SHARE, f"{tenant} is ahead in fair share (share {ours} vs yours {theirs})",
+        "would start when capacity frees up", None, tenant,
+    )  # fmt: skip
+
+
+def _quota(tenant: str) -> PendingReason:
+    return PendingReason(ReasonCode.WAITING_FOR_QUOTA, f"{tenant} at its limit", "wait", None, tenant)
+
+
 def test_a_reason_whose_figures_moved_is_not_rewritten_but_a_new_blocker_is(service: Service) -> None:
     db, leadership, memo = service.db, lead(service.db), ReasonMemo()
     jobs = _waiting(service, 2)
     tasks = list(jobs)
-
-    def share(ours: str, theirs: str, tenant: str = "tenant-a") -> PendingReason:
-        return PendingReason(
-            ReasonCode.LOWER_FAIR_SHARE, f"{tenant} is ahead in fair share (share {ours} vs yours {theirs})",
-            "would start when capacity frees up", None, tenant,
-        )  # fmt: skip
-
-    first = _apply(db, Plan(reasons=dict.fromkeys(tasks, share("1.00", "0.00"))), leadership, memo, jobs)
-    moved = _apply(db, Plan(reasons=dict.fromkeys(tasks, share("0.40", "0.10"))), leadership, memo, jobs)
+    first = _apply(db, Plan(reasons=dict.fromkeys(tasks, _share("1.00", "0.00"))), leadership, memo, jobs)
+    moved = _apply(db, Plan(reasons=dict.fromkeys(tasks, _share("0.40", "0.10"))), leadership, memo, jobs)
     assert moved.reasons_written == 0
     stored = _stored(db)  # the figures of the cycle the reason began in; SINCE unchanged
-    assert all(stored[t] == ("LowerFairShare", share("1.00", "0.00").message, first.cycle_id) for t in tasks)
-    other = _apply(
-        db, Plan(reasons={tasks[0]: share("0.40", "0.10", "tenant-b"), tasks[1]: share("0.30", "0.10")}),
-        leadership, memo, jobs,
-    )  # fmt: skip
+    assert all(stored[t] == ("LowerFairShare", _share("1.00", "0.00").message, first.cycle_id) for t in tasks)
+    _apply(db, Plan(reasons=dict.fromkeys(tasks, _quota("tenant-a"))), leadership, memo, jobs)
+    other = _apply(db, Plan(reasons={tasks[0]: _quota("tenant-b"), tasks[1]: _quota("tenant-a")}), leadership, memo, jobs)
     assert other.reasons_written == 1
-    assert _stored(db)[tasks[0]] == ("LowerFairShare", share("0.40", "0.10", "tenant-b").message, other.cycle_id)
+    assert _stored(db)[tasks[0]] == ("WaitingForQuota", "tenant-b at its limit", other.cycle_id)
+
+
+def test_waiting_for_capacity_is_one_reason_whoever_took_it_but_fragmentation_is_another(service: Service) -> None:
+    db, leadership, memo = service.db, lead(service.db), ReasonMemo()
+    jobs = _waiting(service, 3)
+    tasks = list(jobs)
+    first = _apply(db, Plan(reasons=dict.fromkeys(tasks, FULL)), leadership, memo, jobs)
+    own = PendingReason(ReasonCode.NO_FEASIBLE_NODE, "tenant-a's own earlier tasks took the free capacity this cycle",
+                        "would start when capacity frees up")  # fmt: skip
+    higher = PendingReason(ReasonCode.LOWER_PRIORITY, "higher-priority urgent work of tenant-c took the free capacity",
+                           "would start when capacity frees up", "job-1", "tenant-c")  # fmt: skip
+    # who took this cycle's free capacity changes with every placement, the wait does not
+    for turn in ({tasks[0]: own, tasks[1]: _share("0.4", "0.1", "tenant-b"), tasks[2]: higher},
+                 {tasks[0]: _share("0.2", "0.1"), tasks[1]: own, tasks[2]: FULL}):
+        assert _apply(db, Plan(reasons=turn), leadership, memo, jobs).reasons_written == 0
+    assert {cycle for _, _, cycle in _stored(db).values()} == {first.cycle_id}  # waiting for capacity since then
+    fragmented = PendingReason(ReasonCode.NO_FEASIBLE_NODE, "no node with 2 a100 GPUs free: 3 are free in all, "
+                               "fragmented (at most 1 on n1)", "would start when one node has 2 a100 GPUs free")  # fmt: skip
+    then = _apply(db, Plan(reasons={**dict.fromkeys(tasks, FULL), tasks[0]: fragmented, tasks[2]: _quota("tenant-a")}),
+                  leadership, memo, jobs)  # fmt: skip
+    assert then.reasons_written == 2
+    stored = _stored(db)
+    assert stored[tasks[0]] == ("NoFeasibleNode", fragmented.message, then.cycle_id)
+    assert stored[tasks[2]][0] == "WaitingForQuota"
+    back = _apply(db, Plan(reasons=dict.fromkeys(tasks, own)), leadership, memo, jobs)
+    assert back.reasons_written == 2  # from fragmentation and from quota back to waiting for capacity
 
 
 def test_a_new_leader_loads_the_stored_reasons_and_rewrites_none_of_them(service: Service) -> None:

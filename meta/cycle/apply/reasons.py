@@ -12,9 +12,18 @@ shares move a little with every placement. Rewriting every such row each period 
 thousands of rows per period at 100k waiting tasks, and reset explain's SINCE although the task
 kept waiting for the same reason. The stored figures are those of the cycle the reason began in.
 
+Waiting for capacity that other work holds is one reason too, however it is worded: that no node
+was free, that another tenant ahead in fair share took this cycle's free capacity, or
+higher-priority work did. Who took the capacity changes with every placement, not the task's
+situation; on a full cluster with 50,000 waiting tasks the three wordings took turns from period
+to period, and every period rewrote its whole quota of rows (issue 24). As Slurm's ``Resources``
+and ``Priority`` hold while a job waits, the stored wording is the one the wait began with;
+another kind of reason (quota, a gang, a reservation, a hold, fragmentation) is written at once.
+
 At most ``MAX_REASONS_PER_PERIOD`` changed reasons are written in one period (the plan's order:
 the front of the queue first); the rest stay unwritten in the memo and are written in the next
-periods. One user's 20,000-task job otherwise made the next period upsert 20,000 rows, 6-12 s on
+periods, quiet ones included (``late``: a period that rests writes the last pass's next share, so
+50,000 new tasks' reasons are not written by the busy periods alone). One user's 20,000-task job otherwise made the next period upsert 20,000 rows, 6-12 s on
 PostgreSQL while other requests wrote too (issue 22, ``benchmarks/bench_hostile.py`` S4).
 """
 
@@ -24,6 +33,7 @@ import re
 from collections.abc import Collection, Mapping
 from datetime import datetime
 from functools import lru_cache
+from itertools import islice
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -38,8 +48,15 @@ MAX_REASONS_PER_PERIOD = 2000  # changed reasons written per period; the rest wa
 _FIGURE = re.compile(r"\d+(?:\.\d+)?")
 
 
-def reason_identity(reason: PendingReason) -> tuple[str, str | None, str | None, str, str]:
+# the ways of waiting for capacity other work holds: one reason, whoever took it this cycle
+_WAITING_FOR_CAPACITY = frozenset({ReasonCode.NO_FEASIBLE_NODE, ReasonCode.LOWER_FAIR_SHARE, ReasonCode.LOWER_PRIORITY})
+
+
+def reason_identity(reason: PendingReason) -> tuple[object, ...]:
     """reason_identity is what makes a reason a different one: code, blocker, and wording without its figures."""
+    if reason.code in _WAITING_FOR_CAPACITY:
+        # fragmentation stays its own reason: free GPUs exist, only not on one node (explain.py)
+        return ("capacity", "fragmented" in reason.message)
     return (reason.code.value, reason.blocking_job, reason.blocking_tenant, _wording(reason.message), _wording(reason.remedy))
 
 
@@ -56,6 +73,8 @@ class ReasonMemo:
         # the latest reason per task: the stored row is this reason, or one of the same identity
         self._stored: dict[str, PendingReason] = {}
         self._epoch: int | None = None
+        # the last pass's changed reasons left unwritten (the plan's order): quiet periods write them
+        self._late: dict[str, PendingReason] = {}
 
     def changed(self, reasons: Mapping[str, PendingReason]) -> dict[str, PendingReason]:
         """changed is the subset of ``reasons`` that is a different reason from the one stored."""
@@ -74,6 +93,7 @@ class ReasonMemo:
         store still holds for it, if any, so the next period finds it changed and writes it.
         """
         stored = dict(reasons)
+        self._late = {task_id: reasons[task_id] for task_id in deferred}
         for task_id in deferred:
             held = self._stored.get(task_id)
             if held is None:
@@ -81,6 +101,16 @@ class ReasonMemo:
             else:
                 stored[task_id] = held
         self._stored, self._epoch = stored, epoch
+
+    def late(self) -> dict[str, PendingReason]:
+        """late is the next period's share of the last pass's deferred reasons, for a quiet period to write."""
+        return dict(islice(self._late.items(), MAX_REASONS_PER_PERIOD))
+
+    def written(self, reasons: Mapping[str, PendingReason]) -> None:
+        """written records that ``reasons`` (from ``late``) are stored now: call it once their transaction committed."""
+        for task_id, reason in reasons.items():
+            self._stored[task_id] = reason
+            self._late.pop(task_id, None)
 
     def holds(self, epoch: int) -> bool:
         """holds tells whether the memo speaks for ``epoch`` (else it must be loaded before use)."""
@@ -103,12 +133,12 @@ class ReasonMemo:
             except ValueError:
                 continue  # a code this version does not know: written again
             stored[task_id] = PendingReason(reason_code, message, remedy or "", blocking_job, blocking_tenant)
-        self._stored, self._epoch = stored, epoch
+        self._stored, self._epoch, self._late = stored, epoch, {}
         return len(stored)
 
     def forget(self) -> None:
         """forget drops everything: the next period writes every reason again."""
-        self._stored, self._epoch = {}, None
+        self._stored, self._epoch, self._late = {}, None, {}
 
     def follow(self, epoch: int | None) -> None:
         """follow forgets the memo when leadership changed since it was written (another leader wrote meanwhile)."""

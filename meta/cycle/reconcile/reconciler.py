@@ -138,7 +138,7 @@ class Reconciler:
                 self._work(session, batch, observation, result)
         self.sightings.keep(live_ids)
         self.claims.keep(set(live_ids) | _named(observation))
-        cancel_orphans(observation, set(live_ids), set(self._live_ids()), result, self._scancel)
+        cancel_orphans(observation, set(live_ids), lambda: set(self._live_ids()), result, self._scancel)
         self.calm.remember(result, observation, live_ids, wrote=bool(groups or alone or due))
         return result
 
