@@ -123,16 +123,18 @@ class ReasonMemo:
         rows at 100k waiting tasks); reading them is several times cheaper. Returns rows loaded.
         """
         stored: dict[str, PendingReason] = {}
+        made: dict[tuple, PendingReason | None] = {}  # a queue has a few hundred distinct reasons: each made once
         rows = session.execute(
             select(TaskReason.task_id, TaskReason.code, TaskReason.message, TaskReason.remedy,
                    TaskReason.blocking_job, TaskReason.blocking_tenant)
         )  # fmt: skip
-        for task_id, code, message, remedy, blocking_job, blocking_tenant in rows:
-            try:
-                reason_code = ReasonCode(code)
-            except ValueError:
-                continue  # a code this version does not know: written again
-            stored[task_id] = PendingReason(reason_code, message, remedy or "", blocking_job, blocking_tenant)
+        for task_id, *fields in rows:
+            key = tuple(fields)
+            if key not in made:
+                made[key] = _stored_reason(*fields)
+            reason = made[key]
+            if reason is not None:  # None: a code this version does not know, written again
+                stored[task_id] = reason
         self._stored, self._epoch, self._late = stored, epoch, {}
         return len(stored)
 
@@ -144,6 +146,15 @@ class ReasonMemo:
         """follow forgets the memo when leadership changed since it was written (another leader wrote meanwhile)."""
         if epoch != self._epoch:
             self.forget()
+
+
+def _stored_reason(code: str, message: str, remedy: str | None, blocking_job: str | None,
+                   blocking_tenant: str | None) -> PendingReason | None:
+    """_stored_reason is a stored row's reason (None: a code this version does not know)."""
+    try:
+        return PendingReason(ReasonCode(code), message, remedy or "", blocking_job, blocking_tenant)
+    except ValueError:
+        return None
 
 
 def this_period(changed: Mapping[str, PendingReason]) -> tuple[dict[str, PendingReason], list[str]]:
