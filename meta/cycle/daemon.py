@@ -656,7 +656,8 @@ class Daemon:
     def _holds(self, cycle: _Cycle) -> None:
         """_holds runs step 12: Slurm reservations for the plan's held gangs, touched only when they change."""
         assert cycle.snapshot is not None and cycle.plan is not None
-        runtime = {t.task_id: t.runtime_estimate_s for t in cycle.snapshot.pending}
+        held = {h.task_id for h in cycle.plan.held}  # most periods none: the queue is not walked for them
+        runtime = {t.task_id: t.runtime_estimate_s for t in cycle.snapshot.pending if t.task_id in held} if held else {}
         self.holds.sync(desired_holds(cycle.plan.held, runtime, cycle.started_at), cycle.started_at)
 
     def _actuate(self, report: PeriodReport) -> None:

@@ -64,9 +64,10 @@ def held_gpus(snapshot: Snapshot, plan: Plan, skipped: Collection[str] = ()) -> 
 
     for reservation in snapshot.reservations:
         add(reservation.tenant, reservation.shares)
-    tenant_of = {t.task_id: t.tenant for t in snapshot.pending}
+    placed = {p.task_id for p in plan.placements if p.task_id not in skipped}
+    tenant_of = {t.task_id: t.tenant for t in snapshot.pending if t.task_id in placed} if placed else {}
     for placement in plan.placements:
-        if placement.task_id not in skipped and placement.task_id in tenant_of:
+        if placement.task_id in tenant_of:
             add(tenant_of[placement.task_id], placement.shares)
     return held
 

@@ -79,12 +79,22 @@ class ReasonMemo:
     def changed(self, reasons: Mapping[str, PendingReason]) -> dict[str, PendingReason]:
         """changed is the subset of ``reasons`` that is a different reason from the one stored."""
         stored = self._stored
-        return {
-            task_id: reason
-            for task_id, reason in reasons.items()
-            if (held := stored.get(task_id)) is None
-            or (held != reason and reason_identity(held) != reason_identity(reason))
-        }
+        # a queue's tasks share a few hundred reason objects: each pair is compared once
+        differ: dict[tuple[int, int], bool] = {}
+        changed: dict[str, PendingReason] = {}
+        for task_id, reason in reasons.items():
+            held = stored.get(task_id)
+            if held is reason:
+                continue
+            if held is not None:
+                pair = (id(held), id(reason))
+                verdict = differ.get(pair)
+                if verdict is None:
+                    verdict = differ[pair] = held != reason and reason_identity(held) != reason_identity(reason)
+                if not verdict:
+                    continue
+            changed[task_id] = reason
+        return changed
 
     def committed(self, reasons: Mapping[str, PendingReason], epoch: int, deferred: Collection[str] = ()) -> None:
         """committed records that ``reasons`` are now the stored ones, but for ``deferred`` tasks (not written this period).
