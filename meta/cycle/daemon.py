@@ -97,7 +97,7 @@ from meta.policy.config import SchedulerConfig
 from meta.policy.plan import Plan
 from meta.policy.scheduler import schedule
 from meta.policy.shape import ShapeMemo
-from meta.policy.snapshot import Snapshot
+from meta.policy.snapshot import Snapshot, tasks_named
 from meta.policy.wake import next_wake
 from meta.store.changes import take_changes
 from meta.store.cluster_drains import drained_clusters
@@ -656,8 +656,8 @@ class Daemon:
     def _holds(self, cycle: _Cycle) -> None:
         """_holds runs step 12: Slurm reservations for the plan's held gangs, touched only when they change."""
         assert cycle.snapshot is not None and cycle.plan is not None
-        held = {h.task_id for h in cycle.plan.held}  # most periods none: the queue is not walked for them
-        runtime = {t.task_id: t.runtime_estimate_s for t in cycle.snapshot.pending if t.task_id in held} if held else {}
+        held = tasks_named(cycle.snapshot.pending, {h.task_id for h in cycle.plan.held})
+        runtime = {task_id: task.runtime_estimate_s for task_id, task in held.items()}
         self.holds.sync(desired_holds(cycle.plan.held, runtime, cycle.started_at), cycle.started_at)
 
     def _actuate(self, report: PeriodReport) -> None:

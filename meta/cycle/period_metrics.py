@@ -26,7 +26,7 @@ from meta.policy.cluster_figures import NODE_STATES, ClusterFigures, cluster_fig
 from meta.policy.config import SchedulerConfig
 from meta.policy.gpu_keys import ANY
 from meta.policy.plan import Plan, ReasonCode
-from meta.policy.snapshot import NodeShare, Snapshot
+from meta.policy.snapshot import NodeShare, Snapshot, tasks_named
 from meta.store.models import Attempt, Job, Task
 
 UNTYPED = "gpu"  # GPUs whose type the inventory does not name (as the fragmentation report calls them)
@@ -64,11 +64,10 @@ def held_gpus(snapshot: Snapshot, plan: Plan, skipped: Collection[str] = ()) -> 
 
     for reservation in snapshot.reservations:
         add(reservation.tenant, reservation.shares)
-    placed = {p.task_id for p in plan.placements if p.task_id not in skipped}
-    tenant_of = {t.task_id: t.tenant for t in snapshot.pending if t.task_id in placed} if placed else {}
+    placed = tasks_named(snapshot.pending, {p.task_id for p in plan.placements if p.task_id not in skipped})
     for placement in plan.placements:
-        if placement.task_id in tenant_of:
-            add(tenant_of[placement.task_id], placement.shares)
+        if placement.task_id in placed:
+            add(placed[placement.task_id].tenant, placement.shares)
     return held
 
 
@@ -291,14 +290,15 @@ def count_placements(
     metrics: Metrics, snapshot: Snapshot, plan: Plan, skipped: Collection[str], preempted: Collection[str]
 ) -> None:
     """count_placements adds the period's committed placements and preemptions to the counters."""
-    pending = {t.task_id: t for t in snapshot.pending}
+    pending = tasks_named(snapshot.pending, {p.task_id for p in plan.placements if p.task_id not in skipped})
     for placement in plan.placements:
         task = pending.get(placement.task_id)
-        if task is None or placement.task_id in skipped:
+        if task is None:
             continue
         metrics.placements.labels(task.tenant).inc()
         metrics.queue_delay.labels(task.kind.value, task.tenant).observe(max(0.0, snapshot.now - task.submit_time))
-    tenant_of = {r.attempt_id: r.tenant for r in snapshot.reservations}
+    victims = {p.attempt_id for p in plan.preemptions}
+    tenant_of = {r.attempt_id: r.tenant for r in snapshot.reservations if r.attempt_id in victims} if victims else {}
     for preemption in plan.preemptions:
         tenant = tenant_of.get(preemption.attempt_id)
         if tenant is not None and preemption.attempt_id in preempted:
