@@ -75,10 +75,11 @@ from meta.cycle.outputs import Finalizing, commit_on_success, finalize_jobs
 from meta.cycle.period_metrics import (
     Oldest,
     age_oldest,
+    attempt_counts,
     count_placements,
     deadline_outcomes,
     publish,
-    store_counts,
+    waiting_depth,
 )
 from meta.cycle.reconcile import Reconciler, ReconcileSettings
 from meta.cycle.reconcile.cancellers import CancellerLookup
@@ -688,7 +689,8 @@ class Daemon:
         """_gauges runs step 15: the leader's gauges, every known tenant, state, reason and GPU type, 0 when empty."""
         assert cycle.snapshot is not None and cycle.plan is not None
         with self.db.session() as session:
-            depth, attempts = store_counts(session)
+            attempts = attempt_counts(session)
+        depth = waiting_depth(self.pending_view.queue.depth(), cycle.snapshot, cycle.plan, cycle.skipped)
         self._oldest = publish(
             self.metrics, cycle.snapshot, cycle.plan, self.config.scheduler, skipped=cycle.skipped, depth=depth,
             attempts=attempts, clusters=site_clusters(self.client), drained=cycle.drained,

@@ -27,7 +27,7 @@ from meta.policy.config import SchedulerConfig
 from meta.policy.gpu_keys import ANY
 from meta.policy.plan import Plan, ReasonCode
 from meta.policy.snapshot import NodeShare, Snapshot, tasks_named
-from meta.store.models import Attempt, Job, Task
+from meta.store.models import Attempt, Job
 
 UNTYPED = "gpu"  # GPUs whose type the inventory does not name (as the fragmentation report calls them)
 KINDS = tuple(kind.value for kind in JobKind)
@@ -226,16 +226,23 @@ def cluster_values(figures: Iterable[ClusterFigures]) -> tuple[dict[Labels, floa
     return nodes, total, free, running, drained
 
 
-def store_counts(session: Session) -> tuple[dict[str, int], dict[str, int]]:
-    """store_counts is (pending tasks per tenant, attempts per state): one grouped query each."""
-    depth = dict(
-        session.execute(
-            select(Job.tenant, func.count()).join(Task, Task.job_id == Job.id).where(Task.state == "pending")
-            .group_by(Job.tenant)
-        ).all()
-    )  # fmt: skip
-    attempts = dict(session.execute(select(Attempt.state, func.count()).group_by(Attempt.state)).all())
-    return depth, attempts
+def attempt_counts(session: Session) -> dict[str, int]:
+    """attempt_counts is the number of attempts per state: one grouped query."""
+    return dict(session.execute(select(Attempt.state, func.count()).group_by(Attempt.state)).all())
+
+
+def waiting_depth(queued: Mapping[str, int], snapshot: Snapshot, plan: Plan, skipped: Collection[str]) -> dict[str, int]:
+    """waiting_depth is the waiting tasks per tenant once this period's placements committed.
+
+    ``queued`` is the waiting queue's count at the snapshot (``WaitingQueue.depth``: eligible or
+    not, held or gated too); a grouped count over tasks joined to jobs cost 30-125 ms a period at
+    50,000 waiting tasks (issue 24).
+    """
+    depth = dict(queued)
+    placed = tasks_named(snapshot.pending, {p.task_id for p in plan.placements if p.task_id not in skipped})
+    for task in placed.values():
+        depth[task.tenant] = max(0, depth.get(task.tenant, 0) - 1)
+    return depth
 
 
 def publish(

@@ -24,13 +24,14 @@ from hypothesis.stateful import (
     rule,
     run_state_machine_as_test,
 )
-from sqlalchemy import select
+from sqlalchemy import func, select
 
 from meta.cycle.inventory.reader import held_per_node
 from meta.cycle.snapshot import pending_view
 from meta.cycle.snapshot.build import SpecCache, build_snapshot, pending_task
 from meta.cycle.snapshot.live_view import LiveView
 from meta.cycle.snapshot.pending_view import PendingView
+from meta.cycle.snapshot.waiting_queue import WAITING
 from meta.model.durations import utcnow
 from meta.model.spec import spec_from_dict
 from meta.model.states import AttemptState, TaskState
@@ -159,7 +160,11 @@ class PendingViewMachine(RuleBasedStateMachine):
             fresh = build_snapshot(session, NODES, self.specs, now=self.now)
             viewed = build_snapshot(session, NODES, self.specs, now=self.now, view=self.view, live=self.live_view)
             held = held_per_node(session)
+            waiting = dict(session.execute(
+                select(Job.tenant, func.count()).join(Task, Task.job_id == Job.id).where(*WAITING).group_by(Job.tenant)
+            ).all())  # fmt: skip
         assert viewed.pending == fresh.pending
+        assert self.view.queue.depth() == waiting  # the queue-depth gauge, kept from the rows written (issue 24)
         assert viewed.reservations == fresh.reservations
         assert self.live_view.held_per_node() == held  # kept up to date, not summed again (issue 24)
         # issue 24: the maintained snapshot, scheduled with repeats reused, makes the plan of a

@@ -15,6 +15,7 @@ mismatch, a new leader or SQLite reads the queue in full.
 from __future__ import annotations
 
 import bisect
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -29,7 +30,7 @@ Key = tuple[Any, ...]  # (version, avoid_nodes as stored, priority class): what 
 Place = tuple[datetime, int, str]  # (submitted, index, task id): the queue's order
 
 _COLUMNS = (Task.id, Task.version, type_coerce(Task.avoid_nodes, Text), Job.priority_class, Job.submitted_at,
-            Task.index, Task.not_before)  # fmt: skip
+            Task.index, Task.not_before, Job.tenant)  # fmt: skip
 WAITING = (Task.state == TaskState.PENDING.value, Job.cancel_requested.is_(False))  # a waiting task (tasks joined to jobs)
 # the oldest transaction the statement's snapshot may not have seen: rows newer than it are read again
 _HORIZON = select(func.pg_snapshot_xmin(func.pg_current_snapshot()).cast(Text))
@@ -47,6 +48,7 @@ class Waiting:
     key: Key
     place: Place
     not_before: datetime | None  # a retry's backoff: not eligible before this
+    tenant: str
 
 
 class WaitingQueue:
@@ -57,6 +59,7 @@ class WaitingQueue:
         self._order: list[Place] = []
         self._horizon: str | None = None  # the last read's snapshot xmin (None: read in full next)
         self.changed_rows = -1  # rows the last read took (-1: it read the queue in full)
+        self._depth: Counter[str] = Counter()  # waiting tasks per tenant, eligible or not
 
     def read(self, session: Session, moment: datetime) -> dict[str, Key]:
         """read is the key of every task waiting and eligible at ``moment``, in queue order."""
@@ -72,10 +75,15 @@ class WaitingQueue:
             if (waiting := tasks[place[2]]).not_before is None or waiting.not_before <= moment
         }
 
+    def depth(self) -> dict[str, int]:
+        """depth is the number of waiting tasks per tenant at the last read, eligible or not (the queue-depth gauge)."""
+        return {tenant: count for tenant, count in self._depth.items() if count > 0}
+
     def _load(self, session: Session) -> None:
         """_load reads every waiting task (one statement, in queue order)."""
         rows = session.execute(select(*_COLUMNS).join(Job, Job.id == Task.job_id).where(*WAITING)).all()
         self._tasks = {row[0]: _waiting(row) for row in rows}
+        self._depth = Counter(waiting.tenant for waiting in self._tasks.values())
         self._order = sorted(waiting.place for waiting in self._tasks.values())
         self.changed_rows = -1
 
@@ -89,11 +97,12 @@ class WaitingQueue:
         ).all()
         removed: set[str] = set()
         for row in rows:
-            task_id, state, cancel_requested = row[0], row[7], row[8]
+            task_id, state, cancel_requested = row[0], row[8], row[9]
             if state == TaskState.PENDING.value and not cancel_requested:
                 self._put(task_id, _waiting(row))
-            elif self._tasks.pop(task_id, None) is not None:
+            elif (gone := self._tasks.pop(task_id, None)) is not None:
                 removed.add(task_id)
+                self._depth[gone.tenant] -= 1
         if removed:
             self._order = [place for place in self._order if place[2] not in removed]
         self.changed_rows = len(rows)
@@ -104,6 +113,7 @@ class WaitingQueue:
         """_put adds a task or updates its key (a task's place never changes)."""
         if task_id not in self._tasks:
             bisect.insort(self._order, waiting.place)
+            self._depth[waiting.tenant] += 1
         self._tasks[task_id] = waiting
 
 
@@ -114,5 +124,5 @@ def _modulo(horizon: str) -> int:
 
 def _waiting(row: Any) -> Waiting:
     """_waiting is a task's entry from a row of ``_COLUMNS``."""
-    task_id, version, avoid, priority, submitted, index, not_before = row[:7]
-    return Waiting((version, avoid, priority), (submitted, index, task_id), not_before)
+    task_id, version, avoid, priority, submitted, index, not_before, tenant = row[:8]
+    return Waiting((version, avoid, priority), (submitted, index, task_id), not_before, tenant)
