@@ -57,11 +57,21 @@ class Observation:
     dark: dict[str, float] = field(default_factory=dict)
     # live attempts whose recorded Slurm job is on a dark cluster: no accounting read is made for them
     on_dark: set[str] = field(default_factory=set)
+    # the attempts whose squeue and sacct sightings ``screen`` looked at already
+    _screened_squeue: set[str] = field(default_factory=set)
+    _screened_sacct: set[str] = field(default_factory=set)
 
     def screen(self, claims: Claims, only: Collection[str] | None = None) -> None:
-        """screen sets aside the sightings that are not their attempt's job (of the attempts in ``only``, or all)."""
-        for index in (self.squeue, self.sacct):
-            for attempt_id in [a for a in index if only is None or a in only]:
+        """screen sets aside the sightings that are not their attempt's job (of the attempts in ``only``, or all).
+
+        An attempt's sightings in one index are screened once: the reconciler screens the live
+        attempts' squeue rows before deciding on sacct, then every attempt named; a claim read
+        later only ever adds the recorded job, so screening the same rows again found nothing more
+        (and cost ~15 ms a period at 10,000 running, issue 24).
+        """
+        for index, done in ((self.squeue, self._screened_squeue), (self.sacct, self._screened_sacct)):
+            for attempt_id in [a for a in index if (only is None or a in only) and a not in done]:
+                done.add(attempt_id)
                 claim = claims.of(attempt_id)
                 stored = claims.stored(attempt_id)
                 kept = []
