@@ -584,6 +584,7 @@ class Daemon:
         cycle.nodes = without_dark_clusters(tuple(effective_nodes(inventory, self.live_view.held_per_node())),
                                             drained | set(unreachable_clusters(self.client)))  # fmt: skip
         cycle.snapshot = replace(snapshot, nodes=cycle.nodes)
+        self.specs.keep_only(snapshot.pending, snapshot.reservations)  # memory follows the queue, not history
         if poison:
             self._quarantine(poison)
         return cycle

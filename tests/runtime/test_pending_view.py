@@ -26,6 +26,7 @@ from hypothesis.stateful import (
 )
 from sqlalchemy import func, select
 
+import meta.cycle.snapshot.build as build_module
 from meta.cycle.inventory.reader import held_per_node
 from meta.cycle.snapshot import pending_view
 from meta.cycle.snapshot.build import SpecCache, build_snapshot, pending_task
@@ -245,3 +246,23 @@ def test_a_jobs_shared_fields_follow_its_facts(service: Service) -> None:
                                 submitted_at=row.submitted_at, short_id=row.short_id)  # fmt: skip
         assert specs.fields(other, spec)["priority_class"] == "high"
         assert pending_task(other, tasks[0], spec, "", specs.fields(other, spec)) == pending_task(other, tasks[0], spec)
+
+
+def test_the_spec_cache_keeps_only_jobs_waiting_or_running_once_it_outgrows_them(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A long-running leader's spec cache follows the queue, not history; a dropped spec is read again."""
+    monkeypatch.setattr(build_module, "_SPARE_SPECS", 0)
+    jobs = [service.submit(spec_from_dict({"kind": "evaluation", "name": f"e{i}", "tenant": "acme", "command": "run",
+                                           "resources": {"cpus": 1}})).job.id for i in range(5)]  # fmt: skip
+    specs = SpecCache()
+    with service.db.session() as session:
+        kept = {job: specs.get(session, job) for job in jobs}
+        waiting = [SimpleNamespace(job_id=jobs[0]), SimpleNamespace(job_id=jobs[1])]
+        running = [SimpleNamespace(job_id=jobs[2])]
+        specs.keep_only(waiting, running)  # 5 specs, at most 2 × 3 could be active: kept as they are
+        assert all(specs.get(session, job) is kept[job] for job in jobs)
+        specs.keep_only(waiting[:1], [])  # 5 > 2 × 1: only the waiting job's spec stays
+        assert specs.get(session, jobs[0]) is kept[jobs[0]]
+        again = specs.get(session, jobs[3])
+        assert again is not kept[jobs[3]] and again == kept[jobs[3]]  # read and parsed again

@@ -32,6 +32,7 @@ from meta.store.models import Attempt, Checkpoint, CycleRecord, Job, JobSpecRow,
 
 log = logging.getLogger("metasched.snapshot")
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
+_SPARE_SPECS = 1000  # specs kept beyond twice the active jobs before the cache is pruned
 
 
 class SpecCache:
@@ -61,6 +62,19 @@ class SpecCache:
         fields = job_fields(job, spec)
         self._fields[job.id] = (facts, spec, fields)
         return fields
+
+    def keep_only(self, pending: Sequence[PendingTask], reservations: Sequence[Reservation]) -> None:
+        """keep_only drops the specs of jobs neither waiting nor running, once it holds twice as many as could be.
+
+        Without it a long-running leader kept every job it ever described (issue 24: memory
+        grew with history, not with the queue). A dropped spec is read and parsed again if its
+        job comes back (a retry's backoff ending, a begin time coming).
+        """
+        if len(self._specs) <= 2 * (len(pending) + len(reservations)) + _SPARE_SPECS:
+            return
+        active = {t.job_id for t in pending} | {r.job_id for r in reservations}
+        self._specs = {job_id: spec for job_id, spec in self._specs.items() if job_id in active}
+        self._fields = {job_id: kept for job_id, kept in self._fields.items() if job_id in active}
 
     def parsed(self, job_id: str, spec_json: str) -> AnySpec:
         """parsed returns the job's spec, parsing ``spec_json`` (its stored text, read already) only the first time."""
