@@ -13,13 +13,10 @@ import heapq
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from operator import itemgetter
 
 from meta.policy.config import SchedulerConfig
 from meta.policy.fairshare import FairShare
 from meta.policy.snapshot import PendingTask
-
-_FIRST = itemgetter(0)  # a (key, task) pair's key
 
 
 def slack(task: PendingTask, now: float) -> float | None:
@@ -244,7 +241,7 @@ def _interleave(
 
     def push(tenant: str, at: int) -> None:
         """push queues the tenant's task at index ``at`` at its current position."""
-        key = keys[tenant][at]
+        key = _tenant_key(queues[tenant][at], config)
         heapq.heappush(heap, (position(tenant, key), key, tenant))
 
     def key_of(task: PendingTask) -> tuple:
@@ -253,11 +250,8 @@ def _interleave(
 
     if trace is not None:
         trace.turns(heap, queues, heads, position, key_of)
-    keys: dict[str, list[tuple]] = {}  # each task's key, worked out once: the walk reads it again
     for tenant, tasks in queues.items():
-        keyed = sorted([(key_of(t), t) for t in tasks], key=_FIRST)  # tasks never compared
-        tasks[:] = [t for _, t in keyed]
-        keys[tenant] = [k for k, _ in keyed]
+        tasks.sort(key=key_of)
         heads[tenant] = 0
         push(tenant, 0)
     while heap:
@@ -275,7 +269,7 @@ def _interleave(
             at += 1
             if at == len(tasks):
                 break
-            key = keys[tenant][at]
+            key = key_of(tasks[at])
             pos = position(tenant, key)
             # The tenant's next task goes on at once if it is ahead of every other head: what
             # pushing it and popping the heap would give, without either (a long run is common).
