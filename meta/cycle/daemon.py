@@ -76,6 +76,7 @@ from meta.cycle.period_metrics import (
     Oldest,
     age_oldest,
     attempt_counts,
+    committed_tasks,
     count_placements,
     deadline_outcomes,
     publish,
@@ -98,7 +99,7 @@ from meta.policy.config import SchedulerConfig
 from meta.policy.plan import Plan
 from meta.policy.scheduler import schedule
 from meta.policy.shape import ShapeMemo
-from meta.policy.snapshot import Snapshot, tasks_named
+from meta.policy.snapshot import PendingTask, Snapshot, tasks_named
 from meta.policy.wake import next_wake
 from meta.store.changes import take_changes
 from meta.store.cluster_drains import drained_clusters
@@ -178,6 +179,7 @@ class _Cycle:
     plan: Plan | None = None
     duration_s: float = 0.0
     skipped: set[str] = field(default_factory=set)
+    placed: dict[str, PendingTask] = field(default_factory=dict)  # the waiting tasks whose placements committed
     drained: frozenset[str] = frozenset()  # the clusters an admin drained (metasched cluster drain)
 
 
@@ -649,11 +651,12 @@ class Daemon:
         self.reasons.committed(cycle.plan.reasons, self.leadership.epoch, result.reasons_deferred)
         self._reasons_of = (result.cycle_id, cycle.job_of_task)  # where a quiet period's late reasons belong
         self.metrics.cycle_seconds.observe(cycle.duration_s)
-        count_placements(self.metrics, cycle.snapshot, cycle.plan, result.skipped, set(result.preempting))
+        cycle.skipped = set(result.skipped)
+        cycle.placed = committed_tasks(cycle.snapshot, cycle.plan, cycle.skipped)
+        count_placements(self.metrics, cycle.snapshot, cycle.plan, cycle.placed, set(result.preempting))
         report.placed = len(result.created)
         self._placed = list(result.created)
         report.preempting += len(result.preempting)
-        cycle.skipped = set(result.skipped)
 
     def _holds(self, cycle: _Cycle) -> None:
         """_holds runs step 12: Slurm reservations for the plan's held gangs, touched only when they change."""
@@ -691,8 +694,8 @@ class Daemon:
         assert cycle.snapshot is not None and cycle.plan is not None
         with self.db.session() as session:
             attempts = attempt_counts(session)
-        depth = waiting_depth(self.pending_view.queue.depth(), cycle.snapshot, cycle.plan, cycle.skipped)
+        depth = waiting_depth(self.pending_view.queue.depth(), cycle.placed)
         self._oldest = publish(
-            self.metrics, cycle.snapshot, cycle.plan, self.config.scheduler, skipped=cycle.skipped, depth=depth,
-            attempts=attempts, clusters=site_clusters(self.client), drained=cycle.drained,
+            self.metrics, cycle.snapshot, cycle.plan, self.config.scheduler, skipped=cycle.skipped, placed=cycle.placed,
+            depth=depth, attempts=attempts, clusters=site_clusters(self.client), drained=cycle.drained,
         )

@@ -33,8 +33,9 @@ def is_aged(task: PendingTask, now: float, config: SchedulerConfig) -> bool:
 
 def is_urgent(task: PendingTask, now: float, config: SchedulerConfig) -> bool:
     """is_urgent tells whether a deadline task's slack has run below the urgency window."""
-    s = slack(task, now)
-    return s is not None and s <= config.deadline_urgency_s
+    if task.deadline is None:  # most tasks: no call to slack (a pass asks this of every waiting task)
+        return False
+    return task.deadline - now - task.runtime_estimate_s <= config.deadline_urgency_s
 
 
 def submit_key(task: PendingTask, config: SchedulerConfig) -> float:

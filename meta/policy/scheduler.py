@@ -236,7 +236,7 @@ class SchedulePass:
     def _signature(self, task: PendingTask, shape: Shape) -> tuple:
         """_signature is the task's repeat signature (repeat.py); ``shape`` is its shape_of."""
         aged = is_aged(task, self.now, self.cfg)
-        urgent = not aged and task.deadline is not None and is_urgent(task, self.now, self.cfg)  # no deadline: never
+        urgent = not aged and is_urgent(task, self.now, self.cfg)
         return signature(task, shape, aged, urgent)
 
     def _mark(self) -> tuple:

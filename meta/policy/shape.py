@@ -7,6 +7,7 @@ from typing import NamedTuple
 
 from meta.model.clusters import cluster_of
 from meta.model.kinds import Topology
+from meta.policy.memo_bound import only_keys, outgrown
 from meta.policy.snapshot import PendingTask
 
 
@@ -125,6 +126,5 @@ class ShapeMemo:
 
     def keep_only(self, pending: Collection[PendingTask]) -> None:
         """keep_only drops the shapes of tasks that no longer wait, once the memo holds twice as many as wait."""
-        if len(self._kept) > 2 * len(pending):
-            waiting = {task.task_id for task in pending}
-            self._kept = {tid: entry for tid, entry in self._kept.items() if tid in waiting}
+        if outgrown(len(self._kept), len(pending)):
+            self._kept = only_keys(self._kept, {task.task_id for task in pending})

@@ -94,12 +94,12 @@ def test_a_cluster_that_goes_away_leaves_no_series() -> None:
     metrics = Metrics()
     metrics.set_leading(1)
     snapshot = _snapshot()
-    publish(metrics, snapshot, Plan(), SchedulerConfig(), skipped=(), depth={}, attempts={}, clusters=["a", "b"],
+    publish(metrics, snapshot, Plan(), SchedulerConfig(), skipped=(), placed={}, depth={}, attempts={}, clusters=["a", "b"],
             drained={"b"})  # fmt: skip
     assert _series(metrics, "metasched_cluster_drained") == {(("cluster", "a"),): 0, (("cluster", "b"),): 1}
     assert _series(metrics, "metasched_cluster_free_gpus")[(("cluster", "b"), ("gpu_type", "h100"))] == 6
     only_a = Snapshot(now=101.0, nodes=tuple(n for n in SITE if n.name.startswith("a/")))
-    publish(metrics, only_a, Plan(), SchedulerConfig(), skipped=(), depth={}, attempts={}, clusters=["a"])
+    publish(metrics, only_a, Plan(), SchedulerConfig(), skipped=(), placed={}, depth={}, attempts={}, clusters=["a"])
     for name in ("metasched_cluster_nodes", "metasched_cluster_total_gpus", "metasched_cluster_free_gpus",
                  "metasched_cluster_running_attempts", "metasched_cluster_drained"):  # fmt: skip
         series = _series(metrics, name)
@@ -112,6 +112,6 @@ def test_a_single_cluster_site_exports_no_per_cluster_series() -> None:
     metrics = Metrics()
     metrics.set_leading(1)
     snapshot = Snapshot(now=1.0, nodes=(_node("n1"), _node("n2")), reservations=(_reservation("r", _share("n1", 8)),))
-    publish(metrics, snapshot, Plan(), SchedulerConfig(), skipped=(), depth={}, attempts={})
+    publish(metrics, snapshot, Plan(), SchedulerConfig(), skipped=(), placed={}, depth={}, attempts={})
     assert _series(metrics, "metasched_cluster_nodes") == {} and _series(metrics, "metasched_cluster_free_gpus") == {}
     assert _series(metrics, "metasched_cluster_gpus") == {(("gpu_type", "a100"),): 16}  # the site-wide gauges stay

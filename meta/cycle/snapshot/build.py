@@ -26,6 +26,7 @@ from meta.model.resources import ResourceVector
 from meta.model.sbatch_fields import placement_filters
 from meta.model.spec import AnySpec, InferenceSpec, TrainingSpec, spec_from_json
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
+from meta.policy.memo_bound import only_keys, outgrown
 from meta.policy.snapshot import NodeShare, PendingTask, PriorHold, Reservation, Snapshot, TenantState
 from meta.store.chunks import chunked
 from meta.store.models import Attempt, Checkpoint, CycleRecord, Job, JobSpecRow, Task, Tenant, TenantUsage
@@ -70,11 +71,11 @@ class SpecCache:
         grew with history, not with the queue). A dropped spec is read and parsed again if its
         job comes back (a retry's backoff ending, a begin time coming).
         """
-        if len(self._specs) <= 2 * (len(pending) + len(reservations)) + _SPARE_SPECS:
+        if not outgrown(len(self._specs), len(pending) + len(reservations), _SPARE_SPECS):
             return
         active = {t.job_id for t in pending} | {r.job_id for r in reservations}
-        self._specs = {job_id: spec for job_id, spec in self._specs.items() if job_id in active}
-        self._fields = {job_id: kept for job_id, kept in self._fields.items() if job_id in active}
+        self._specs = only_keys(self._specs, active)
+        self._fields = only_keys(self._fields, active)
 
     def parsed(self, job_id: str, spec_json: str) -> AnySpec:
         """parsed returns the job's spec, parsing ``spec_json`` (its stored text, read already) only the first time."""
