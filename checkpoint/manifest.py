@@ -27,7 +27,7 @@ from meta.model.durations import utcnow
 from meta.model.errors import Conflict, MetaschedError, NotFound
 from meta.model.states import LIVE_ATTEMPT_STATES
 from meta.store import audit
-from meta.store.chunks import chunked
+from meta.store.chunks import among, chunked
 from meta.store.models import Attempt, Job, PartitionCommit, Task
 
 STAGING = "_attempts"
@@ -86,10 +86,10 @@ def commit_many(
     existing: dict[str, PartitionCommit] = {}
     for chunk in chunked(task_ids):
         rows = session.execute(select(Attempt.task_id, Attempt.id).where(
-            Attempt.task_id.in_(chunk), Attempt.state.in_([s.value for s in LIVE_ATTEMPT_STATES])))
+            among(session, Attempt.task_id, chunk), Attempt.state.in_([s.value for s in LIVE_ATTEMPT_STATES])))
         live.update((task_id, attempt_id) for task_id, attempt_id in rows)
         existing.update((c.task_id, c) for c in session.scalars(
-            select(PartitionCommit).where(PartitionCommit.task_id.in_(chunk))))  # fmt: skip
+            select(PartitionCommit).where(among(session, PartitionCommit.task_id, chunk))))  # fmt: skip
     out: dict[str, PartitionCommit | MetaschedError] = {}
     new: list[tuple[Attempt, PartitionCommit]] = []
     for attempt, manifest in wanted:

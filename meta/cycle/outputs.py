@@ -30,7 +30,7 @@ from meta.model.errors import JOB_FAULTS, MetaschedError
 from meta.model.output_hold import OutputHold
 from meta.model.spec import InferenceSpec
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
-from meta.store.chunks import chunked
+from meta.store.chunks import among, chunked
 from meta.store.models import Attempt, Job, PartitionCommit, Task
 
 log = logging.getLogger("metasched.outputs")
@@ -93,10 +93,10 @@ def expect_commits(session: Session, task_ids: Collection[str]) -> list[object]:
     rows: list[object] = []
     done: set[str] = set()
     for chunk in chunked(ids):
-        commits = list(session.scalars(select(PartitionCommit).where(PartitionCommit.task_id.in_(chunk))))
+        commits = list(session.scalars(select(PartitionCommit).where(among(session, PartitionCommit.task_id, chunk))))
         done.update(c.task_id for c in commits)
         rows.extend(commits)
-        rows.extend(session.scalars(select(Task).where(Task.id.in_(chunk))))
+        rows.extend(session.scalars(select(Task).where(among(session, Task.id, chunk))))
     session.info[_KNOWN] = set(ids) - done
     session.info[_BATCH] = []
     return rows
@@ -149,7 +149,7 @@ def finalize_jobs(
     finished = []
     wanted = sorted(set(_succeeded(session, state.done, since)) | state.handed)
     for chunk in chunked(wanted):
-        for job in session.scalars(select(Job).where(Job.id.in_(chunk))):
+        for job in session.scalars(select(Job).where(among(session, Job.id, chunk))):
             answer = workers.result(f"finalize:{job.id}")
             if answer is not None:
                 state.handed.discard(job.id)
@@ -182,7 +182,7 @@ def _succeeded(session: Session, done: set[str], since: datetime | None) -> list
         .distinct()
     )  # fmt: skip
     candidates = sorted(set(recent) - done)
-    return [job_id for chunk in chunked(candidates) for job_id in session.scalars(grouped.where(Task.job_id.in_(chunk)))]
+    return [job_id for chunk in chunked(candidates) for job_id in session.scalars(grouped.where(among(session, Task.job_id, chunk)))]
 
 
 def _hand_over(

@@ -27,6 +27,7 @@ from meta.policy.config import SchedulerConfig
 from meta.policy.gpu_keys import ANY
 from meta.policy.plan import Plan, ReasonCode
 from meta.policy.snapshot import NodeShare, PendingTask, Snapshot, tasks_named
+from meta.store.chunks import among
 from meta.store.models import Attempt, Job
 
 UNTYPED = "gpu"  # GPUs whose type the inventory does not name (as the fragmentation report calls them)
@@ -329,7 +330,7 @@ def deadline_outcomes(
     rows = session.execute(
         select(Job.id, Job.tenant, func.max(Attempt.ended_at))
         .join(Attempt, Attempt.job_id == Job.id)
-        .where(Job.id.in_(list(job_ids)))
+        .where(among(session, Job.id, list(job_ids)))
         .group_by(Job.id, Job.tenant)
     ).all()
     counts: dict[Labels, int] = defaultdict(int)

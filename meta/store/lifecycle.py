@@ -33,7 +33,7 @@ from meta.model.states import (
     task_state_for_attempt,
 )
 from meta.store import audit
-from meta.store.chunks import chunked
+from meta.store.chunks import among, chunked
 from meta.store.models import Attempt, Job, JobSpecRow, Task, Transition
 from meta.store.transitions import TransitionResult, transition_attempt, transition_task
 
@@ -154,15 +154,15 @@ def create_attempts(
         row.id: row
         for row in session.execute(
             select(Task.id, Task.job_id, Task.fencing_counter, Task.attempts_made)
-            .where(Task.id.in_(ids), Task.state == TaskState.PENDING.value)
+            .where(among(session, Task.id, ids), Task.state == TaskState.PENDING.value)
             .with_for_update()
         )
     }
     if len(tasks) != len(set(ids)) or len(ids) != len(set(ids)):
         raise ConcurrentModification("tasks changed before a bulk placement")
-    busy = select(Attempt.task_id).where(Attempt.task_id.in_(ids), Attempt.state.in_(_LIVE)).limit(1)
+    busy = select(Attempt.task_id).where(among(session, Attempt.task_id, ids), Attempt.state.in_(_LIVE)).limit(1)
     done = select(Transition.entity_id).where(
-        Transition.entity == "task", Transition.entity_id.in_(ids), Transition.stimulus_id == stimulus_id
+        Transition.entity == "task", among(session, Transition.entity_id, ids), Transition.stimulus_id == stimulus_id
     ).limit(1)
     if session.scalar(busy) is not None or session.scalar(done) is not None:
         raise ConcurrentModification("a task got an attempt before a bulk placement")
@@ -366,7 +366,7 @@ def mark_launching(
         raise IllegalTransition("attempt", ",".join(attempt_ids), from_state, AttemptState.LAUNCHING)
     rows = session.execute(
         select(Attempt.id, Attempt.version, Attempt.job_id)
-        .where(Attempt.id.in_(attempt_ids), Attempt.state == from_state.value)
+        .where(among(session, Attempt.id, attempt_ids), Attempt.state == from_state.value)
         .with_for_update()
     ).all()
     if not rows:
@@ -410,11 +410,11 @@ def move_attempts(
     ids = list(stimuli)
     attempts = session.execute(
         select(Attempt.id, Attempt.job_id, Attempt.task_id)
-        .where(Attempt.id.in_(ids), Attempt.state == from_state.value)
+        .where(among(session, Attempt.id, ids), Attempt.state == from_state.value)
         .with_for_update()
     ).all()
     tasks = session.execute(
-        select(Task.id, Task.state).where(Task.id.in_([a.task_id for a in attempts])).with_for_update()
+        select(Task.id, Task.state).where(among(session, Task.id, [a.task_id for a in attempts])).with_for_update()
     ).all()
     if len(attempts) != len(ids) or len(tasks) != len(ids):
         raise ConcurrentModification("attempts changed before a bulk move")
@@ -444,7 +444,7 @@ def _cas_all(session: Session, model: type[Attempt] | type[Task], ids: list[str]
     """_cas_all moves every row of ``ids`` from ``current`` to ``target``, or raises if one moved first."""
     result = session.execute(
         update(model)
-        .where(model.id.in_(ids), model.state == current)
+        .where(among(session, model.id, ids), model.state == current)
         .values(state=target, version=model.version + 1, updated_at=now, **values)
         .execution_options(synchronize_session=False)
     )

@@ -34,7 +34,7 @@ from meta.model.errors import JOB_FAULTS
 from meta.model.kinds import FailureCategory
 from meta.model.spec import TrainingSpec
 from meta.model.states import AttemptState
-from meta.store.chunks import chunked
+from meta.store.chunks import among, chunked
 from meta.store.db import Database
 from meta.store.lifecycle import attempt_event, mark_launching, quarantine_attempt
 from meta.store.models import Attempt, Checkpoint, Job, Task
@@ -255,10 +255,10 @@ class Actuator:
         only weakly, and rows nobody references are collected and read again one by one.
         """
         attempts = session.scalars(
-            select(Attempt).where(Attempt.id.in_(attempt_ids)).execution_options(populate_existing=True)
+            select(Attempt).where(among(session, Attempt.id, attempt_ids)).execution_options(populate_existing=True)
         ).all()
-        tasks = session.scalars(select(Task).where(Task.id.in_({a.task_id for a in attempts}))).all()
-        jobs = session.scalars(select(Job).where(Job.id.in_({a.job_id for a in attempts}))).all()
+        tasks = session.scalars(select(Task).where(among(session, Task.id, {a.task_id for a in attempts}))).all()
+        jobs = session.scalars(select(Job).where(among(session, Job.id, {a.job_id for a in attempts}))).all()
         return [*attempts, *tasks, *jobs]
 
     def _script(self, session: Session, attempt_id: str) -> tuple[str, int, RunAs | None]:

@@ -39,6 +39,7 @@ from meta.model.spec import SpecError, TrainingSpec
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
 from meta.store import audit
 from meta.store.adopted import SlurmOwner, store_adopted_job
+from meta.store.chunks import among
 from meta.store.db import Database
 from meta.store.lifecycle import cancel_job, mark_launching
 from meta.store.models import AdoptedJob, Attempt, Job, Task, TaskReason
@@ -115,7 +116,7 @@ class Adopter:
     @staticmethod
     def _known(session: Session, slurm_ids: list[str]) -> set[tuple[str, datetime | None]]:
         rows = session.execute(
-            select(AdoptedJob.slurm_job_id, AdoptedJob.slurm_submitted_at).where(AdoptedJob.slurm_job_id.in_(slurm_ids))
+            select(AdoptedJob.slurm_job_id, AdoptedJob.slurm_submitted_at).where(among(session, AdoptedJob.slurm_job_id, slurm_ids))
         ).all()
         return {(row.slurm_job_id, row.slurm_submitted_at) for row in rows}
 
@@ -201,7 +202,7 @@ class Adopter:
                 .where(
                     (Task.state == TaskState.PENDING.value)
                     | (Attempt.state == AttemptState.LAUNCHING.value)
-                    | ((Task.state == TaskState.CANCELLED.value) & AdoptedJob.slurm_job_id.in_(waiting_in_slurm))
+                    | ((Task.state == TaskState.CANCELLED.value) & among(session, AdoptedJob.slurm_job_id, waiting_in_slurm))
                 )
             ).all()
             waiting = [(slurm_id, job.short_id, task.id) for slurm_id, job, task, attempt in rows
@@ -226,7 +227,7 @@ class Adopter:
     @staticmethod
     def _reasons(session: Session, task_ids: list[str]) -> dict[str, tuple[str, str]]:
         rows = session.execute(
-            select(TaskReason.task_id, TaskReason.code, TaskReason.message).where(TaskReason.task_id.in_(task_ids))
+            select(TaskReason.task_id, TaskReason.code, TaskReason.message).where(among(session, TaskReason.task_id, task_ids))
         ).all()
         return {row.task_id: (row.code, row.message) for row in rows}
 

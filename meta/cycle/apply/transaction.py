@@ -28,6 +28,7 @@ from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransiti
 from meta.policy.plan import Plan
 from meta.policy.snapshot import NodeShare
 from meta.store import audit
+from meta.store.chunks import among
 from meta.store.lifecycle import DEFAULT_LEASE_S, NewAttempt, attempt_event, create_attempt, create_attempts
 from meta.store.models import Attempt, CycleRecord, Job, Task, TaskReason
 
@@ -168,7 +169,7 @@ def _place_all(
     creator) nothing of the bulk step stays and each is placed on its own instead.
     """
     ids = [p.task_id for p in plan.placements]
-    states = dict(session.execute(select(Task.id, Task.state).where(Task.id.in_(ids))).all()) if ids else {}
+    states = dict(session.execute(select(Task.id, Task.state).where(among(session, Task.id, ids))).all()) if ids else {}
     wanted: list[NewAttempt] = []
     for placement in plan.placements:
         if states.get(placement.task_id) != TaskState.PENDING.value:
@@ -192,7 +193,7 @@ def _place_all(
             else:
                 created[one.task_id] = attempt_id
     result.created.extend(created.values())
-    session.execute(delete(TaskReason).where(TaskReason.task_id.in_(list(created))))
+    session.execute(delete(TaskReason).where(among(session, TaskReason.task_id, list(created))))
 
 
 def _new_attempt(task_id: str, shares: Sequence[NodeShare]) -> NewAttempt:

@@ -19,7 +19,7 @@ from functools import lru_cache
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
-from meta.store.chunks import chunked
+from meta.store.chunks import among, chunked
 from meta.store.models import Attempt, Job
 
 
@@ -69,7 +69,7 @@ class Claims:
             rows = session.execute(
                 select(Attempt.id, Attempt.slurm_job_id, Job.owner_uid, Job.tenant)
                 .join(Job, Job.id == Attempt.job_id)
-                .where(Attempt.id.in_(chunk))
+                .where(among(session, Attempt.id, chunk))
             )
             for row in rows:
                 uid = row.owner_uid if row.owner_uid is not None else daemon_uid

@@ -9,6 +9,7 @@ from sqlalchemy import or_, update
 from sqlalchemy.orm import Session
 
 from meta.cycle.reconcile.settings import LIVE, ReconcileSettings
+from meta.store.chunks import among
 from meta.store.models import Attempt
 
 
@@ -85,7 +86,7 @@ class Sightings:
         session.execute(
             update(Attempt)
             .where(
-                Attempt.id.in_(candidates),
+                among(session, Attempt.id, candidates),
                 Attempt.state.in_(LIVE),
                 or_(Attempt.last_seen_at.is_(None), Attempt.last_seen_at <= due),
             )

@@ -16,6 +16,7 @@ from meta.cycle.reconcile.sightings import Sightings
 from meta.cycle.reconcile.target import stimulus, target_of
 from meta.model.errors import JOB_FAULTS, ConcurrentModification
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, IllegalTransition
+from meta.store.chunks import among
 from meta.store.lifecycle import move_attempts
 from meta.store.models import Attempt, Job
 
@@ -104,11 +105,11 @@ def move_together(
 
 def _settle_outputs(session: Session, stimuli: dict[str, str], on_success: SuccessHook) -> set[str]:
     """_settle_outputs runs the success hook per attempt; unsettled ones leave ``stimuli``, those still being read are returned."""
-    attempts = list(session.scalars(select(Attempt).where(Attempt.id.in_(list(stimuli)))))
+    attempts = list(session.scalars(select(Attempt).where(among(session, Attempt.id, list(stimuli)))))
     # the hook reads each attempt's job: one query for the group puts them in the session's identity
     # map (which holds them only weakly: ``jobs`` keeps them there for the loop)
     job_ids = sorted({attempt.job_id for attempt in attempts})
-    jobs = session.scalars(select(Job).where(Job.id.in_(job_ids))).all()
+    jobs = session.scalars(select(Job).where(among(session, Job.id, job_ids))).all()
     known = expect_commits(session, [attempt.task_id for attempt in attempts])  # the group's commits and tasks at once
     try:
         holds = _ask(session, attempts, on_success)

@@ -28,7 +28,7 @@ from meta.model.spec import AnySpec, InferenceSpec, TrainingSpec, spec_from_json
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState, TaskState
 from meta.policy.memo_bound import only_keys, outgrown
 from meta.policy.snapshot import NodeShare, PendingTask, PriorHold, Reservation, Snapshot, TenantState
-from meta.store.chunks import chunked
+from meta.store.chunks import among, chunked
 from meta.store.models import Attempt, Checkpoint, CycleRecord, Job, JobSpecRow, Task, Tenant, TenantUsage
 
 log = logging.getLogger("metasched.snapshot")
@@ -271,7 +271,7 @@ def _last_checkpoints(session: Session, task_ids: list[str]) -> dict[str, dateti
     if not task_ids:
         return {}
     rows = session.execute(
-        select(Checkpoint.task_id, func.max(Checkpoint.at)).where(Checkpoint.task_id.in_(task_ids)).group_by(
+        select(Checkpoint.task_id, func.max(Checkpoint.at)).where(among(session, Checkpoint.task_id, task_ids)).group_by(
             Checkpoint.task_id
         )
     )
@@ -344,7 +344,7 @@ def _reservations(session: Session, specs: SpecCache) -> tuple[Reservation, ...]
     # the jobs of live attempts (their specs come joined) in one query per chunk, not one per attempt
     job_ids = sorted({a.job_id for a in live})
     for chunk in chunked(job_ids):
-        jobs.update((job.id, job) for job in session.scalars(select(Job).where(Job.id.in_(chunk))))
+        jobs.update((job.id, job) for job in session.scalars(select(Job).where(among(session, Job.id, chunk))))
 
     def job_of(job_id: str) -> Job:
         return jobs[job_id]

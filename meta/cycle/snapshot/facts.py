@@ -13,7 +13,7 @@ from typing import Any
 from sqlalchemy import Row, select
 from sqlalchemy.orm import Session
 
-from meta.store.chunks import chunked
+from meta.store.chunks import among, chunked
 from meta.store.models import Attempt, Job, JobSpecRow, Task
 
 JOB_FACTS = (Job.id, Job.tenant, Job.kind, Job.priority_class, Job.submitted_at, Job.short_id, JobSpecRow.spec_json)
@@ -25,5 +25,5 @@ ATTEMPT_FACTS = (Attempt.id, Attempt.job_id, Attempt.task_id, Attempt.state, Att
 def read_jobs(session: Session, job_ids: Iterable[str], into: dict[str, Row[Any]]) -> None:
     """read_jobs adds the facts of the jobs ``into`` does not hold yet, read in ``IN`` lists (each job once)."""
     for chunk in chunked(sorted(set(job_ids).difference(into))):
-        query = select(*JOB_FACTS).join(JobSpecRow, JobSpecRow.job_id == Job.id).where(Job.id.in_(chunk))
+        query = select(*JOB_FACTS).join(JobSpecRow, JobSpecRow.job_id == Job.id).where(among(session, Job.id, chunk))
         into.update((job.id, job) for job in session.execute(query))

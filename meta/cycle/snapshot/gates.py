@@ -35,7 +35,7 @@ from meta.policy.dependencies import (
 from meta.policy.plan import PendingReason
 from meta.policy.snapshot import PendingTask
 from meta.store import audit
-from meta.store.chunks import chunked
+from meta.store.chunks import among, chunked
 from meta.store.lifecycle import cancel_job
 from meta.store.models import Attempt, Job, Task
 from meta.store.transitions import transition_task
@@ -128,7 +128,7 @@ def task_names(session: Session, task_ids: Sequence[str]) -> dict[str, str]:
     """task_names is each task's name (an array element's index), by task id."""
     names: dict[str, str] = {}
     for chunk in chunked(task_ids, _IN_CHUNK):
-        names.update(session.execute(select(Task.id, Task.name).where(Task.id.in_(chunk))).all())
+        names.update(session.execute(select(Task.id, Task.name).where(among(session, Task.id, chunk))).all())
     return names
 
 
@@ -140,7 +140,7 @@ def observe_elements(session: Session, refs: Iterable[str]) -> dict[str, Observe
         rows = session.execute(
             select(Job.id, Job.short_id, Job.cancel_requested, Task.name, Task.state, Task.updated_at)
             .join(Task, Task.job_id == Job.id)
-            .where(or_(Job.short_id.in_(chunk), Job.id.in_(chunk)))
+            .where(or_(among(session, Job.short_id, chunk), among(session, Job.id, chunk)))
         )
         for job_id, short_id, cancel_requested, name, state, updated_at in rows:
             element = observed_job([TaskState(state)], cancel_requested, None, updated_at, short_id)
@@ -154,13 +154,13 @@ def observe_jobs(session: Session, refs: Iterable[str]) -> dict[str, ObservedJob
     found: dict[str, ObservedJob] = {}
     for chunk in chunked(wanted, _IN_CHUNK):
         jobs = session.execute(
-            select(Job.id, Job.short_id, Job.cancel_requested).where(or_(Job.short_id.in_(chunk), Job.id.in_(chunk)))
+            select(Job.id, Job.short_id, Job.cancel_requested).where(or_(among(session, Job.short_id, chunk), among(session, Job.id, chunk)))
         ).all()
         ids = [job_id for job_id, _, _ in jobs]
         states = _task_states(session, ids)
         started = dict(
             session.execute(
-                select(Attempt.job_id, func.min(Attempt.started_at)).where(Attempt.job_id.in_(ids)).group_by(Attempt.job_id)
+                select(Attempt.job_id, func.min(Attempt.started_at)).where(among(session, Attempt.job_id, ids)).group_by(Attempt.job_id)
             ).all()
         )
         for job_id, short_id, cancel_requested in jobs:
@@ -175,7 +175,7 @@ def _task_states(session: Session, job_ids: list[str]) -> dict[str, tuple[list[T
     grouped: dict[str, tuple[list[TaskState], datetime | None]] = {}
     rows = session.execute(
         select(Task.job_id, Task.state, func.count(), func.max(Task.updated_at))
-        .where(Task.job_id.in_(job_ids))
+        .where(among(session, Task.job_id, job_ids))
         .group_by(Task.job_id, Task.state)
     )
     for job_id, state, count, updated in rows:
@@ -210,13 +210,13 @@ def singleton_blocked(session: Session, job_ids: Sequence[str]) -> set[str]:
     if not job_ids:
         return set()
     mine = session.execute(
-        select(Job.id, Job.name, Job.owner_uid, Job.submitted_by, Job.submitted_at).where(Job.id.in_(list(job_ids)))
+        select(Job.id, Job.name, Job.owner_uid, Job.submitted_by, Job.submitted_at).where(among(session, Job.id, list(job_ids)))
     ).all()
     names = sorted({row.name for row in mine})
     rows = session.execute(
         select(Job.id, Job.name, Job.owner_uid, Job.submitted_by, Job.submitted_at, Task.state)
         .join(Task, Task.job_id == Job.id)
-        .where(Job.name.in_(names), Job.cancel_requested.is_(False), Task.state.in_(_LIVE_OR_WAITING))
+        .where(among(session, Job.name, names), Job.cancel_requested.is_(False), Task.state.in_(_LIVE_OR_WAITING))
         .distinct()
     ).all()
     others: dict[tuple, list[tuple[tuple, bool]]] = {}
@@ -235,7 +235,7 @@ def singleton_blocked(session: Session, job_ids: Sequence[str]) -> set[str]:
 def cancel_doomed_tasks(session: Session, doomed: dict[str, str]) -> int:
     """cancel_doomed_tasks cancels array elements whose aftercorr can never be satisfied (--kill-on-invalid-dep), audited."""
     cancelled = 0
-    for task in session.scalars(select(Task).where(Task.id.in_(sorted(doomed)), Task.state == TaskState.PENDING.value)):
+    for task in session.scalars(select(Task).where(among(session, Task.id, sorted(doomed)), Task.state == TaskState.PENDING.value)):
         reason = f"DependencyNeverSatisfied: {doomed[task.id]} (--kill-on-invalid-dep)"
         transition_task(session, task.id, TaskState.CANCELLED, f"kill-invalid-dep:{task.id}:{task.version}",
                         reason=reason, actor="scheduler")  # fmt: skip
@@ -249,7 +249,7 @@ def cancel_doomed_tasks(session: Session, doomed: dict[str, str]) -> int:
 def cancel_doomed(session: Session, doomed: dict[str, str]) -> int:
     """cancel_doomed cancels jobs whose dependency can never be satisfied (--kill-on-invalid-dep), audited."""
     cancelled = 0
-    for job in session.scalars(select(Job).where(Job.id.in_(sorted(doomed)))):
+    for job in session.scalars(select(Job).where(among(session, Job.id, sorted(doomed)))):
         if job.cancel_requested:
             continue
         reason = f"DependencyNeverSatisfied: {doomed[job.id]} (--kill-on-invalid-dep)"

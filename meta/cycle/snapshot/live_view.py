@@ -22,7 +22,7 @@ from meta.cycle.snapshot.facts import ATTEMPT_FACTS, read_jobs
 from meta.model.resources import ResourceVector
 from meta.model.states import LIVE_ATTEMPT_STATES, AttemptState
 from meta.policy.snapshot import Reservation
-from meta.store.chunks import chunked
+from meta.store.chunks import among, chunked
 from meta.store.models import Attempt, Checkpoint
 
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
@@ -115,7 +115,7 @@ class LiveView:
         described: dict[str, tuple[_Key, str, Reservation]] = {}
         jobs: dict[str, Row[Any]] = {}
         for chunk in chunked(attempt_ids):
-            attempts = session.execute(select(*ATTEMPT_FACTS).where(Attempt.id.in_(chunk))).all()
+            attempts = session.execute(select(*ATTEMPT_FACTS).where(among(session, Attempt.id, chunk))).all()
             read_jobs(session, (attempt.job_id for attempt in attempts), jobs)
             for attempt in attempts:
                 reservation = describe(jobs[attempt.job_id], attempt, checkpoints.get(attempt.task_id))

@@ -23,7 +23,7 @@ from meta.cycle.snapshot.waiting_queue import WAITING, WaitingQueue
 from meta.model.errors import JOB_FAULTS
 from meta.model.states import TaskState
 from meta.policy.snapshot import PendingTask
-from meta.store.chunks import chunked
+from meta.store.chunks import among, chunked
 from meta.store.models import Job, JobSpecRow, Task
 
 _WHOLE_QUEUE_FROM = 2000  # tasks to describe from which reading the whole queue may pay
@@ -89,6 +89,6 @@ def _facts(session: Session, task_ids: list[str], waiting: int) -> Iterator[tupl
         return
     jobs: dict[str, Row[Any]] = {}
     for chunk in chunked(task_ids):
-        tasks = session.execute(select(*TASK_FACTS).where(Task.id.in_(chunk))).all()
+        tasks = session.execute(select(*TASK_FACTS).where(among(session, Task.id, chunk))).all()
         read_jobs(session, (task.job_id for task in tasks), jobs)
         yield list(tasks), jobs
