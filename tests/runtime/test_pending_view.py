@@ -11,7 +11,7 @@ through the whole pipeline.
 from __future__ import annotations
 
 import tempfile
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from types import SimpleNamespace
 
 import pytest
@@ -251,18 +251,41 @@ def test_a_jobs_shared_fields_follow_its_facts(service: Service) -> None:
 def test_the_spec_cache_keeps_only_jobs_waiting_or_running_once_it_outgrows_them(
     service: Service, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A long-running leader's spec cache follows the queue, not history; a dropped spec is read again."""
+    """A long-running leader's spec cache follows the queue, not history; a dropped job's parts are worked out again."""
     monkeypatch.setattr(build_module, "_SPARE_SPECS", 0)
     jobs = [service.submit(spec_from_dict({"kind": "evaluation", "name": f"e{i}", "tenant": "acme", "command": "run",
                                            "resources": {"cpus": 1}})).job.id for i in range(5)]  # fmt: skip
     specs = SpecCache()
     with service.db.session() as session:
-        kept = {job: specs.get(session, job) for job in jobs}
+        rows = {job: session.get(Job, job) for job in jobs}
+        kept = {job: specs.fields(rows[job], specs.get(session, job)) for job in jobs}
         waiting = [SimpleNamespace(job_id=jobs[0]), SimpleNamespace(job_id=jobs[1])]
         running = [SimpleNamespace(job_id=jobs[2])]
-        specs.keep_only(waiting, running)  # 5 specs, at most 2 × 3 could be active: kept as they are
-        assert all(specs.get(session, job) is kept[job] for job in jobs)
-        specs.keep_only(waiting[:1], [])  # 5 > 2 × 1: only the waiting job's spec stays
-        assert specs.get(session, jobs[0]) is kept[jobs[0]]
-        again = specs.get(session, jobs[3])
-        assert again is not kept[jobs[3]] and again == kept[jobs[3]]  # read and parsed again
+        specs.keep_only(waiting, running)  # 5 jobs, at most 2 × 3 could be active: kept as they are
+        assert all(specs.fields(rows[job], specs.get(session, job)) is kept[job] for job in jobs)
+        specs.keep_only(waiting[:1], [])  # 5 > 2 × 1: only the waiting job's parts stay
+        assert specs.fields(rows[jobs[0]], specs.get(session, jobs[0])) is kept[jobs[0]]
+        again = specs.fields(rows[jobs[3]], specs.get(session, jobs[3]))
+        assert again is not kept[jobs[3]] and again == kept[jobs[3]]  # worked out again
+
+
+def test_parsed_specs_are_kept_for_recent_jobs_and_what_the_gates_read_for_every_job(
+    service: Service, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Parsed specs are bounded (least recently used dropped); the gates' part of each spec stays without them."""
+    monkeypatch.setattr(build_module, "_PARSED_KEPT", 2)
+    parses: list[str] = []
+    real = build_module.spec_from_json
+    monkeypatch.setattr(build_module, "spec_from_json", lambda text: parses.append(text) or real(text))
+    jobs = [service.submit(spec_from_dict({"kind": "evaluation", "name": f"b{i}", "tenant": "acme", "command": "run",
+                                           "begin": f"2030-01-0{i + 1}T00:00:00+00:00",
+                                           "resources": {"cpus": 1}})).job.id for i in range(3)]  # fmt: skip
+    specs = SpecCache()
+    with service.db.session() as session:
+        facts = [specs.gate_facts(session, job) for job in jobs]
+        assert [f.begin for f in facts] == [datetime(2030, 1, i + 1, tzinfo=UTC).timestamp() for i in range(3)]
+        assert len(parses) == 3
+        assert [specs.gate_facts(session, job) for job in jobs] == facts and len(parses) == 3  # no spec read again
+        latest = specs.get(session, jobs[2])
+        assert len(parses) == 3 and specs.get(session, jobs[0]).name == "b0" and len(parses) == 4  # b0 was dropped
+        assert specs.get(session, jobs[2]) is latest and len(parses) == 4

@@ -8,6 +8,7 @@ tenants with quotas and decayed usage. Specs are immutable, so parsed specs are 
 from __future__ import annotations
 
 import logging
+from collections import OrderedDict
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Protocol
@@ -16,6 +17,7 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session
 
 from checkpoint.site import resume_cluster
+from meta.cycle.snapshot.gates import GateFacts, gate_facts
 from meta.cycle.snapshot.live_view import LiveView
 from meta.cycle.snapshot.pending_view import PendingView
 from meta.model.durations import utcnow
@@ -33,55 +35,83 @@ from meta.store.models import Attempt, Checkpoint, CycleRecord, Job, JobSpecRow,
 
 log = logging.getLogger("metasched.snapshot")
 _LIVE = [state.value for state in LIVE_ATTEMPT_STATES]
-_SPARE_SPECS = 1000  # specs kept beyond twice the active jobs before the cache is pruned
+_SPARE_SPECS = 1000  # jobs kept beyond twice the active ones before the cache is pruned
+_PARSED_KEPT = 8192  # parsed specs kept (about 5 KB each), least recently used dropped first
 
 
 class SpecCache:
-    """SpecCache parses each job's spec once: specs never change after submit."""
+    """SpecCache parses each job's spec once and keeps what each period reads of it: specs never change after submit.
+
+    The parsed specs themselves are kept for the most recently used ``_PARSED_KEPT`` jobs only
+    (about 5 KB each: 50,000 waiting jobs kept 265 MB, issue 24); a period reads the derived
+    parts below, and the rare full reads (a launch, an ended partition's output) parse again.
+    """
 
     def __init__(self) -> None:
-        self._specs: dict[str, AnySpec] = {}
-        # job id -> (the job's facts, its spec, job_fields): a new leader describes 100,000 tasks of a
-        # few hundred jobs, and the per-job part was two thirds of each description (issue 24)
-        self._fields: dict[str, tuple[tuple[Any, ...], AnySpec, dict[str, Any]]] = {}
+        self._specs: OrderedDict[str, AnySpec] = OrderedDict()  # least recently used first
+        # job id -> (the job's facts, job_fields): a new leader describes 100,000 tasks of a few
+        # hundred jobs, and the per-job part was two thirds of each description (issue 24)
+        self._fields: dict[str, tuple[tuple[Any, ...], dict[str, Any]]] = {}
+        self._gates: dict[str, GateFacts | None] = {}  # job id -> what the gates read of its spec
 
     def get(self, session: Session, job_id: str) -> AnySpec:
-        """get returns the parsed spec of a job, reading it only the first time."""
-        spec = self._specs.get(job_id)
+        """get returns the parsed spec of a job, reading it only when it is not kept."""
+        spec = self._recent(job_id)
         if spec is None:
             row = session.get(JobSpecRow, job_id)
             assert row is not None, f"job {job_id} has no spec"
-            spec = self._specs[job_id] = spec_from_json(row.spec_json)
+            spec = self._keep(job_id, spec_from_json(row.spec_json))
         return spec
 
+    def parsed(self, job_id: str, spec_json: str) -> AnySpec:
+        """parsed returns the job's spec, parsing ``spec_json`` (its stored text, read already) only when it is not kept."""
+        spec = self._recent(job_id)
+        return spec if spec is not None else self._keep(job_id, spec_from_json(spec_json))
+
     def fields(self, job: JobFacts, spec: AnySpec) -> dict[str, Any]:
-        """fields is ``job_fields(job, spec)``, worked out again only when the job's facts or spec object changed."""
+        """fields is ``job_fields(job, spec)``, worked out again only when the job's facts changed."""
         facts = (job.tenant, job.kind, job.priority_class, job.submitted_at, job.short_id)
         kept = self._fields.get(job.id)
-        if kept is not None and kept[0] == facts and kept[1] is spec:
-            return kept[2]
+        if kept is not None and kept[0] == facts:
+            return kept[1]
         fields = job_fields(job, spec)
-        self._fields[job.id] = (facts, spec, fields)
+        self._fields[job.id] = (facts, fields)
         return fields
 
+    def gate_facts(self, session: Session, job_id: str) -> GateFacts | None:
+        """gate_facts is what the gates read of the job's spec (gates.gate_facts), worked out once per job."""
+        try:
+            return self._gates[job_id]
+        except KeyError:
+            facts = self._gates[job_id] = gate_facts(self.get(session, job_id))
+            return facts
+
     def keep_only(self, pending: Sequence[PendingTask], reservations: Sequence[Reservation]) -> None:
-        """keep_only drops the specs of jobs neither waiting nor running, once it holds twice as many as could be.
+        """keep_only drops what it keeps of jobs neither waiting nor running, once it holds twice as many as could be.
 
         Without it a long-running leader kept every job it ever described (issue 24: memory
-        grew with history, not with the queue). A dropped spec is read and parsed again if its
-        job comes back (a retry's backoff ending, a begin time coming).
+        grew with history, not with the queue). A dropped job's parts are worked out again if it
+        comes back (a retry's backoff ending, a begin time coming).
         """
-        if not outgrown(len(self._specs), len(pending) + len(reservations), _SPARE_SPECS):
+        held = max(len(self._fields), len(self._gates))
+        if not outgrown(held, len(pending) + len(reservations), _SPARE_SPECS):
             return
         active = {t.job_id for t in pending} | {r.job_id for r in reservations}
-        self._specs = only_keys(self._specs, active)
         self._fields = only_keys(self._fields, active)
+        self._gates = only_keys(self._gates, active)
 
-    def parsed(self, job_id: str, spec_json: str) -> AnySpec:
-        """parsed returns the job's spec, parsing ``spec_json`` (its stored text, read already) only the first time."""
+    def _recent(self, job_id: str) -> AnySpec | None:
+        """_recent is the kept parsed spec of a job (now the most recently used), or None."""
         spec = self._specs.get(job_id)
-        if spec is None:
-            spec = self._specs[job_id] = spec_from_json(spec_json)
+        if spec is not None:
+            self._specs.move_to_end(job_id)
+        return spec
+
+    def _keep(self, job_id: str, spec: AnySpec) -> AnySpec:
+        """_keep keeps a newly parsed spec, dropping the least recently used beyond ``_PARSED_KEPT``."""
+        self._specs[job_id] = spec
+        if len(self._specs) > _PARSED_KEPT:
+            self._specs.popitem(last=False)
         return spec
 
 

@@ -21,6 +21,7 @@ from typing import Protocol
 from sqlalchemy import func, or_, select
 from sqlalchemy.orm import Session
 
+from meta.model.dependency import Dependency
 from meta.model.spec import AnySpec
 from meta.model.states import JobState, TaskState, derive_job_state
 from meta.policy.dependencies import (
@@ -46,10 +47,27 @@ _LIVE_OR_WAITING = (TaskState.PENDING.value, TaskState.SCHEDULED.value, TaskStat
 
 
 class Specs(Protocol):
-    """Specs is what the gates need of the spec cache: a job's parsed spec by id."""
+    """Specs is what the gates need of the spec cache: the gating part of a job's spec by id."""
 
-    def get(self, session: Session, job_id: str) -> AnySpec:
-        """get returns the parsed spec of a job."""
+    def gate_facts(self, session: Session, job_id: str) -> GateFacts | None:
+        """gate_facts is what of the job's spec may gate it (None: nothing does)."""
+
+
+@dataclass(frozen=True, slots=True)
+class GateFacts:
+    """GateFacts is what the gates read of a job's spec: its dependency, begin time and choice on an invalid one."""
+
+    dependency: Dependency | None
+    begin: float | None
+    kill_on_invalid_dep: bool | None
+
+
+def gate_facts(spec: AnySpec) -> GateFacts | None:
+    """gate_facts is the part of a spec the gates read, or None when it names no dependency and no begin time."""
+    dependency = spec.parsed_dependency()
+    if dependency is None and spec.begin is None:
+        return None
+    return GateFacts(dependency, spec.begin.timestamp() if spec.begin else None, spec.kill_on_invalid_dep)
 
 
 @dataclass
@@ -66,10 +84,16 @@ class GateResult:
 
 def job_gates(spec: AnySpec, hold: str | None) -> Gates | None:
     """job_gates is what may keep a job from the policy, or None when nothing can."""
-    dependency = spec.parsed_dependency()
-    if hold is None and dependency is None and spec.begin is None:
+    return gates_of(gate_facts(spec), hold)
+
+
+def gates_of(facts: GateFacts | None, hold: str | None) -> Gates | None:
+    """gates_of is what may keep a job from the policy given its spec's gate facts and hold, or None when nothing can."""
+    if hold is None and facts is None:
         return None
-    return Gates(hold=hold, dependency=dependency, begin=spec.begin.timestamp() if spec.begin else None)
+    if facts is None:
+        return Gates(hold=hold, dependency=None, begin=None)
+    return Gates(hold=hold, dependency=facts.dependency, begin=facts.begin)
 
 
 def apply_gates(
@@ -77,12 +101,12 @@ def apply_gates(
 ) -> GateResult:
     """apply_gates keeps held, dependent and not-yet-begun jobs from the policy and says why each waits."""
     holds = dict(session.execute(select(Job.id, Job.hold).where(Job.hold.is_not(None))).all())
-    gated: dict[str, tuple[Gates, AnySpec]] = {}
+    gated: dict[str, tuple[Gates, GateFacts | None]] = {}
     for job_id in dict.fromkeys(task.job_id for task in pending):
-        spec = specs.get(session, job_id)
-        gates = job_gates(spec, holds.get(job_id))
+        facts = specs.gate_facts(session, job_id)
+        gates = gates_of(facts, holds.get(job_id))
         if gates is not None:
-            gated[job_id] = (gates, spec)
+            gated[job_id] = (gates, facts)
     result = GateResult()
     if not gated:
         result.open = list(pending)
@@ -98,7 +122,7 @@ def apply_gates(
         if task.job_id not in gated:
             result.open.append(task)
             continue
-        gates, spec = gated[task.job_id]
+        gates, facts = gated[task.job_id]
         element = elements.get(task.task_id) if task.job_id in corr else None  # aftercorr: element by element
         key = (task.job_id, element)
         if key not in verdicts:
@@ -112,7 +136,8 @@ def apply_gates(
             continue
         result.reasons[task.task_id] = reason
         result.job_of_task[task.task_id] = task.job_id
-        kill = spec.kill_on_invalid_dep if spec.kill_on_invalid_dep is not None else kill_default
+        chosen = facts.kill_on_invalid_dep if facts is not None else None
+        kill = chosen if chosen is not None else kill_default
         if never and kill:
             doomed = result.doomed_tasks if element is not None else result.doomed
             doomed[task.task_id if element is not None else task.job_id] = reason.message
