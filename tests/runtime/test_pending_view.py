@@ -41,7 +41,7 @@ from meta.service.api import Service
 from meta.store.db import Database
 from meta.store.lifecycle import attempt_event
 from meta.store.migrate import upgrade
-from meta.store.models import Attempt, Job, Task
+from meta.store.models import Attempt, Job, JobSpecRow, Task
 from meta.store.reset import truncate_all
 from tests.runtime.support import node_state, place, share
 
@@ -289,3 +289,10 @@ def test_parsed_specs_are_kept_for_recent_jobs_and_what_the_gates_read_for_every
         latest = specs.get(session, jobs[2])
         assert len(parses) == 3 and specs.get(session, jobs[0]).name == "b0" and len(parses) == 4  # b0 was dropped
         assert specs.get(session, jobs[2]) is latest and len(parses) == 4
+    fresh = SpecCache()  # a view's rows carry the text: describing them keeps the gates' part, never read again
+    with service.db.session() as session:
+        texts = dict(session.execute(select(JobSpecRow.job_id, JobSpecRow.spec_json)).all())
+        for job in jobs:
+            fresh.parsed(job, texts[job])
+        monkeypatch.setattr(session, "get", lambda *args, **kwargs: pytest.fail("a spec was read again"))
+        assert [fresh.gate_facts(session, job) for job in jobs] == facts

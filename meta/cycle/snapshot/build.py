@@ -83,8 +83,10 @@ class SpecCache:
         try:
             return self._gates[job_id]
         except KeyError:
-            facts = self._gates[job_id] = gate_facts(self.get(session, job_id))
-            return facts
+            spec = self.get(session, job_id)  # a parse keeps them (``_keep``)
+        if job_id not in self._gates:  # the spec was kept parsed, its gate facts pruned (keep_only)
+            self._gates[job_id] = gate_facts(spec)
+        return self._gates[job_id]
 
     def keep_only(self, pending: Sequence[PendingTask], reservations: Sequence[Reservation]) -> None:
         """keep_only drops what it keeps of jobs neither waiting nor running, once it holds twice as many as could be.
@@ -108,7 +110,13 @@ class SpecCache:
         return spec
 
     def _keep(self, job_id: str, spec: AnySpec) -> AnySpec:
-        """_keep keeps a newly parsed spec, dropping the least recently used beyond ``_PARSED_KEPT``."""
+        """_keep keeps a newly parsed spec, dropping the least recently used beyond ``_PARSED_KEPT``.
+
+        What the gates read is taken now: the gates ask for every waiting job each period, and
+        a spec dropped by then would be read from the store again, one statement per job.
+        """
+        if job_id not in self._gates:
+            self._gates[job_id] = gate_facts(spec)
         self._specs[job_id] = spec
         if len(self._specs) > _PARSED_KEPT:
             self._specs.popitem(last=False)
