@@ -143,13 +143,13 @@ class Oldest:
 
 
 def waiting_values(
-    snapshot: Snapshot, plan: Plan, tenants: Iterable[str], skipped: Collection[str] = ()
+    snapshot: Snapshot, plan: Plan, tenants: Iterable[str], placed: Collection[str] = ()
 ) -> tuple[dict[Labels, float], Oldest, dict[Labels, float]]:
     """waiting_values is (waiting tasks per tenant and reason, each tenant's earliest waiting submit, overdue tasks per tenant).
 
-    A task placed this period no longer waits; one whose placement did not commit still does.
+    A task placed this period (``placed``: committed_tasks) no longer waits; one whose placement
+    did not commit still does.
     """
-    placed = {p.task_id for p in plan.placements if p.task_id not in skipped}
     now, reasons = snapshot.now, plan.reasons
     counts: Counter[tuple[str, str]] = Counter()  # plain keys in the loop: it runs once per waiting task
     earliest: dict[str, float] = {}
@@ -284,7 +284,7 @@ def publish(
         set_all(gauge, values)
     for gauge, values in zip((metrics.weight, metrics.usage, metrics.usage_ratio), share_values(snapshot, tenants), strict=True):
         set_all(gauge, values)
-    by_reason, oldest, overdue = waiting_values(snapshot, plan, tenants, skipped)
+    by_reason, oldest, overdue = waiting_values(snapshot, plan, tenants, placed)
     set_all(metrics.pending_tasks, by_reason)
     set_all(metrics.oldest_pending, oldest_values(oldest, snapshot.now))
     set_all(metrics.overdue, overdue)
